@@ -1,0 +1,152 @@
+//! `palisade matrix`.
+
+use std::io::Write;
+
+use palisade_engine::{Engine, Matrix, Probe};
+use palisade_model::Protocol;
+
+use crate::common::{Input, parse_protocol};
+use crate::error::CliError;
+
+/// Arguments of `matrix`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    input: Input,
+    /// Ports to probe (comma-separated). Default: the pods' container ports, each with its protocol.
+    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..))]
+    ports: Vec<u16>,
+    /// Protocols to probe (comma-separated). With --ports the default is TCP; without,
+    /// this filters the container ports.
+    #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
+    protocols: Vec<Protocol>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
+    output: Format,
+}
+
+/// `matrix` output formats.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Format {
+    Table,
+    Json,
+    Jsonl,
+    Csv,
+    Md,
+}
+
+/// The probes asked for: `--ports` × `--protocols` (TCP by default), or the container ports.
+fn probes(engine: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Probe> {
+    if ports.is_empty() {
+        return engine
+            .container_probes()
+            .into_iter()
+            .filter(|p| protocols.is_empty() || protocols.contains(&p.protocol))
+            .collect();
+    }
+    let protocols = if protocols.is_empty() { &[Protocol::Tcp][..] } else { protocols };
+    protocols.iter().flat_map(|&protocol| ports.iter().map(move |&port| Probe { protocol, port })).collect()
+}
+
+/// Evaluates every probe between every pair of pods and prints it.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let engine = args.input.engine()?;
+    let probes = probes(&engine, &args.ports, &args.protocols);
+    let m = engine.matrix(&probes);
+    let names: Vec<String> = m.pods.iter().map(|&p| engine.cluster().pods[p].key()).collect();
+    let stdout = std::io::stdout();
+    match args.output {
+        Format::Table => table(&mut anstream::AutoStream::auto(stdout.lock()), &m, &names)?,
+        Format::Jsonl => jsonl(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
+        Format::Json => json(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
+        Format::Csv => csv(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
+        Format::Md => md(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
+    }
+    Ok(())
+}
+
+/// Every (probe, from, to) cell in output order.
+fn cells<'a>(m: &'a Matrix, names: &'a [String]) -> impl Iterator<Item = (&'a Probe, &'a str, &'a str, bool)> + 'a {
+    m.probes.iter().enumerate().flat_map(move |(pi, probe)| {
+        (0..names.len()).flat_map(move |f| {
+            (0..names.len()).map(move |t| (probe, names[f].as_str(), names[t].as_str(), m.allowed(pi, f, t)))
+        })
+    })
+}
+
+fn jsonl(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
+    for (probe, from, to, ok) in cells(m, names) {
+        writeln!(
+            out,
+            "{{\"from\":{},\"to\":{},\"protocol\":\"{}\",\"port\":{},\"allowed\":{ok}}}",
+            serde_json::Value::from(from),
+            serde_json::Value::from(to),
+            probe.protocol,
+            probe.port
+        )?;
+    }
+    out.flush()
+}
+
+fn json(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
+    let rows: Vec<serde_json::Value> = cells(m, names)
+        .map(|(probe, from, to, ok)| {
+            serde_json::json!({"from": from, "to": to, "protocol": probe.protocol.as_str(), "port": probe.port, "allowed": ok})
+        })
+        .collect();
+    writeln!(out, "{}", serde_json::to_string_pretty(&rows).unwrap_or_default())?;
+    out.flush()
+}
+
+fn csv(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
+    writeln!(out, "from,to,protocol,port,allowed")?;
+    for (probe, from, to, ok) in cells(m, names) {
+        writeln!(out, "{from},{to},{},{},{ok}", probe.protocol, probe.port)?;
+    }
+    out.flush()
+}
+
+fn md(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
+    for (pi, probe) in m.probes.iter().enumerate() {
+        writeln!(out, "### {}/{}\n", probe.protocol, probe.port)?;
+        writeln!(out, "| from \\ to | {} |", names.join(" | "))?;
+        writeln!(out, "|---|{}", "---|".repeat(names.len()))?;
+        for (f, from) in names.iter().enumerate() {
+            let row: Vec<&str> = (0..names.len()).map(|t| if m.allowed(pi, f, t) { "✓" } else { "✗" }).collect();
+            writeln!(out, "| {from} | {} |", row.join(" | "))?;
+        }
+        writeln!(out)?;
+    }
+    out.flush()
+}
+
+const GREEN: &str = "\x1b[32m";
+const RED: &str = "\x1b[31m";
+const RESET: &str = "\x1b[0m";
+
+/// A grid per probe: rows are sources, columns destinations; `.` allowed, `X` denied.
+/// Colour is stripped when stdout is not a terminal or `NO_COLOR` is set.
+fn table(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
+    let width = names.iter().map(String::len).max().unwrap_or(4).max(4);
+    for (pi, probe) in m.probes.iter().enumerate() {
+        writeln!(out, "{}/{}  (rows: from, columns: to; . allowed, X denied)", probe.protocol, probe.port)?;
+        write!(out, "{:width$}", "")?;
+        for (i, _) in names.iter().enumerate() {
+            write!(out, " {:>3}", i)?;
+        }
+        writeln!(out)?;
+        for (f, from) in names.iter().enumerate() {
+            write!(out, "{from:width$}")?;
+            for t in 0..names.len() {
+                if m.allowed(pi, f, t) {
+                    write!(out, "   {GREEN}.{RESET}")?;
+                } else {
+                    write!(out, "   {RED}X{RESET}")?;
+                }
+            }
+            writeln!(out, "  [{f}]")?;
+        }
+        writeln!(out)?;
+    }
+    out.flush()
+}

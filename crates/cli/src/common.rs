@@ -1,0 +1,105 @@
+//! Arguments shared by the analysis commands, and turning them into library inputs.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use palisade_engine::{Endpoint, Engine, Options, Semantics};
+use palisade_model::{LoadOptions, Protocol, Severity};
+
+use crate::error::CliError;
+
+/// Where the cluster and policies come from, and how to read them.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Input {
+    /// Manifest files or directories (recursively *.yaml, *.yml, *.json); `-` for stdin.
+    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    pub files: Vec<PathBuf>,
+    /// Skip invalid objects (reporting them) instead of refusing the whole input.
+    #[arg(long)]
+    pub skip_invalid: bool,
+    /// NetworkPolicy isolation model: `standard` (released Kubernetes) or `legacy` (the
+    /// original v1beta1 model, where only DefaultDeny namespaces are isolated).
+    #[arg(long, value_enum, default_value = "standard")]
+    pub semantics: SemanticsArg,
+    /// Do not exempt traffic from a node's host address to the pods on that node.
+    #[arg(long)]
+    pub no_node_local: bool,
+}
+
+/// `--semantics` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SemanticsArg {
+    /// Released Kubernetes.
+    Standard,
+    /// The original v1beta1 proposal.
+    Legacy,
+}
+
+impl Input {
+    /// Loads and compiles the input, printing notices on stderr.
+    pub fn engine(&self) -> Result<Engine, CliError> {
+        let loaded = palisade_model::load_paths(&self.files, LoadOptions { skip_invalid: self.skip_invalid })?;
+        for d in &loaded.diagnostics {
+            let prefix = if d.severity == Severity::Error { "skipped: " } else { "" };
+            eprintln!("{prefix}{d}");
+        }
+        let options = Options {
+            semantics: match self.semantics {
+                SemanticsArg::Standard => Semantics::Standard,
+                SemanticsArg::Legacy => Semantics::Legacy,
+            },
+            allow_node_local: !self.no_node_local,
+        };
+        Ok(Engine::new(loaded.cluster, options))
+    }
+}
+
+/// Parses a protocol name, case-insensitively.
+pub fn parse_protocol(s: &str) -> Result<Protocol, String> {
+    s.to_ascii_uppercase().parse()
+}
+
+/// Resolves `namespace/pod` or an IP address to an endpoint.
+pub fn endpoint(engine: &Engine, spec: &str, family_v6: Option<bool>) -> Result<Endpoint, CliError> {
+    if let Ok(ip) = spec.parse::<IpAddr>() {
+        return Ok(engine.endpoint_for_ip(ip));
+    }
+    let Some((ns, name)) = spec.split_once('/') else {
+        return Err(CliError::Usage(format!("{spec:?} is neither namespace/pod nor an IP address")));
+    };
+    let pod = engine
+        .pod_id(ns, name)
+        .ok_or_else(|| CliError::Usage(format!("no pod {spec} in the input")))?;
+    engine
+        .endpoint_for_pod(pod, family_v6)
+        .ok_or_else(|| CliError::Usage(format!("pod {spec} has no IP address (status.podIP/podIPs) to connect with")))
+}
+
+/// The `--from/--to/--port/--protocol` of eval and explain.
+#[derive(Debug, Clone, clap::Args)]
+pub struct FlowArgs {
+    /// Source: `namespace/pod` or an IP address.
+    #[arg(long)]
+    pub from: String,
+    /// Destination: `namespace/pod` or an IP address.
+    #[arg(long)]
+    pub to: String,
+    /// Destination port.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    pub port: u16,
+    /// Protocol: TCP, UDP or SCTP.
+    #[arg(long, default_value = "TCP", value_parser = parse_protocol)]
+    pub protocol: Protocol,
+}
+
+impl FlowArgs {
+    /// The flow these arguments name.
+    pub fn flow(&self, engine: &Engine) -> Result<palisade_engine::Flow, CliError> {
+        let src = endpoint(engine, &self.from, None)?;
+        let dst = endpoint(engine, &self.to, Some(src.ip.is_ipv6()))?;
+        if src.ip.is_ipv6() != dst.ip.is_ipv6() {
+            return Err(CliError::Usage(format!("{} and {} have no address family in common", self.from, self.to)));
+        }
+        Ok(palisade_engine::Flow { src, dst, protocol: self.protocol, port: self.port })
+    }
+}

@@ -1,0 +1,37 @@
+//! `palisade`: analyse, explain and enforce Kubernetes network policies.
+
+mod cmd;
+mod common;
+mod error;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Kubernetes network policy: evaluate, explain, enforce, translate.
+#[derive(Debug, Parser)]
+#[command(name = "palisade", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Decide one connection and say which tier, policy and rule decided each side.
+    Eval(cmd::eval::Args),
+    /// Print the connectivity matrix between every pair of pods.
+    Matrix(cmd::matrix::Args),
+    /// Walk one connection through the tiers, policy by policy.
+    Explain(cmd::explain::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Eval(args) => cmd::eval::run(args),
+        Command::Matrix(args) => cmd::matrix::run(args),
+        Command::Explain(args) => cmd::explain::run(args),
+    };
+    error::exit(result)
+}

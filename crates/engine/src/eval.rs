@@ -1,0 +1,296 @@
+//! Deciding a connection: egress at the source, ingress at the destination, each by tiers.
+
+use std::net::IpAddr;
+
+use palisade_model::{Action, AdminPort, Direction, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol};
+
+use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, Semantics};
+use crate::verdict::{Decision, Exemption, PolicyId, RuleMatch, SideVerdict, Tier, Verdict};
+
+/// What an address is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndpointKind {
+    /// A pod that is a policy subject (not host-network).
+    Pod(PodId),
+    /// A node's host address (a node, or a host-network pod); the node index when known.
+    Host(Option<usize>),
+    /// Outside the cluster.
+    External,
+}
+
+/// One end of a connection: what it is and the address used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Endpoint {
+    /// What it is.
+    pub kind: EndpointKind,
+    /// The address on the wire.
+    pub ip: IpAddr,
+}
+
+/// A connection attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Flow {
+    /// Source.
+    pub src: Endpoint,
+    /// Destination.
+    pub dst: Endpoint,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Destination port.
+    pub port: u16,
+}
+
+impl Engine {
+    /// The endpoint for an address: the pod or node that owns it, or external.
+    pub fn endpoint_for_ip(&self, ip: IpAddr) -> Endpoint {
+        let kind = match self.ip_owner.get(&ip) {
+            Some(Owner::Pod(p)) => EndpointKind::Pod(*p),
+            Some(Owner::Node(n)) => EndpointKind::Host(Some(*n)),
+            None => EndpointKind::External,
+        };
+        Endpoint { kind, ip }
+    }
+
+    /// The endpoint for a pod, using its address of `family` (IPv4 when `None`) if it has
+    /// one, else its first. Host-network pods are their node's host address.
+    /// `None` when the pod has no address.
+    pub fn endpoint_for_pod(&self, pod: PodId, family_v6: Option<bool>) -> Option<Endpoint> {
+        let p = &self.cluster.pods[pod];
+        let node_ips = self.pod_node[pod].map(|n| &self.cluster.nodes[n].addresses);
+        let ips: &[IpAddr] = if p.host_network && p.ips.is_empty() { node_ips.map(Vec::as_slice).unwrap_or(&[]) } else { &p.ips };
+        let want_v6 = family_v6.unwrap_or(false);
+        let ip = *ips.iter().find(|ip| ip.is_ipv6() == want_v6).or_else(|| ips.first())?;
+        let kind = if p.host_network { EndpointKind::Host(self.pod_node[pod]) } else { EndpointKind::Pod(pod) };
+        Some(Endpoint { kind, ip })
+    }
+
+    /// Decides a connection, with the explanation of both sides.
+    pub fn evaluate(&self, flow: &Flow) -> Verdict {
+        if let (EndpointKind::Pod(a), EndpointKind::Pod(b)) = (flow.src.kind, flow.dst.kind)
+            && a == b
+        {
+            let s = SideVerdict::exempt(Exemption::SamePod);
+            return Verdict { allowed: true, egress: s.clone(), ingress: s };
+        }
+        let egress = match flow.src.kind {
+            EndpointKind::Pod(p) => self.decide(p, Direction::Egress, flow),
+            EndpointKind::Host(_) => SideVerdict::exempt(Exemption::Host),
+            EndpointKind::External => SideVerdict::exempt(Exemption::External),
+        };
+        let ingress = match flow.dst.kind {
+            EndpointKind::Pod(p) if self.node_local(flow, p) => SideVerdict::exempt(Exemption::NodeLocal),
+            EndpointKind::Pod(p) => self.decide(p, Direction::Ingress, flow),
+            EndpointKind::Host(_) => SideVerdict::exempt(Exemption::Host),
+            EndpointKind::External => SideVerdict::exempt(Exemption::External),
+        };
+        Verdict { allowed: egress.allowed && ingress.allowed, egress, ingress }
+    }
+
+    /// "Traffic from a node's own host IP to a pod on that node is allowed (kubelet probes)."
+    fn node_local(&self, flow: &Flow, dst: PodId) -> bool {
+        self.options.allow_node_local
+            && matches!(flow.src.kind, EndpointKind::Host(Some(n)) if self.pod_node[dst] == Some(n))
+    }
+
+    /// One side, by tiers: admin, NetworkPolicy, baseline, default.
+    fn decide(&self, pod: PodId, dir: Direction, flow: &Flow) -> SideVerdict {
+        let lists = self.policies(pod, dir);
+        let mut passes = Vec::new();
+        let verdict = |allowed, tier, decision, passes| SideVerdict { allowed, tier, decision, passes };
+        // Tier 1: first matching admin rule decides; Pass goes on to NetworkPolicies.
+        if let Some(m) = self.first_admin_match(&lists.admin, pod, dir, flow) {
+            if m.action != Action::Pass {
+                return verdict(m.action == Action::Allow, Tier::Admin, Decision::Rule(m), passes);
+            }
+            passes.push(m);
+        }
+        // Tier 2: isolation and allow-lists.
+        if self.isolated(pod, dir) {
+            return match self.first_np_match(pod, dir, flow) {
+                Some(m) => verdict(true, Tier::NetworkPolicy, Decision::Rule(m), passes),
+                None => verdict(false, Tier::NetworkPolicy, Decision::Isolated, passes),
+            };
+        }
+        // Tier 3: baseline; Pass (v1alpha2) falls through.
+        if let Some(m) = self.first_admin_match(&lists.baseline, pod, dir, flow) {
+            if m.action != Action::Pass {
+                return verdict(m.action == Action::Allow, Tier::Baseline, Decision::Rule(m), passes);
+            }
+            passes.push(m);
+        }
+        verdict(true, Tier::Default, Decision::NoPolicy, passes)
+    }
+
+    /// The NetworkPolicies of `pod` that count in `dir` (those whose policyTypes name it;
+    /// in legacy mode, for ingress, all that select it).
+    fn counting_nps(&self, pod: PodId, dir: Direction) -> impl Iterator<Item = u32> + '_ {
+        let legacy_ingress = self.options.semantics == Semantics::Legacy && dir == Direction::Ingress;
+        self.policies(pod, dir)
+            .network
+            .iter()
+            .copied()
+            .filter(move |&i| legacy_ingress || self.cluster.network_policies[i as usize].policy_types.has(dir))
+    }
+
+    /// Whether `pod` is isolated in `dir`.
+    pub fn isolated(&self, pod: PodId, dir: Direction) -> bool {
+        if !self.is_subject(pod) {
+            return false;
+        }
+        let annotated = self.policies(pod, Direction::Ingress).annotation;
+        match (self.options.semantics, dir) {
+            (Semantics::Standard, Direction::Ingress) => annotated || self.counting_nps(pod, dir).next().is_some(),
+            (Semantics::Standard, Direction::Egress) => self.counting_nps(pod, dir).next().is_some(),
+            // "Traffic is allowed to a pod if namespace.networkPolicy.ingress.isolation is undefined"
+            (Semantics::Legacy, Direction::Ingress) => annotated,
+            (Semantics::Legacy, Direction::Egress) => annotated && self.counting_nps(pod, dir).next().is_some(),
+        }
+    }
+
+    /// The policies that isolate `pod` in `dir` (the explanation of an isolation deny).
+    pub fn isolating(&self, pod: PodId, dir: Direction) -> Vec<PolicyId> {
+        let mut out = Vec::new();
+        if dir == Direction::Ingress && self.policies(pod, dir).annotation {
+            out.push(PolicyId::NamespaceAnnotation(self.pod_ns[pod] as u32));
+        }
+        if !(self.options.semantics == Semantics::Legacy && dir == Direction::Ingress) {
+            out.extend(self.counting_nps(pod, dir).map(PolicyId::Network));
+        }
+        out
+    }
+
+    fn first_np_match(&self, pod: PodId, dir: Direction, flow: &Flow) -> Option<RuleMatch> {
+        let peer = match dir {
+            Direction::Ingress => &flow.src,
+            Direction::Egress => &flow.dst,
+        };
+        self.counting_nps(pod, dir).find_map(|i| {
+            let rules = match dir {
+                Direction::Ingress => &self.nps[i as usize].ingress,
+                Direction::Egress => &self.nps[i as usize].egress,
+            };
+            let index = rules.iter().position(|r| self.np_rule_matches(r, peer, flow))?;
+            Some(RuleMatch {
+                policy: PolicyId::Network(i),
+                direction: dir,
+                index: index as u32,
+                action: Action::Allow,
+                fail_closed: false,
+            })
+        })
+    }
+
+    fn np_rule_matches(&self, rule: &NpRule, peer: &Endpoint, flow: &Flow) -> bool {
+        let ports_ok = match &rule.ports {
+            None => true,
+            Some(ports) => ports.iter().any(|p| self.np_port_matches(p, flow)),
+        };
+        ports_ok
+            && match &rule.peers {
+                None => true,
+                Some(peers) => peers.iter().any(|p| match p {
+                    NpPeer::Pods(set) => matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i)),
+                    NpPeer::IpBlock(b) => b.contains(&peer.ip),
+                }),
+            }
+    }
+
+    /// "In an ingress rule they resolve against the destination (the selected) pod's container
+    /// ports; in an egress rule against the destination peer pod. Name and protocol must both match."
+    fn np_port_matches(&self, p: &NetworkPolicyPort, flow: &Flow) -> bool {
+        p.protocol == flow.protocol
+            && match &p.port {
+                PortSpec::Any => true,
+                PortSpec::Range(r) => r.contains(flow.port),
+                PortSpec::Named(name) => self.named_port_matches(name, Some(p.protocol), flow),
+            }
+    }
+
+    /// Whether the destination is a pod with a container port `name` (of `protocol`, if given)
+    /// that is the flow's protocol and port.
+    fn named_port_matches(&self, name: &str, protocol: Option<Protocol>, flow: &Flow) -> bool {
+        let EndpointKind::Pod(dst) = flow.dst.kind else { return false };
+        self.cluster.pods[dst].ports.iter().any(|cp| {
+            cp.name.as_deref() == Some(name)
+                && protocol.is_none_or(|p| p == cp.protocol)
+                && cp.protocol == flow.protocol
+                && cp.port.get() == flow.port
+        })
+    }
+
+    fn first_admin_match(&self, policies: &[u32], pod: PodId, dir: Direction, flow: &Flow) -> Option<RuleMatch> {
+        let peer = match dir {
+            Direction::Ingress => &flow.src,
+            Direction::Egress => &flow.dst,
+        };
+        policies.iter().find_map(|&i| {
+            let policy = &self.cluster.admin_policies[i as usize];
+            let compiled = match dir {
+                Direction::Ingress => &self.admins[i as usize].ingress,
+                Direction::Egress => &self.admins[i as usize].egress,
+            };
+            policy.rules(dir).iter().zip(compiled).enumerate().find_map(|(index, (rule, c))| {
+                let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
+                // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
+                if fail_closed && rule.action != Action::Allow {
+                    return Some(RuleMatch { policy: PolicyId::Admin(i), direction: dir, index: index as u32, action: Action::Deny, fail_closed });
+                }
+                let ports_ok = match &rule.ports {
+                    None => true,
+                    Some(ports) => ports.iter().any(|p| self.admin_port_matches(p, flow)),
+                };
+                let peer_ok = c.peers.iter().any(|p| self.admin_peer_matches(p, pod, peer));
+                (ports_ok && peer_ok).then_some(RuleMatch {
+                    policy: PolicyId::Admin(i),
+                    direction: dir,
+                    index: index as u32,
+                    action: rule.action,
+                    fail_closed: false,
+                })
+            })
+        })
+    }
+
+    fn admin_port_matches(&self, p: &AdminPort, flow: &Flow) -> bool {
+        match p {
+            AdminPort::Ports { protocol, range } => {
+                *protocol == flow.protocol && range.is_none_or(|r| r.contains(flow.port))
+            }
+            AdminPort::Named(name) => self.named_port_matches(name, None, flow),
+        }
+    }
+
+    fn admin_peer_matches(&self, peer: &AdminPeerC, subject: PodId, ep: &Endpoint) -> bool {
+        match peer {
+            AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
+            AdminPeerC::Related { namespaces, pods } => match ep.kind {
+                EndpointKind::Pod(i) => {
+                    self.namespace_related(namespaces, subject, i) && pods.matches(&self.cluster.pods[i].labels)
+                }
+                _ => false,
+            },
+            AdminPeerC::Nodes(sel) => {
+                matches!(ep.kind, EndpointKind::Host(Some(n)) if sel.matches(&self.cluster.nodes[n].labels))
+            }
+            AdminPeerC::Networks(nets) => nets.iter().any(|n| n.contains(&ep.ip)),
+            AdminPeerC::Unsupported => false,
+        }
+    }
+
+    /// KEP namespace relations between the subject pod's namespace and the peer pod's.
+    fn namespace_related(&self, m: &NamespaceMatch, subject: PodId, peer: PodId) -> bool {
+        let (sn, pn) = (self.pod_ns[subject], self.pod_ns[peer]);
+        let labels = |i: usize| self.cluster.namespaces.get(i).map(|n| &n.labels);
+        let same = |keys: &[String]| {
+            let (Some(sl), Some(pl)) = (labels(sn), labels(pn)) else { return false };
+            !keys.is_empty() && keys.iter().all(|k| sl.get(k).is_some() && sl.get(k) == pl.get(k))
+        };
+        match m {
+            NamespaceMatch::Selector(sel) => labels(pn).is_some_and(|l| sel.matches(l)),
+            NamespaceMatch::SelfNamespace => sn == pn,
+            NamespaceMatch::NotSelfNamespace => sn != pn,
+            NamespaceMatch::SameLabels(keys) => same(keys),
+            NamespaceMatch::NotSameLabels(keys) => !keys.is_empty() && !same(keys),
+        }
+    }
+}

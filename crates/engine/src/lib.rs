@@ -1,0 +1,48 @@
+//! Palisade's evaluator: decides whether a connection is allowed under NetworkPolicy,
+//! AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy, and says why.
+//!
+//! [`Engine::new`] compiles a [`palisade_model::Cluster`]: selectors are resolved to pod
+//! sets once, and every pod gets, per direction, the ordered list of policies that apply.
+//! [`Engine::evaluate`] then decides a [`Flow`] side by side (egress at the source, ingress
+//! at the destination), each through the tiers Admin → NetworkPolicy → Baseline → Default,
+//! and returns a [`Verdict`] whose [`SideVerdict`]s name the tier, policy and rule.
+//!
+//! ```
+//! use palisade_engine::{Engine, Options, Flow};
+//! use palisade_model::Protocol;
+//! let loaded = palisade_model::load_str(r#"
+//! apiVersion: v1
+//! kind: Pod
+//! metadata: {name: a, namespace: x}
+//! status: {podIP: 10.0.0.1}
+//! ---
+//! apiVersion: networking.k8s.io/v1
+//! kind: NetworkPolicy
+//! metadata: {name: deny-all, namespace: x}
+//! spec: {podSelector: {}}
+//! "#).unwrap();
+//! let engine = Engine::new(loaded.cluster, Options::default());
+//! let a = engine.pod_id("x", "a").unwrap();
+//! let flow = Flow {
+//!     src: engine.endpoint_for_ip("192.0.2.1".parse().unwrap()),
+//!     dst: engine.endpoint_for_pod(a, None).unwrap(),
+//!     protocol: Protocol::Tcp,
+//!     port: 80,
+//! };
+//! let v = engine.evaluate(&flow);
+//! assert!(!v.allowed);
+//! assert_eq!(v.ingress.tier, palisade_engine::Tier::NetworkPolicy);
+//! ```
+
+mod bitset;
+mod eval;
+mod explain;
+mod matrix;
+mod state;
+mod verdict;
+
+pub use bitset::BitSet;
+pub use eval::{Endpoint, EndpointKind, Flow};
+pub use matrix::{Matrix, Probe};
+pub use state::{Engine, Options, PodId, Semantics};
+pub use verdict::{Decision, Exemption, PolicyId, RuleMatch, SideVerdict, Tier, Verdict};

@@ -1,0 +1,140 @@
+//! `v1` Namespace, Pod and Node.
+
+use std::net::IpAddr;
+
+use k8s_openapi::api::core::v1 as core;
+use serde_json::Value;
+
+use super::{decode, required_name};
+use crate::diag::{Ctx, index, join};
+use crate::objects::{ContainerPort, Namespace, Node, Origin, Pod};
+use crate::validate;
+
+/// The legacy v1beta1 isolation annotation.
+pub const LEGACY_ISOLATION_ANNOTATION: &str = "net.beta.kubernetes.io/network-policy";
+/// The label the API server puts on every namespace.
+pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+pub(crate) fn namespace(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Namespace> {
+    let ns: core::Namespace = decode(ctx, value)?;
+    let name = required_name(ctx, ns.metadata.name.as_ref())?;
+    ctx.object = format!("Namespace {name}");
+    if let Some(e) = validate::dns_label(&name) {
+        ctx.error("metadata.name", e);
+    }
+    let mut labels = ns.metadata.labels.unwrap_or_default();
+    validate::labels(ctx, "metadata.labels", &labels);
+    // The API server sets this label on every namespace (since Kubernetes 1.21).
+    labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
+    let annotation = ns.metadata.annotations.as_ref().and_then(|a| a.get(LEGACY_ISOLATION_ANNOTATION));
+    let default_deny_ingress = match annotation {
+        None => false,
+        Some(text) => legacy_default_deny(ctx, text),
+    };
+    Some(Namespace { name, labels, default_deny_ingress, origin: Some(origin) })
+}
+
+/// Reads `{"ingress":{"isolation":"DefaultDeny"}}`. The API server does not validate
+/// annotation values; an unreadable one is reported and treated as no isolation.
+fn legacy_default_deny(ctx: &mut Ctx<'_>, text: &str) -> bool {
+    let field = format!("metadata.annotations[{LEGACY_ISOLATION_ANNOTATION}]");
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => match v.pointer("/ingress/isolation") {
+            Some(Value::String(s)) if s == "DefaultDeny" => true,
+            None | Some(Value::Null) => false,
+            Some(other) => {
+                ctx.notice(&field, format!("isolation {other} is not DefaultDeny; namespace not isolated"));
+                false
+            }
+        },
+        Err(e) => {
+            ctx.notice(&field, format!("not valid JSON ({e}); namespace not isolated"));
+            false
+        }
+    }
+}
+
+/// A namespace that objects refer to but that was not declared.
+pub(crate) fn implied_namespace(name: &str) -> Namespace {
+    let labels = [(NAMESPACE_NAME_LABEL.to_string(), name.to_string())].into();
+    Namespace { name: name.to_string(), labels, default_deny_ingress: false, origin: None }
+}
+
+fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
+    let ip = s.parse().ok();
+    if ip.is_none() {
+        ctx.error(path, format!("Invalid value: {s:?}: must be a valid IP address"));
+    }
+    ip
+}
+
+pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Pod> {
+    let pod: core::Pod = decode(ctx, value)?;
+    let name = required_name(ctx, pod.metadata.name.as_ref())?;
+    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    ctx.object = format!("Pod {namespace}/{name}");
+    if let Some(e) = validate::dns_subdomain(&name) {
+        ctx.error("metadata.name", e);
+    }
+    if let Some(e) = validate::dns_label(&namespace) {
+        ctx.error("metadata.namespace", e);
+    }
+    let labels = pod.metadata.labels.unwrap_or_default();
+    validate::labels(ctx, "metadata.labels", &labels);
+    let spec = pod.spec.unwrap_or_default();
+    let mut ports = Vec::new();
+    for (c, container) in spec.containers.iter().enumerate() {
+        for (i, p) in container.ports.iter().flatten().enumerate() {
+            let path = index(&join(&index("spec.containers", c), "ports"), i);
+            let number = validate::port(ctx, &join(&path, "containerPort"), p.container_port.into());
+            let protocol = validate::protocol(ctx, &join(&path, "protocol"), p.protocol.as_deref());
+            if let Some(n) = &p.name
+                && let Some(e) = validate::port_name(n)
+            {
+                ctx.error(&join(&path, "name"), e);
+            }
+            if let Some(port) = number {
+                ports.push(ContainerPort { name: p.name.clone(), port, protocol });
+            }
+        }
+    }
+    let status = pod.status.unwrap_or_default();
+    let mut ips = Vec::new();
+    match (&status.pod_ips, &status.pod_ip) {
+        (Some(list), _) if !list.is_empty() => {
+            for (i, p) in list.iter().enumerate() {
+                ips.extend(parse_ip(ctx, &join(&index("status.podIPs", i), "ip"), &p.ip));
+            }
+        }
+        (_, Some(ip)) if !ip.is_empty() => ips.extend(parse_ip(ctx, "status.podIP", ip)),
+        _ => {}
+    }
+    Some(Pod {
+        namespace,
+        name,
+        labels,
+        node_name: spec.node_name.filter(|n| !n.is_empty()),
+        host_network: spec.host_network.unwrap_or(false),
+        ips,
+        ports,
+        origin,
+    })
+}
+
+pub(crate) fn node(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Node> {
+    let node: core::Node = decode(ctx, value)?;
+    let name = required_name(ctx, node.metadata.name.as_ref())?;
+    ctx.object = format!("Node {name}");
+    if let Some(e) = validate::dns_subdomain(&name) {
+        ctx.error("metadata.name", e);
+    }
+    let labels = node.metadata.labels.unwrap_or_default();
+    validate::labels(ctx, "metadata.labels", &labels);
+    let mut addresses = Vec::new();
+    for (i, a) in node.status.and_then(|s| s.addresses).unwrap_or_default().iter().enumerate() {
+        if a.type_ == "InternalIP" {
+            addresses.extend(parse_ip(ctx, &join(&index("status.addresses", i), "address"), &a.address));
+        }
+    }
+    Some(Node { name, labels, addresses, origin })
+}

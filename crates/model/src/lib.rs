@@ -1,0 +1,32 @@
+//! Palisade's object model: the Kubernetes objects that decide network connectivity, read
+//! from YAML or JSON manifests and validated as the API server would validate them.
+//!
+//! This crate is the boundary: everything downstream works on the precise types here
+//! ([`Cluster`], [`NetworkPolicy`], [`AdminPolicy`], [`Selector`], [`Port`], …) and never
+//! re-parses a string. Loading collects *every* problem with its file, line and field path
+//! ([`Diagnostic`]) before failing.
+//!
+//! ```
+//! let loaded = palisade_model::load_str(r#"
+//! apiVersion: networking.k8s.io/v1
+//! kind: NetworkPolicy
+//! metadata: {name: deny, namespace: x}
+//! spec: {podSelector: {}}
+//! "#).unwrap();
+//! let np = &loaded.cluster.network_policies[0];
+//! assert!(np.policy_types.ingress && !np.policy_types.egress);
+//! ```
+
+mod convert;
+mod diag;
+mod load;
+mod objects;
+mod types;
+pub mod validate;
+pub mod yaml;
+
+pub use convert::core::{LEGACY_ISOLATION_ANNOTATION, NAMESPACE_NAME_LABEL};
+pub use diag::{Diagnostic, Severity};
+pub use load::{LoadError, LoadOptions, Loaded, load_paths, load_sources, load_str};
+pub use objects::*;
+pub use types::*;

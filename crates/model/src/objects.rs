@@ -1,0 +1,386 @@
+//! The cluster objects Palisade understands, in validated, precise form.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+
+use crate::types::{Labels, PolicyKind, PolicyRef, Port, PortRange, Protocol, Selector};
+
+/// Where an object was read from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct Origin {
+    /// File name (`-` for stdin).
+    pub file: Arc<str>,
+    /// 1-based line of the object's first line.
+    pub line: usize,
+}
+
+/// A traffic direction, seen from the policy subject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Direction {
+    /// Traffic into the subject.
+    Ingress,
+    /// Traffic out of the subject.
+    Egress,
+}
+
+impl Direction {
+    /// `Ingress` or `Egress`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::Ingress => "Ingress",
+            Direction::Egress => "Egress",
+        }
+    }
+}
+
+/// A Namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Namespace {
+    /// Name.
+    pub name: String,
+    /// Labels, including `kubernetes.io/metadata.name` as the API server sets it.
+    pub labels: Labels,
+    /// Whether the legacy `net.beta.kubernetes.io/network-policy` annotation asks for
+    /// `{"ingress":{"isolation":"DefaultDeny"}}`.
+    pub default_deny_ingress: bool,
+    /// Where it was read (None for a namespace implied by the objects in it).
+    pub origin: Option<Origin>,
+}
+
+/// A container port a pod declares.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ContainerPort {
+    /// The port's name, if it has one (an IANA_SVC_NAME).
+    pub name: Option<String>,
+    /// The number.
+    pub port: Port,
+    /// The protocol (TCP when not given).
+    pub protocol: Protocol,
+}
+
+/// A Pod.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pod {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// `spec.nodeName`.
+    pub node_name: Option<String>,
+    /// `spec.hostNetwork`.
+    pub host_network: bool,
+    /// `status.podIPs` (or `status.podIP`), primary first.
+    pub ips: Vec<IpAddr>,
+    /// Ports of all containers.
+    pub ports: Vec<ContainerPort>,
+    /// Where it was read.
+    pub origin: Origin,
+}
+
+impl Pod {
+    /// `namespace/name`.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A Node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Node {
+    /// Name.
+    pub name: String,
+    /// Labels.
+    pub labels: Labels,
+    /// `InternalIP` addresses from `status.addresses`.
+    pub addresses: Vec<IpAddr>,
+    /// Where it was read.
+    pub origin: Origin,
+}
+
+/// The API version a NetworkPolicy was written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NetworkPolicyApi {
+    /// `networking.k8s.io/v1`.
+    V1,
+    /// `extensions/v1beta1` (the original proposal).
+    ExtensionsV1beta1,
+}
+
+/// Which directions a NetworkPolicy isolates (`spec.policyTypes`, after API defaulting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct PolicyTypes {
+    /// `Ingress` is listed.
+    pub ingress: bool,
+    /// `Egress` is listed.
+    pub egress: bool,
+}
+
+impl PolicyTypes {
+    /// Whether `dir` is listed.
+    pub fn has(&self, dir: Direction) -> bool {
+        match dir {
+            Direction::Ingress => self.ingress,
+            Direction::Egress => self.egress,
+        }
+    }
+}
+
+/// A `networking.k8s.io/v1` or `extensions/v1beta1` NetworkPolicy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkPolicy {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// API version it was written in.
+    pub api: NetworkPolicyApi,
+    /// `spec.podSelector` (absent or null = every pod of the namespace).
+    pub pod_selector: Selector,
+    /// `spec.policyTypes` after defaulting.
+    pub policy_types: PolicyTypes,
+    /// `spec.ingress`.
+    pub ingress: Vec<NetworkPolicyRule>,
+    /// `spec.egress`.
+    pub egress: Vec<NetworkPolicyRule>,
+    /// Where it was read.
+    pub origin: Origin,
+}
+
+impl NetworkPolicy {
+    /// This policy's reference.
+    pub fn reference(&self) -> PolicyRef {
+        PolicyRef {
+            kind: PolicyKind::NetworkPolicy,
+            namespace: Some(self.namespace.clone()),
+            name: self.name.clone(),
+        }
+    }
+    /// The rules of one direction.
+    pub fn rules(&self, dir: Direction) -> &[NetworkPolicyRule] {
+        match dir {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
+}
+
+/// One NetworkPolicy ingress or egress rule. `None` lists were absent in the object;
+/// `Some(vec![])` were present and empty (which matters only for the original v1beta1 model).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NetworkPolicyRule {
+    /// `ports`.
+    pub ports: Option<Vec<NetworkPolicyPort>>,
+    /// `from` (ingress) or `to` (egress).
+    pub peers: Option<Vec<NetworkPolicyPeer>>,
+}
+
+/// A NetworkPolicy `ports` entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NetworkPolicyPort {
+    /// Protocol (TCP when not given).
+    pub protocol: Protocol,
+    /// The port(s).
+    pub port: PortSpec,
+}
+
+/// The port part of a NetworkPolicy port entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PortSpec {
+    /// No `port`: every port of the protocol.
+    Any,
+    /// A number, or `port`..=`endPort`.
+    Range(PortRange),
+    /// A named container port.
+    Named(String),
+}
+
+/// A NetworkPolicy `from`/`to` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkPolicyPeer {
+    /// `podSelector` and/or `namespaceSelector`.
+    Pods {
+        /// `namespaceSelector`; `None` = the policy's own namespace.
+        namespaces: Option<Selector>,
+        /// `podSelector`; absent = every pod.
+        pods: Selector,
+    },
+    /// `ipBlock`.
+    IpBlock(IpBlock),
+}
+
+/// An `ipBlock`: `cidr` minus every `except`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IpBlock {
+    /// `cidr` (host bits cleared).
+    pub cidr: IpNet,
+    /// `except` (host bits cleared), each strictly inside `cidr`.
+    pub except: Vec<IpNet>,
+}
+
+impl IpBlock {
+    /// Whether `ip` is in the block.
+    pub fn contains(&self, ip: &IpAddr) -> bool {
+        self.cidr.contains(ip) && !self.except.iter().any(|e| e.contains(ip))
+    }
+}
+
+/// The tier an admin policy belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AdminTier {
+    /// Before NetworkPolicies.
+    Admin,
+    /// After NetworkPolicies.
+    Baseline,
+}
+
+/// An admin rule's action (`Accept` of ClusterNetworkPolicy is `Allow`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Allow / Accept.
+    Allow,
+    /// Deny.
+    Deny,
+    /// Pass to the next tier.
+    Pass,
+}
+
+/// An AdminNetworkPolicy, BaselineAdminNetworkPolicy or ClusterNetworkPolicy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminPolicy {
+    /// Which of the three kinds.
+    pub kind: PolicyKind,
+    /// Name.
+    pub name: String,
+    /// Tier.
+    pub tier: AdminTier,
+    /// Priority within its tier (0 for the BaselineAdminNetworkPolicy).
+    pub priority: i32,
+    /// Which pods it applies to.
+    pub subject: Subject,
+    /// Ingress rules, in precedence order.
+    pub ingress: Vec<AdminRule>,
+    /// Egress rules, in precedence order.
+    pub egress: Vec<AdminRule>,
+    /// Where it was read.
+    pub origin: Origin,
+}
+
+impl AdminPolicy {
+    /// This policy's reference.
+    pub fn reference(&self) -> PolicyRef {
+        PolicyRef { kind: self.kind, namespace: None, name: self.name.clone() }
+    }
+    /// The rules of one direction.
+    pub fn rules(&self, dir: Direction) -> &[AdminRule] {
+        match dir {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
+    /// The action as this kind spells it.
+    pub fn action_name(&self, action: Action) -> &'static str {
+        match (action, self.kind) {
+            (Action::Allow, PolicyKind::ClusterNetworkPolicy) => "Accept",
+            (Action::Allow, _) => "Allow",
+            (Action::Deny, _) => "Deny",
+            (Action::Pass, _) => "Pass",
+        }
+    }
+}
+
+/// An admin policy subject (host-network pods are never selected).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Subject {
+    /// Every pod in the selected namespaces.
+    Namespaces(Selector),
+    /// Selected pods in the selected namespaces.
+    Pods {
+        /// Namespace selector.
+        namespaces: Selector,
+        /// Pod selector.
+        pods: Selector,
+    },
+}
+
+/// One admin rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminRule {
+    /// Optional rule name.
+    pub name: Option<String>,
+    /// What a match does.
+    pub action: Action,
+    /// `from`/`to`: the rule matches if any peer does.
+    pub peers: Vec<AdminPeer>,
+    /// `ports` / `protocols`; `None` = every port and protocol.
+    pub ports: Option<Vec<AdminPort>>,
+}
+
+/// An admin rule peer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AdminPeer {
+    /// Every (non-host-network) pod of the matching namespaces.
+    Namespaces(NamespaceMatch),
+    /// Selected pods of the matching namespaces.
+    Pods {
+        /// Which namespaces.
+        namespaces: NamespaceMatch,
+        /// Which pods in them.
+        pods: Selector,
+    },
+    /// The addresses of the selected nodes (egress only).
+    Nodes(Selector),
+    /// CIDRs (egress only); pod and node addresses included.
+    Networks(Vec<IpNet>),
+    /// A peer whose only fields Palisade does not implement (unknown fields, or
+    /// `domainNames`); it fails closed. The field names are kept for the explanation.
+    Unsupported(Vec<String>),
+}
+
+/// How an admin peer selects namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceMatch {
+    /// A label selector.
+    Selector(Selector),
+    /// KEP `related: Self`: the subject pod's namespace.
+    SelfNamespace,
+    /// KEP `related: NotSelf`: every other namespace.
+    NotSelfNamespace,
+    /// KEP `sameLabels`: namespaces with the same values as the subject's namespace for all keys.
+    SameLabels(Vec<String>),
+    /// KEP `notSameLabels`: namespaces that `SameLabels` with these keys would not select.
+    NotSameLabels(Vec<String>),
+}
+
+/// An admin rule port entry.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AdminPort {
+    /// Ports of one protocol (`portNumber`, `portRange`, or a CNP protocol entry; a CNP
+    /// protocol without `destinationPort` means every port).
+    Ports {
+        /// Protocol.
+        protocol: Protocol,
+        /// `None` = every port of the protocol.
+        range: Option<PortRange>,
+    },
+    /// A named container port of the destination pod.
+    Named(String),
+}
+
+/// Everything loaded: the cluster state and its policies.
+#[derive(Debug, Clone, Default)]
+pub struct Cluster {
+    /// Namespaces (declared, and implied by the objects in them).
+    pub namespaces: Vec<Namespace>,
+    /// Pods.
+    pub pods: Vec<Pod>,
+    /// Nodes.
+    pub nodes: Vec<Node>,
+    /// NetworkPolicies.
+    pub network_policies: Vec<NetworkPolicy>,
+    /// AdminNetworkPolicies, BaselineAdminNetworkPolicies and ClusterNetworkPolicies.
+    pub admin_policies: Vec<AdminPolicy>,
+}

@@ -1,0 +1,272 @@
+//! YAML (and JSON, its subset) documents into JSON values plus a map from field path to line.
+//!
+//! Kubernetes reads manifests as YAML 1.2-ish documents and converts them to JSON before
+//! decoding; we do the same, and remember where every field came from so that every later
+//! error can name its line.
+
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
+use serde_json::{Map, Number, Value};
+
+/// One YAML document: its JSON value, the line it starts on, and where each field is.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The document's content.
+    pub value: Value,
+    /// Line (1-based) of the document's first node.
+    pub line: usize,
+    /// Line of every field and list item, by path (`spec.ingress[0].from`).
+    pub lines: LineMap,
+}
+
+/// Field path → 1-based line of the node at that path.
+#[derive(Debug, Clone, Default)]
+pub struct LineMap(HashMap<String, usize>);
+
+impl LineMap {
+    /// The line of `path`, or of its nearest ancestor that has one.
+    pub fn line_of(&self, path: &str) -> Option<usize> {
+        let mut p = path;
+        loop {
+            if let Some(l) = self.0.get(p) {
+                return Some(*l);
+            }
+            let cut = p.rfind(['.', '['])?;
+            p = &p[..cut];
+        }
+    }
+}
+
+/// A syntax error in a YAML document.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("line {line}: {message}")]
+pub struct SyntaxError {
+    /// 1-based line.
+    pub line: usize,
+    /// What the parser said.
+    pub message: String,
+}
+
+/// Parses every document of `text`. Empty documents (`---` with nothing after) are dropped.
+pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
+    let mut builder = Builder::default();
+    for event in Parser::new_from_str(text) {
+        let (event, span) = event.map_err(|e| SyntaxError {
+            line: e.marker().line(),
+            message: e.info().to_string(),
+        })?;
+        builder.event(event, span)?;
+    }
+    Ok(builder.documents)
+}
+
+#[derive(Default)]
+struct Builder {
+    documents: Vec<Document>,
+    stack: Vec<Frame>,
+    lines: LineMap,
+    anchors: HashMap<usize, Value>,
+    doc_line: usize,
+}
+
+enum Frame {
+    Seq { path: String, items: Vec<Value>, anchor: usize },
+    Map { path: String, map: Map<String, Value>, key: Option<String>, anchor: usize },
+}
+
+impl Builder {
+    fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), SyntaxError> {
+        let line = span.start.line();
+        match event {
+            Event::DocumentStart(_) => {
+                self.lines = LineMap::default();
+                self.anchors.clear();
+                self.doc_line = line;
+            }
+            Event::Scalar(text, style, anchor, tag) => {
+                let is_key = matches!(self.stack.last(), Some(Frame::Map { key: None, .. }));
+                if is_key {
+                    if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
+                        *key = Some(text.into_owned());
+                    }
+                    return Ok(());
+                }
+                let forced_string = tag.as_ref().is_some_and(|t| t.suffix == "str");
+                let value = if style == ScalarStyle::Plain && !forced_string {
+                    plain_scalar(&text)
+                } else {
+                    Value::String(text.into_owned())
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, value.clone());
+                }
+                self.push_value(value, line);
+            }
+            Event::Alias(id) => {
+                let value = self.anchors.get(&id).cloned().ok_or(SyntaxError {
+                    line,
+                    message: format!("unknown alias {id}"),
+                })?;
+                if let Some(Frame::Map { key: key @ None, .. }) = self.stack.last_mut() {
+                    *key = Some(scalar_key(&value));
+                    return Ok(());
+                }
+                self.push_value(value, line);
+            }
+            Event::SequenceStart(anchor, _) => {
+                let path = self.child_path(line)?;
+                self.stack.push(Frame::Seq { path, items: Vec::new(), anchor });
+            }
+            Event::MappingStart(anchor, _) => {
+                let path = self.child_path(line)?;
+                self.stack.push(Frame::Map { path, map: Map::new(), key: None, anchor });
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                let (value, anchor) = match self.stack.pop() {
+                    Some(Frame::Seq { items, anchor, .. }) => (Value::Array(items), anchor),
+                    Some(Frame::Map { map, anchor, .. }) => (Value::Object(map), anchor),
+                    None => return Ok(()),
+                };
+                if anchor > 0 {
+                    self.anchors.insert(anchor, value.clone());
+                }
+                self.attach(value);
+            }
+            Event::DocumentEnd | Event::StreamStart | Event::StreamEnd | Event::Nothing => {}
+        }
+        Ok(())
+    }
+
+    /// Records the line of the node about to be pushed and returns its path.
+    fn child_path(&mut self, line: usize) -> Result<String, SyntaxError> {
+        let path = match self.stack.last() {
+            None => String::new(),
+            Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
+            Some(Frame::Map { path, key: Some(k), .. }) => join(path, k),
+            Some(Frame::Map { key: None, .. }) => {
+                return Err(SyntaxError { line, message: "mapping keys must be scalars".into() });
+            }
+        };
+        self.lines.0.entry(path.clone()).or_insert(line);
+        Ok(path)
+    }
+
+    fn push_value(&mut self, value: Value, line: usize) {
+        // Scalars record their line like containers do; a key-less position cannot occur here.
+        let _ = self.child_path(line);
+        self.attach(value);
+    }
+
+    fn attach(&mut self, value: Value) {
+        match self.stack.last_mut() {
+            None => {
+                if !value.is_null() {
+                    self.documents.push(Document {
+                        value,
+                        line: self.doc_line.max(1),
+                        lines: std::mem::take(&mut self.lines),
+                    });
+                }
+            }
+            Some(Frame::Seq { items, .. }) => items.push(value),
+            Some(Frame::Map { map, key, .. }) => {
+                if let Some(k) = key.take() {
+                    map.insert(k, value);
+                }
+            }
+        }
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+}
+
+fn scalar_key(value: &Value) -> String {
+    match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Resolves a plain scalar by the YAML 1.2 core schema (as Kubernetes' YAML reader does).
+fn plain_scalar(text: &str) -> Value {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    if let Some(n) = parse_int(text) {
+        return Value::Number(n.into());
+    }
+    let looks_float = text.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+        && text.bytes().any(|b| b.is_ascii_digit());
+    if looks_float && let Ok(f) = text.parse::<f64>() && let Some(n) = Number::from_f64(f) {
+        return Value::Number(n);
+    }
+    Value::String(text.to_string())
+}
+
+fn parse_int(text: &str) -> Option<i64> {
+    let (neg, digits) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let value = if let Some(hex) = digits.strip_prefix("0x") {
+        i64::from_str_radix(hex, 16).ok()?
+    } else if let Some(oct) = digits.strip_prefix("0o") {
+        i64::from_str_radix(oct, 8).ok()?
+    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        digits.parse().ok()?
+    } else {
+        return None;
+    };
+    Some(if neg { -value } else { value })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_values_and_lines() {
+        let text = "a: 1\nb:\n  - x: \"80\"\n    y: 80\n---\n---\nkind: Pod\n";
+        let docs = parse_documents(text).unwrap();
+        assert_eq!(docs.len(), 2, "empty middle document dropped");
+        assert_eq!(docs[0].value["b"][0]["x"], Value::String("80".into()));
+        assert_eq!(docs[0].value["b"][0]["y"], Value::Number(80.into()));
+        assert_eq!(docs[0].lines.line_of("b[0].y"), Some(4));
+        assert_eq!(docs[0].lines.line_of("b[0].nothere"), Some(3), "falls back to parent");
+        assert_eq!(docs[1].lines.line_of("kind"), Some(7));
+    }
+
+    #[test]
+    fn json_is_yaml() {
+        let docs = parse_documents("{\"kind\": \"Pod\", \"n\": [1, 2.5, null, true]}").unwrap();
+        assert_eq!(docs[0].value["n"], serde_json::json!([1, 2.5, null, true]));
+    }
+
+    #[test]
+    fn syntax_error_has_line() {
+        let err = parse_documents("a: 1\nb: [1, 2\n").unwrap_err();
+        assert!(err.line >= 2, "{err}");
+    }
+
+    #[test]
+    fn scalar_resolution() {
+        for (text, want) in [
+            ("80", serde_json::json!(80)),
+            ("-3", serde_json::json!(-3)),
+            ("1.5", serde_json::json!(1.5)),
+            ("yes", serde_json::json!("yes")),
+            ("10.0.0.0/8", serde_json::json!("10.0.0.0/8")),
+            ("~", serde_json::json!(null)),
+            ("True", serde_json::json!(true)),
+        ] {
+            assert_eq!(plain_scalar(text), want, "{text}");
+        }
+    }
+}
