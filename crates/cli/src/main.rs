@@ -24,6 +24,8 @@ enum Command {
     Matrix(cmd::matrix::Args),
     /// Walk one connection through the tiers, policy by policy.
     Explain(cmd::explain::Args),
+    /// Compile the policies into a data plane's shape (nftables, Neutron security groups).
+    Compile(cmd::compile::Args),
 }
 
 fn main() -> ExitCode {
@@ -32,6 +34,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => cmd::eval::run(args),
         Command::Matrix(args) => cmd::matrix::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Compile(args) => cmd::compile::run(args),
     };
     error::exit(result)
 }

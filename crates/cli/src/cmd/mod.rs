@@ -1,5 +1,8 @@
 //! One module per subcommand: arguments, then one call into the libraries.
 
+pub mod compile;
+pub mod compile_neutron;
+pub mod compile_nftables;
 pub mod eval;
 pub mod explain;
 pub mod matrix;
