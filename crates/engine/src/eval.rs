@@ -2,7 +2,9 @@
 
 use std::net::IpAddr;
 
-use palisade_model::{Action, AdminPort, Direction, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol};
+use palisade_model::{
+    Action, AdminPort, Direction, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
+};
 
 use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, Semantics};
 use crate::verdict::{Decision, Exemption, PolicyId, RuleMatch, SideVerdict, Tier, Verdict};
@@ -57,10 +59,21 @@ impl Engine {
     pub fn endpoint_for_pod(&self, pod: PodId, family_v6: Option<bool>) -> Option<Endpoint> {
         let p = &self.cluster.pods[pod];
         let node_ips = self.pod_node[pod].map(|n| &self.cluster.nodes[n].addresses);
-        let ips: &[IpAddr] = if p.host_network && p.ips.is_empty() { node_ips.map(Vec::as_slice).unwrap_or(&[]) } else { &p.ips };
+        let ips: &[IpAddr] = if p.host_network && p.ips.is_empty() {
+            node_ips.map(Vec::as_slice).unwrap_or(&[])
+        } else {
+            &p.ips
+        };
         let want_v6 = family_v6.unwrap_or(false);
-        let ip = *ips.iter().find(|ip| ip.is_ipv6() == want_v6).or_else(|| ips.first())?;
-        let kind = if p.host_network { EndpointKind::Host(self.pod_node[pod]) } else { EndpointKind::Pod(pod) };
+        let ip = *ips
+            .iter()
+            .find(|ip| ip.is_ipv6() == want_v6)
+            .or_else(|| ips.first())?;
+        let kind = if p.host_network {
+            EndpointKind::Host(self.pod_node[pod])
+        } else {
+            EndpointKind::Pod(pod)
+        };
         Some(Endpoint { kind, ip })
     }
 
@@ -70,7 +83,11 @@ impl Engine {
             && a == b
         {
             let s = SideVerdict::exempt(Exemption::SamePod);
-            return Verdict { allowed: true, egress: s.clone(), ingress: s };
+            return Verdict {
+                allowed: true,
+                egress: s.clone(),
+                ingress: s,
+            };
         }
         let egress = match flow.src.kind {
             EndpointKind::Pod(p) => self.decide(p, Direction::Egress, flow),
@@ -78,12 +95,18 @@ impl Engine {
             EndpointKind::External => SideVerdict::exempt(Exemption::External),
         };
         let ingress = match flow.dst.kind {
-            EndpointKind::Pod(p) if self.node_local(flow, p) => SideVerdict::exempt(Exemption::NodeLocal),
+            EndpointKind::Pod(p) if self.node_local(flow, p) => {
+                SideVerdict::exempt(Exemption::NodeLocal)
+            }
             EndpointKind::Pod(p) => self.decide(p, Direction::Ingress, flow),
             EndpointKind::Host(_) => SideVerdict::exempt(Exemption::Host),
             EndpointKind::External => SideVerdict::exempt(Exemption::External),
         };
-        Verdict { allowed: egress.allowed && ingress.allowed, egress, ingress }
+        Verdict {
+            allowed: egress.allowed && ingress.allowed,
+            egress,
+            ingress,
+        }
     }
 
     /// "Traffic from a node's own host IP to a pod on that node is allowed (kubelet probes)."
@@ -96,11 +119,21 @@ impl Engine {
     fn decide(&self, pod: PodId, dir: Direction, flow: &Flow) -> SideVerdict {
         let lists = self.policies(pod, dir);
         let mut passes = Vec::new();
-        let verdict = |allowed, tier, decision, passes| SideVerdict { allowed, tier, decision, passes };
+        let verdict = |allowed, tier, decision, passes| SideVerdict {
+            allowed,
+            tier,
+            decision,
+            passes,
+        };
         // Tier 1: first matching admin rule decides; Pass goes on to NetworkPolicies.
         if let Some(m) = self.first_admin_match(&lists.admin, pod, dir, flow) {
             if m.action != Action::Pass {
-                return verdict(m.action == Action::Allow, Tier::Admin, Decision::Rule(m), passes);
+                return verdict(
+                    m.action == Action::Allow,
+                    Tier::Admin,
+                    Decision::Rule(m),
+                    passes,
+                );
             }
             passes.push(m);
         }
@@ -114,7 +147,12 @@ impl Engine {
         // Tier 3: baseline; Pass (v1alpha2) falls through.
         if let Some(m) = self.first_admin_match(&lists.baseline, pod, dir, flow) {
             if m.action != Action::Pass {
-                return verdict(m.action == Action::Allow, Tier::Baseline, Decision::Rule(m), passes);
+                return verdict(
+                    m.action == Action::Allow,
+                    Tier::Baseline,
+                    Decision::Rule(m),
+                    passes,
+                );
             }
             passes.push(m);
         }
@@ -124,12 +162,18 @@ impl Engine {
     /// The NetworkPolicies of `pod` that count in `dir` (those whose policyTypes name it;
     /// in legacy mode, for ingress, all that select it).
     fn counting_nps(&self, pod: PodId, dir: Direction) -> impl Iterator<Item = u32> + '_ {
-        let legacy_ingress = self.options.semantics == Semantics::Legacy && dir == Direction::Ingress;
+        let legacy_ingress =
+            self.options.semantics == Semantics::Legacy && dir == Direction::Ingress;
         self.policies(pod, dir)
             .network
             .iter()
             .copied()
-            .filter(move |&i| legacy_ingress || self.cluster.network_policies[i as usize].policy_types.has(dir))
+            .filter(move |&i| {
+                legacy_ingress
+                    || self.cluster.network_policies[i as usize]
+                        .policy_types
+                        .has(dir)
+            })
     }
 
     /// Whether `pod` is isolated in `dir`.
@@ -139,11 +183,17 @@ impl Engine {
         }
         let annotated = self.policies(pod, Direction::Ingress).annotation;
         match (self.options.semantics, dir) {
-            (Semantics::Standard, Direction::Ingress) => annotated || self.counting_nps(pod, dir).next().is_some(),
-            (Semantics::Standard, Direction::Egress) => self.counting_nps(pod, dir).next().is_some(),
+            (Semantics::Standard, Direction::Ingress) => {
+                annotated || self.counting_nps(pod, dir).next().is_some()
+            }
+            (Semantics::Standard, Direction::Egress) => {
+                self.counting_nps(pod, dir).next().is_some()
+            }
             // "Traffic is allowed to a pod if namespace.networkPolicy.ingress.isolation is undefined"
             (Semantics::Legacy, Direction::Ingress) => annotated,
-            (Semantics::Legacy, Direction::Egress) => annotated && self.counting_nps(pod, dir).next().is_some(),
+            (Semantics::Legacy, Direction::Egress) => {
+                annotated && self.counting_nps(pod, dir).next().is_some()
+            }
         }
     }
 
@@ -169,7 +219,9 @@ impl Engine {
                 Direction::Ingress => &self.nps[i as usize].ingress,
                 Direction::Egress => &self.nps[i as usize].egress,
             };
-            let index = rules.iter().position(|r| self.np_rule_matches(r, peer, flow))?;
+            let index = rules
+                .iter()
+                .position(|r| self.np_rule_matches(r, peer, flow))?;
             Some(RuleMatch {
                 policy: PolicyId::Network(i),
                 direction: dir,
@@ -189,7 +241,9 @@ impl Engine {
             && match &rule.peers {
                 None => true,
                 Some(peers) => peers.iter().any(|p| match p {
-                    NpPeer::Pods(set) => matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i)),
+                    NpPeer::Pods(set) => {
+                        matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i))
+                    }
                     NpPeer::IpBlock(b) => b.contains(&peer.ip),
                 }),
             }
@@ -209,7 +263,9 @@ impl Engine {
     /// Whether the destination is a pod with a container port `name` (of `protocol`, if given)
     /// that is the flow's protocol and port.
     fn named_port_matches(&self, name: &str, protocol: Option<Protocol>, flow: &Flow) -> bool {
-        let EndpointKind::Pod(dst) = flow.dst.kind else { return false };
+        let EndpointKind::Pod(dst) = flow.dst.kind else {
+            return false;
+        };
         self.cluster.pods[dst].ports.iter().any(|cp| {
             cp.name.as_deref() == Some(name)
                 && protocol.is_none_or(|p| p == cp.protocol)
@@ -218,7 +274,13 @@ impl Engine {
         })
     }
 
-    fn first_admin_match(&self, policies: &[u32], pod: PodId, dir: Direction, flow: &Flow) -> Option<RuleMatch> {
+    fn first_admin_match(
+        &self,
+        policies: &[u32],
+        pod: PodId,
+        dir: Direction,
+        flow: &Flow,
+    ) -> Option<RuleMatch> {
         let peer = match dir {
             Direction::Ingress => &flow.src,
             Direction::Egress => &flow.dst,
@@ -229,25 +291,39 @@ impl Engine {
                 Direction::Ingress => &self.admins[i as usize].ingress,
                 Direction::Egress => &self.admins[i as usize].egress,
             };
-            policy.rules(dir).iter().zip(compiled).enumerate().find_map(|(index, (rule, c))| {
-                let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
-                // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
-                if fail_closed && rule.action != Action::Allow {
-                    return Some(RuleMatch { policy: PolicyId::Admin(i), direction: dir, index: index as u32, action: Action::Deny, fail_closed });
-                }
-                let ports_ok = match &rule.ports {
-                    None => true,
-                    Some(ports) => ports.iter().any(|p| self.admin_port_matches(p, flow)),
-                };
-                let peer_ok = c.peers.iter().any(|p| self.admin_peer_matches(p, pod, peer));
-                (ports_ok && peer_ok).then_some(RuleMatch {
-                    policy: PolicyId::Admin(i),
-                    direction: dir,
-                    index: index as u32,
-                    action: rule.action,
-                    fail_closed: false,
+            policy
+                .rules(dir)
+                .iter()
+                .zip(compiled)
+                .enumerate()
+                .find_map(|(index, (rule, c))| {
+                    let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
+                    // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
+                    if fail_closed && rule.action != Action::Allow {
+                        return Some(RuleMatch {
+                            policy: PolicyId::Admin(i),
+                            direction: dir,
+                            index: index as u32,
+                            action: Action::Deny,
+                            fail_closed,
+                        });
+                    }
+                    let ports_ok = match &rule.ports {
+                        None => true,
+                        Some(ports) => ports.iter().any(|p| self.admin_port_matches(p, flow)),
+                    };
+                    let peer_ok = c
+                        .peers
+                        .iter()
+                        .any(|p| self.admin_peer_matches(p, pod, peer));
+                    (ports_ok && peer_ok).then_some(RuleMatch {
+                        policy: PolicyId::Admin(i),
+                        direction: dir,
+                        index: index as u32,
+                        action: rule.action,
+                        fail_closed: false,
+                    })
                 })
-            })
         })
     }
 
@@ -265,7 +341,8 @@ impl Engine {
             AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
             AdminPeerC::Related { namespaces, pods } => match ep.kind {
                 EndpointKind::Pod(i) => {
-                    self.namespace_related(namespaces, subject, i) && pods.matches(&self.cluster.pods[i].labels)
+                    self.namespace_related(namespaces, subject, i)
+                        && pods.matches(&self.cluster.pods[i].labels)
                 }
                 _ => false,
             },
@@ -282,8 +359,13 @@ impl Engine {
         let (sn, pn) = (self.pod_ns[subject], self.pod_ns[peer]);
         let labels = |i: usize| self.cluster.namespaces.get(i).map(|n| &n.labels);
         let same = |keys: &[String]| {
-            let (Some(sl), Some(pl)) = (labels(sn), labels(pn)) else { return false };
-            !keys.is_empty() && keys.iter().all(|k| sl.get(k).is_some() && sl.get(k) == pl.get(k))
+            let (Some(sl), Some(pl)) = (labels(sn), labels(pn)) else {
+                return false;
+            };
+            !keys.is_empty()
+                && keys
+                    .iter()
+                    .all(|k| sl.get(k).is_some() && sl.get(k) == pl.get(k))
         };
         match m {
             NamespaceMatch::Selector(sel) => labels(pn).is_some_and(|l| sel.matches(l)),

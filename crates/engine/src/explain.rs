@@ -25,13 +25,20 @@ impl Engine {
         let (name, action) = match m.policy {
             PolicyId::Admin(i) => {
                 let p = &self.cluster.admin_policies[i as usize];
-                let name = p.rules(m.direction).get(m.index as usize).and_then(|r| r.name.clone());
+                let name = p
+                    .rules(m.direction)
+                    .get(m.index as usize)
+                    .and_then(|r| r.name.clone());
                 (name, p.action_name(m.action))
             }
             _ => (None, "Allow"),
         };
         let name = name.map(|n| format!(" {n:?}")).unwrap_or_default();
-        let closed = if m.fail_closed { ", failing closed on a peer it cannot evaluate" } else { "" };
+        let closed = if m.fail_closed {
+            ", failing closed on a peer it cannot evaluate"
+        } else {
+            ""
+        };
         format!("{r}, {dir} rule {}{name} ({action}{closed})", m.index)
     }
 
@@ -43,13 +50,25 @@ impl Engine {
             Decision::Rule(m) => format!("{} tier: {}", side.tier.as_str(), self.describe_rule(m)),
             Decision::Isolated => {
                 let names: Vec<String> = pod
-                    .map(|p| self.isolating(p, dir).into_iter().map(|id| self.policy_ref(id).to_string()).collect())
+                    .map(|p| {
+                        self.isolating(p, dir)
+                            .into_iter()
+                            .map(|id| self.policy_ref(id).to_string())
+                            .collect()
+                    })
                     .unwrap_or_default();
-                format!("NetworkPolicy tier: isolated by {} and no rule matched", names.join(", "))
+                format!(
+                    "NetworkPolicy tier: isolated by {} and no rule matched",
+                    names.join(", ")
+                )
             }
             Decision::NoPolicy => "no policy decided; allowed by default".to_string(),
         };
-        let passes: Vec<String> = side.passes.iter().map(|m| format!(" (after Pass by {})", self.describe_rule(m))).collect();
+        let passes: Vec<String> = side
+            .passes
+            .iter()
+            .map(|m| format!(" (after Pass by {})", self.describe_rule(m)))
+            .collect();
         format!("{word}: {what}{}", passes.join(""))
     }
 
@@ -78,7 +97,9 @@ impl Engine {
                 _ => None,
             };
             match (pod, &side.decision) {
-                (Some(p), d) if !matches!(d, Decision::Exempt(_)) => self.walk(&mut out, p, dir, side),
+                (Some(p), d) if !matches!(d, Decision::Exempt(_)) => {
+                    self.walk(&mut out, p, dir, side)
+                }
                 _ => {}
             }
             let _ = writeln!(out, "  => {}", self.describe_side(side, pod, dir));
@@ -91,7 +112,11 @@ impl Engine {
         let decided_at = |tier: Tier| side.tier == tier;
         let admin_tier = |out: &mut String, ids: &[u32], tier: AdminTier, label: &str| {
             if ids.is_empty() {
-                let _ = writeln!(out, "  {label} tier: no policy selects this pod for {}", dir.as_str().to_lowercase());
+                let _ = writeln!(
+                    out,
+                    "  {label} tier: no policy selects this pod for {}",
+                    dir.as_str().to_lowercase()
+                );
                 return;
             }
             let decisive = side
@@ -108,12 +133,21 @@ impl Engine {
                 let here = decisive.filter(|m| m.policy == PolicyId::Admin(i));
                 let status = match here {
                     Some(m) => format!("matched {}", self.describe_rule(m)),
-                    None if decisive.is_some_and(|m| ids.iter().position(|&x| PolicyId::Admin(x) == m.policy) < ids.iter().position(|&x| x == i)) => {
+                    None if decisive.is_some_and(|m| {
+                        ids.iter().position(|&x| PolicyId::Admin(x) == m.policy)
+                            < ids.iter().position(|&x| x == i)
+                    }) =>
+                    {
                         "not reached".to_string()
                     }
                     None => "no rule matched".to_string(),
                 };
-                let _ = writeln!(out, "    {} (priority {}): {status}", p.reference(), p.priority);
+                let _ = writeln!(
+                    out,
+                    "    {} (priority {}): {status}",
+                    p.reference(),
+                    p.priority
+                );
             }
         };
         admin_tier(out, &lists.admin, AdminTier::Admin, "Admin");
@@ -122,11 +156,23 @@ impl Engine {
         }
         let isolating = self.isolating(pod, dir);
         if self.isolated(pod, dir) {
-            let names: Vec<String> = isolating.iter().map(|id| self.policy_ref(*id).to_string()).collect();
-            let _ = writeln!(out, "  NetworkPolicy tier: isolated for {} by {}", dir.as_str().to_lowercase(), names.join(", "));
+            let names: Vec<String> = isolating
+                .iter()
+                .map(|id| self.policy_ref(*id).to_string())
+                .collect();
+            let _ = writeln!(
+                out,
+                "  NetworkPolicy tier: isolated for {} by {}",
+                dir.as_str().to_lowercase(),
+                names.join(", ")
+            );
             return;
         }
-        let _ = writeln!(out, "  NetworkPolicy tier: not isolated for {}", dir.as_str().to_lowercase());
+        let _ = writeln!(
+            out,
+            "  NetworkPolicy tier: not isolated for {}",
+            dir.as_str().to_lowercase()
+        );
         admin_tier(out, &lists.baseline, AdminTier::Baseline, "Baseline");
     }
 }

@@ -58,10 +58,16 @@ impl Exemption {
     /// A sentence for explanations.
     pub fn describe(self) -> &'static str {
         match self {
-            Exemption::External => "the endpoint is outside the cluster; no policy applies on this side",
-            Exemption::Host => "the endpoint is a node's host address (a node or a host-network pod); no policy applies on this side",
+            Exemption::External => {
+                "the endpoint is outside the cluster; no policy applies on this side"
+            }
+            Exemption::Host => {
+                "the endpoint is a node's host address (a node or a host-network pod); no policy applies on this side"
+            }
             Exemption::SamePod => "a pod can always reach itself",
-            Exemption::NodeLocal => "traffic from the pod's own node is always allowed (kubelet probes)",
+            Exemption::NodeLocal => {
+                "traffic from the pod's own node is always allowed (kubelet probes)"
+            }
         }
     }
 }
@@ -110,7 +116,12 @@ pub struct SideVerdict {
 
 impl SideVerdict {
     pub(crate) fn exempt(e: Exemption) -> SideVerdict {
-        SideVerdict { allowed: true, tier: Tier::Exempt, decision: Decision::Exempt(e), passes: Vec::new() }
+        SideVerdict {
+            allowed: true,
+            tier: Tier::Exempt,
+            decision: Decision::Exempt(e),
+            passes: Vec::new(),
+        }
     }
 }
 

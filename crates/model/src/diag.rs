@@ -61,7 +61,13 @@ pub(crate) struct Ctx<'a> {
 
 impl<'a> Ctx<'a> {
     pub fn new(origin: Origin, lines: &'a LineMap, prefix: String) -> Self {
-        Ctx { origin, lines, prefix, object: String::new(), diags: Vec::new() }
+        Ctx {
+            origin,
+            lines,
+            prefix,
+            object: String::new(),
+            diags: Vec::new(),
+        }
     }
 
     fn line(&self, field: &str) -> usize {
@@ -102,7 +108,11 @@ impl<'a> Ctx<'a> {
 
 /// `a.b` joined with `c` as `a.b.c`.
 pub(crate) fn join(path: &str, field: &str) -> String {
-    if path.is_empty() { field.to_string() } else { format!("{path}.{field}") }
+    if path.is_empty() {
+        field.to_string()
+    } else {
+        format!("{path}.{field}")
+    }
 }
 
 /// `a.b` indexed by `i` as `a.b[i]`.

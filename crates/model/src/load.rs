@@ -53,26 +53,42 @@ pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, Loa
     for path in paths {
         if path.as_os_str() == "-" {
             let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-                .map_err(|source| LoadError::Io { path: path.clone(), source })?;
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|source| {
+                LoadError::Io {
+                    path: path.clone(),
+                    source,
+                }
+            })?;
             sources.push(("-".to_string(), text));
         } else {
             for file in expand(path)? {
-                let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io { path: file.clone(), source })?;
+                let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
+                    path: file.clone(),
+                    source,
+                })?;
                 sources.push((file.display().to_string(), text));
             }
         }
     }
-    load_sources(sources.iter().map(|(n, t)| (n.as_str(), t.as_str())), options)
+    load_sources(
+        sources.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+        options,
+    )
 }
 
 fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
-    let meta = std::fs::metadata(path).map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?;
+    let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
     let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|source| LoadError::Io { path: path.to_path_buf(), source })?
+        .map_err(|source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
@@ -80,7 +96,10 @@ fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
     for e in entries {
         if e.is_dir() {
             out.extend(expand(&e)?);
-        } else if matches!(e.extension().and_then(|x| x.to_str()), Some("yaml" | "yml" | "json")) {
+        } else if matches!(
+            e.extension().and_then(|x| x.to_str()),
+            Some("yaml" | "yml" | "json")
+        ) {
             out.push(e);
         }
     }
@@ -127,7 +146,10 @@ impl Loader {
             }),
             Ok(docs) => {
                 for doc in docs {
-                    let origin = Origin { file: file.clone(), line: doc.line };
+                    let origin = Origin {
+                        file: file.clone(),
+                        line: doc.line,
+                    };
                     self.document(&doc.value, &doc.lines, String::new(), origin);
                 }
             }
@@ -140,17 +162,40 @@ impl Loader {
             value.get("apiVersion").and_then(Value::as_str),
             value.get("kind").and_then(Value::as_str),
         ) else {
-            let field = if value.get("kind").is_none() { "kind" } else { "apiVersion" };
-            ctx.error(field, "Required value: every object must have apiVersion and kind");
+            let field = if value.get("kind").is_none() {
+                "kind"
+            } else {
+                "apiVersion"
+            };
+            ctx.error(
+                field,
+                "Required value: every object must have apiVersion and kind",
+            );
             self.errors.append(&mut ctx.diags);
             return;
         };
         if kind == "List" || (kind.ends_with("List") && value.get("items").is_some()) {
-            let items = value.get("items").and_then(Value::as_array).cloned().unwrap_or_default();
+            let items = value
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
             for (i, item) in items.iter().enumerate() {
-                let p = if prefix.is_empty() { format!("items[{i}]") } else { format!("{prefix}.items[{i}]") };
+                let p = if prefix.is_empty() {
+                    format!("items[{i}]")
+                } else {
+                    format!("{prefix}.items[{i}]")
+                };
                 let line = lines.line_of(&p).unwrap_or(origin.line);
-                self.document(item, lines, p, Origin { file: origin.file.clone(), line });
+                self.document(
+                    item,
+                    lines,
+                    p,
+                    Origin {
+                        file: origin.file.clone(),
+                        line,
+                    },
+                );
             }
             return;
         }
@@ -176,14 +221,21 @@ impl Loader {
                 k
             }),
             ("networking.k8s.io/v1" | "extensions/v1beta1", "NetworkPolicy") => {
-                let version = if api == "extensions/v1beta1" { NetworkPolicyApi::ExtensionsV1beta1 } else { NetworkPolicyApi::V1 };
+                let version = if api == "extensions/v1beta1" {
+                    NetworkPolicyApi::ExtensionsV1beta1
+                } else {
+                    NetworkPolicyApi::V1
+                };
                 netpol::network_policy(ctx, value, version, origin.clone()).map(|o| {
                     let k = (o.namespace.clone(), o.name.clone());
                     c.network_policies.push(o);
                     k
                 })
             }
-            ("policy.networking.k8s.io/v1alpha1", "AdminNetworkPolicy" | "BaselineAdminNetworkPolicy")
+            (
+                "policy.networking.k8s.io/v1alpha1",
+                "AdminNetworkPolicy" | "BaselineAdminNetworkPolicy",
+            )
             | ("policy.networking.k8s.io/v1alpha2", "ClusterNetworkPolicy") => {
                 let k = match kind {
                     "AdminNetworkPolicy" => PolicyKind::AdminNetworkPolicy,
@@ -196,13 +248,25 @@ impl Loader {
                     key
                 })
             }
-            (_, "Namespace" | "Pod" | "Node" | "NetworkPolicy" | "AdminNetworkPolicy" | "BaselineAdminNetworkPolicy" | "ClusterNetworkPolicy") => {
+            (
+                _,
+                "Namespace"
+                | "Pod"
+                | "Node"
+                | "NetworkPolicy"
+                | "AdminNetworkPolicy"
+                | "BaselineAdminNetworkPolicy"
+                | "ClusterNetworkPolicy",
+            ) => {
                 // A policy we cannot read must not vanish silently: that would fail open.
                 ctx.error("apiVersion", format!("Unsupported value: {api:?}: Palisade does not read {kind} in this API version"));
                 None
             }
             _ => {
-                ctx.notice("kind", format!("{api} {kind} is not a kind Palisade reads; skipped"));
+                ctx.notice(
+                    "kind",
+                    format!("{api} {kind} is not a kind Palisade reads; skipped"),
+                );
                 None
             }
         };
@@ -215,7 +279,13 @@ impl Loader {
         if let Some((a, b)) = key {
             let id = (kind.to_string(), a, b);
             if let Some(first) = self.seen.get(&id) {
-                ctx.error("metadata.name", format!("Duplicate value: {kind} already defined at {}:{}", first.file, first.line));
+                ctx.error(
+                    "metadata.name",
+                    format!(
+                        "Duplicate value: {kind} already defined at {}:{}",
+                        first.file, first.line
+                    ),
+                );
                 self.drop_last(kind, api);
                 self.errors.append(&mut ctx.diags);
             } else {
@@ -239,29 +309,40 @@ impl Loader {
 
     fn finish(mut self, options: LoadOptions) -> Result<Loaded, LoadError> {
         if !self.errors.is_empty() && !options.skip_invalid {
-            self.errors.sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
+            self.errors
+                .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
             return Err(LoadError::Invalid(self.errors));
         }
         self.skipped = std::mem::take(&mut self.errors);
         self.imply_namespaces();
         let c = &mut self.cluster;
         c.namespaces.sort_by(|a, b| a.name.cmp(&b.name));
-        c.pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        c.pods
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         c.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        c.network_policies.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        c.admin_policies.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        c.network_policies
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        c.admin_policies
+            .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         let mut diagnostics = self.skipped;
         diagnostics.append(&mut self.notices);
-        Ok(Loaded { cluster: self.cluster, diagnostics })
+        Ok(Loaded {
+            cluster: self.cluster,
+            diagnostics,
+        })
     }
 
     /// Namespaces that pods or policies live in but that were not declared are assumed,
     /// with only the `kubernetes.io/metadata.name` label.
     fn imply_namespaces(&mut self) {
         let c = &mut self.cluster;
-        let declared: std::collections::HashSet<String> = c.namespaces.iter().map(|n| n.name.clone()).collect();
+        let declared: std::collections::HashSet<String> =
+            c.namespaces.iter().map(|n| n.name.clone()).collect();
         let mut implied: BTreeMap<String, Origin> = BTreeMap::new();
-        let used = c.pods.iter().map(|p| (&p.namespace, &p.origin))
+        let used = c
+            .pods
+            .iter()
+            .map(|p| (&p.namespace, &p.origin))
             .chain(c.network_policies.iter().map(|p| (&p.namespace, &p.origin)));
         for (ns, origin) in used {
             if !declared.contains(ns) {
@@ -275,7 +356,9 @@ impl Loader {
                 line: origin.line,
                 object: format!("Namespace {ns}"),
                 field: String::new(),
-                message: "not declared; assumed to exist with only the kubernetes.io/metadata.name label".into(),
+                message:
+                    "not declared; assumed to exist with only the kubernetes.io/metadata.name label"
+                        .into(),
             });
             c.namespaces.push(core::implied_namespace(&ns));
         }

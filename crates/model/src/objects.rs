@@ -272,7 +272,11 @@ pub struct AdminPolicy {
 impl AdminPolicy {
     /// This policy's reference.
     pub fn reference(&self) -> PolicyRef {
-        PolicyRef { kind: self.kind, namespace: None, name: self.name.clone() }
+        PolicyRef {
+            kind: self.kind,
+            namespace: None,
+            name: self.name.clone(),
+        }
     }
     /// The rules of one direction.
     pub fn rules(&self, dir: Direction) -> &[AdminRule] {

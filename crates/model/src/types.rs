@@ -46,7 +46,9 @@ impl FromStr for Protocol {
             "TCP" => Ok(Protocol::Tcp),
             "UDP" => Ok(Protocol::Udp),
             "SCTP" => Ok(Protocol::Sctp),
-            other => Err(format!("unsupported protocol {other:?}: must be TCP, UDP or SCTP")),
+            other => Err(format!(
+                "unsupported protocol {other:?}: must be TCP, UDP or SCTP"
+            )),
         }
     }
 }
@@ -94,7 +96,11 @@ impl PortRange {
 
 impl fmt::Display for PortRange {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.start == self.end { write!(f, "{}", self.start) } else { write!(f, "{}-{}", self.start, self.end) }
+        if self.start == self.end {
+            write!(f, "{}", self.start)
+        } else {
+            write!(f, "{}-{}", self.start, self.end)
+        }
     }
 }
 
@@ -143,7 +149,9 @@ impl Selector {
 
     /// Whether an object with `labels` is selected.
     pub fn matches(&self, labels: &Labels) -> bool {
-        self.match_labels.iter().all(|(k, v)| labels.get(k) == Some(v))
+        self.match_labels
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
             && self.expressions.iter().all(|r| r.matches(labels))
     }
 }
@@ -167,7 +175,11 @@ impl fmt::Display for Selector {
         if self.is_empty() {
             return f.write_str("{}");
         }
-        let mut parts: Vec<String> = self.match_labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let mut parts: Vec<String> = self
+            .match_labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         for r in &self.expressions {
             parts.push(match &r.op {
                 SelectorOp::In(v) => format!("{} in ({})", r.key, v.join(",")),

@@ -15,7 +15,8 @@ fn is_name_part(s: &str) -> bool {
     !b.is_empty()
         && b.first().is_some_and(u8::is_ascii_alphanumeric)
         && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
 }
 
 /// Errors of a DNS-1123 label (`[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters).
@@ -23,7 +24,8 @@ pub fn dns_label(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let ok = !b.is_empty()
         && b.len() <= 63
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-';
     (!ok).then(|| {
@@ -47,19 +49,26 @@ pub fn qualified_name(s: &str) -> Option<String> {
     };
     if let Some(p) = prefix {
         if p.is_empty() {
-            return Some(format!("invalid label key {s:?}: prefix part must be non-empty"));
+            return Some(format!(
+                "invalid label key {s:?}: prefix part must be non-empty"
+            ));
         }
         if let Some(e) = dns_subdomain(p) {
             return Some(format!("invalid label key {s:?}: prefix part {e}"));
         }
     }
     if name.is_empty() {
-        return Some(format!("invalid label key {s:?}: name part must be non-empty"));
+        return Some(format!(
+            "invalid label key {s:?}: name part must be non-empty"
+        ));
     }
     if name.len() > 63 {
-        return Some(format!("invalid label key {s:?}: name part must be no more than 63 characters"));
+        return Some(format!(
+            "invalid label key {s:?}: name part must be no more than 63 characters"
+        ));
     }
-    (!is_name_part(name)).then(|| format!("invalid label key {s:?}: name part {QUALIFIED_NAME_HELP}"))
+    (!is_name_part(name))
+        .then(|| format!("invalid label key {s:?}: name part {QUALIFIED_NAME_HELP}"))
 }
 
 /// Errors of a label value (empty, or ≤63 characters of the qualified-name alphabet).
@@ -68,9 +77,12 @@ pub fn label_value(s: &str) -> Option<String> {
         return None;
     }
     if s.len() > 63 {
-        return Some(format!("invalid label value {s:?}: must be no more than 63 characters"));
+        return Some(format!(
+            "invalid label value {s:?}: must be no more than 63 characters"
+        ));
     }
-    (!is_name_part(s)).then(|| format!("invalid label value {s:?}: a valid label value {QUALIFIED_NAME_HELP}"))
+    (!is_name_part(s))
+        .then(|| format!("invalid label value {s:?}: a valid label value {QUALIFIED_NAME_HELP}"))
 }
 
 /// Errors of an IANA service name (a container port name).
@@ -78,7 +90,10 @@ pub fn port_name(s: &str) -> Option<String> {
     let b = s.as_bytes();
     let problem = if b.is_empty() || b.len() > 15 {
         Some("must be no more than 15 characters")
-    } else if !b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-') {
+    } else if !b
+        .iter()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+    {
         Some("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
     } else if !b.iter().any(u8::is_ascii_lowercase) {
         Some("must contain at least one letter (a-z)")
@@ -123,11 +138,17 @@ pub(crate) fn selector(ctx: &mut Ctx<'_>, path: &str, sel: &LabelSelector) -> Se
         }
         let op = match req.operator.as_str() {
             "In" | "NotIn" if values.is_empty() => {
-                ctx.error(&join(&p, "values"), "Required value: must be specified when `operator` is 'In' or 'NotIn'");
+                ctx.error(
+                    &join(&p, "values"),
+                    "Required value: must be specified when `operator` is 'In' or 'NotIn'",
+                );
                 continue;
             }
             "Exists" | "DoesNotExist" if !values.is_empty() => {
-                ctx.error(&join(&p, "values"), "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'");
+                ctx.error(
+                    &join(&p, "values"),
+                    "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+                );
                 continue;
             }
             "In" => SelectorOp::In(values),
@@ -135,13 +156,22 @@ pub(crate) fn selector(ctx: &mut Ctx<'_>, path: &str, sel: &LabelSelector) -> Se
             "Exists" => SelectorOp::Exists,
             "DoesNotExist" => SelectorOp::DoesNotExist,
             other => {
-                ctx.error(&join(&p, "operator"), format!("Invalid value: {other:?}: not a valid selector operator"));
+                ctx.error(
+                    &join(&p, "operator"),
+                    format!("Invalid value: {other:?}: not a valid selector operator"),
+                );
                 continue;
             }
         };
-        expressions.push(Requirement { key: req.key.clone(), op });
+        expressions.push(Requirement {
+            key: req.key.clone(),
+            op,
+        });
     }
-    Selector { match_labels, expressions }
+    Selector {
+        match_labels,
+        expressions,
+    }
 }
 
 /// Parses a protocol at `path`; `None` (absent) is TCP.
@@ -151,7 +181,10 @@ pub(crate) fn protocol(ctx: &mut Ctx<'_>, path: &str, p: Option<&str>) -> Protoc
         Some(Ok(p)) => p,
         Some(Err(_)) => {
             let v = p.unwrap_or_default();
-            ctx.error(path, format!("Unsupported value: {v:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""));
+            ctx.error(
+                path,
+                format!("Unsupported value: {v:?}: supported values: \"SCTP\", \"TCP\", \"UDP\""),
+            );
             Protocol::Tcp
         }
     }
@@ -161,7 +194,10 @@ pub(crate) fn protocol(ctx: &mut Ctx<'_>, path: &str, p: Option<&str>) -> Protoc
 pub(crate) fn port(ctx: &mut Ctx<'_>, path: &str, n: i64) -> Option<Port> {
     let p = Port::new(n);
     if p.is_none() {
-        ctx.error(path, format!("Invalid value: {n}: must be between 1 and 65535, inclusive"));
+        ctx.error(
+            path,
+            format!("Invalid value: {n}: must be between 1 and 65535, inclusive"),
+        );
     }
     p
 }
@@ -171,12 +207,20 @@ pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     // Go rejects IPv4 octets with leading zeros (they were once read as octal).
     let addr = s.split('/').next().unwrap_or_default();
     let v4_part = addr.rsplit(':').next().unwrap_or_default();
-    if v4_part.contains('.') && v4_part.split('.').any(|o| o.len() > 1 && o.starts_with('0')) {
-        return Err(format!("Invalid value: {s:?}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"));
+    if v4_part.contains('.')
+        && v4_part
+            .split('.')
+            .any(|o| o.len() > 1 && o.starts_with('0'))
+    {
+        return Err(format!(
+            "Invalid value: {s:?}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
+        ));
     }
-    s.parse::<IpNet>()
-        .map(|n| n.trunc())
-        .map_err(|_| format!("Invalid value: {s:?}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"))
+    s.parse::<IpNet>().map(|n| n.trunc()).map_err(|_| {
+        format!(
+            "Invalid value: {s:?}: must be a valid CIDR value, (e.g. 10.9.8.0/24 or 2001:db8::/64)"
+        )
+    })
 }
 
 /// The IP written before the `/` of a CIDR (what Go's `ParseCIDR` returns as the IP).
@@ -190,7 +234,8 @@ mod tests {
 
     #[test]
     fn names_and_labels() {
-        let cases: &[(&str, fn(&str) -> Option<String>, bool)] = &[
+        type Check = fn(&str) -> Option<String>;
+        let cases: &[(&str, Check, bool)] = &[
             ("x", dns_label, true),
             ("X", dns_label, false),
             ("-x", dns_label, false),
@@ -222,6 +267,9 @@ mod tests {
         assert!(parse_cidr("10.0.0.0").is_err());
         assert!(parse_cidr("10.0.0.0/33").is_err());
         assert!(parse_cidr("010.0.0.0/8").is_err());
-        assert_eq!(parse_cidr("2001:db8::1/64").unwrap().to_string(), "2001:db8::/64");
+        assert_eq!(
+            parse_cidr("2001:db8::1/64").unwrap().to_string(),
+            "2001:db8::/64"
+        );
     }
 }

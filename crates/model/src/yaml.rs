@@ -71,8 +71,17 @@ struct Builder {
 }
 
 enum Frame {
-    Seq { path: String, items: Vec<Value>, anchor: usize },
-    Map { path: String, map: Map<String, Value>, key: Option<String>, anchor: usize },
+    Seq {
+        path: String,
+        items: Vec<Value>,
+        anchor: usize,
+    },
+    Map {
+        path: String,
+        map: Map<String, Value>,
+        key: Option<String>,
+        anchor: usize,
+    },
 }
 
 impl Builder {
@@ -108,7 +117,10 @@ impl Builder {
                     line,
                     message: format!("unknown alias {id}"),
                 })?;
-                if let Some(Frame::Map { key: key @ None, .. }) = self.stack.last_mut() {
+                if let Some(Frame::Map {
+                    key: key @ None, ..
+                }) = self.stack.last_mut()
+                {
                     *key = Some(scalar_key(&value));
                     return Ok(());
                 }
@@ -116,11 +128,20 @@ impl Builder {
             }
             Event::SequenceStart(anchor, _) => {
                 let path = self.child_path(line)?;
-                self.stack.push(Frame::Seq { path, items: Vec::new(), anchor });
+                self.stack.push(Frame::Seq {
+                    path,
+                    items: Vec::new(),
+                    anchor,
+                });
             }
             Event::MappingStart(anchor, _) => {
                 let path = self.child_path(line)?;
-                self.stack.push(Frame::Map { path, map: Map::new(), key: None, anchor });
+                self.stack.push(Frame::Map {
+                    path,
+                    map: Map::new(),
+                    key: None,
+                    anchor,
+                });
             }
             Event::SequenceEnd | Event::MappingEnd => {
                 let (value, anchor) = match self.stack.pop() {
@@ -143,9 +164,14 @@ impl Builder {
         let path = match self.stack.last() {
             None => String::new(),
             Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
-            Some(Frame::Map { path, key: Some(k), .. }) => join(path, k),
+            Some(Frame::Map {
+                path, key: Some(k), ..
+            }) => join(path, k),
             Some(Frame::Map { key: None, .. }) => {
-                return Err(SyntaxError { line, message: "mapping keys must be scalars".into() });
+                return Err(SyntaxError {
+                    line,
+                    message: "mapping keys must be scalars".into(),
+                });
             }
         };
         self.lines.0.entry(path.clone()).or_insert(line);
@@ -180,7 +206,11 @@ impl Builder {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn scalar_key(value: &Value) -> String {
@@ -201,9 +231,14 @@ fn plain_scalar(text: &str) -> Value {
     if let Some(n) = parse_int(text) {
         return Value::Number(n.into());
     }
-    let looks_float = text.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
+    let looks_float = text
+        .bytes()
+        .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
         && text.bytes().any(|b| b.is_ascii_digit());
-    if looks_float && let Ok(f) = text.parse::<f64>() && let Some(n) = Number::from_f64(f) {
+    if looks_float
+        && let Ok(f) = text.parse::<f64>()
+        && let Some(n) = Number::from_f64(f)
+    {
         return Value::Number(n);
     }
     Value::String(text.to_string())
@@ -239,7 +274,11 @@ mod tests {
         assert_eq!(docs[0].value["b"][0]["x"], Value::String("80".into()));
         assert_eq!(docs[0].value["b"][0]["y"], Value::Number(80.into()));
         assert_eq!(docs[0].lines.line_of("b[0].y"), Some(4));
-        assert_eq!(docs[0].lines.line_of("b[0].nothere"), Some(3), "falls back to parent");
+        assert_eq!(
+            docs[0].lines.line_of("b[0].nothere"),
+            Some(3),
+            "falls back to parent"
+        );
         assert_eq!(docs[1].lines.line_of("kind"), Some(7));
     }
 

@@ -13,7 +13,8 @@ use serde_json::{Map, Value};
 
 use crate::diag::{Ctx, index, join};
 use crate::objects::{
-    Action, AdminPeer, AdminPolicy, AdminPort, AdminRule, AdminTier, NamespaceMatch, Origin, Subject,
+    Action, AdminPeer, AdminPolicy, AdminPort, AdminRule, AdminTier, NamespaceMatch, Origin,
+    Subject,
 };
 use crate::types::{PolicyKind, PortRange, Protocol, Selector};
 use crate::validate;
@@ -30,7 +31,11 @@ const ANP: Rules = Rules {
     kind: PolicyKind::AdminNetworkPolicy,
     max_rules: 100,
     max_peers: 100,
-    actions: &[("Allow", Action::Allow), ("Deny", Action::Deny), ("Pass", Action::Pass)],
+    actions: &[
+        ("Allow", Action::Allow),
+        ("Deny", Action::Deny),
+        ("Pass", Action::Pass),
+    ],
 };
 const BANP: Rules = Rules {
     kind: PolicyKind::BaselineAdminNetworkPolicy,
@@ -42,21 +47,37 @@ const CNP: Rules = Rules {
     kind: PolicyKind::ClusterNetworkPolicy,
     max_rules: 25,
     max_peers: 25,
-    actions: &[("Accept", Action::Allow), ("Deny", Action::Deny), ("Pass", Action::Pass)],
+    actions: &[
+        ("Accept", Action::Allow),
+        ("Deny", Action::Deny),
+        ("Pass", Action::Pass),
+    ],
 };
 
 /// Reads one admin policy object of `kind`.
-pub(crate) fn admin_policy(ctx: &mut Ctx<'_>, value: &Value, kind: PolicyKind, origin: Origin) -> Option<AdminPolicy> {
+pub(crate) fn admin_policy(
+    ctx: &mut Ctx<'_>,
+    value: &Value,
+    kind: PolicyKind,
+    origin: Origin,
+) -> Option<AdminPolicy> {
     let rules = match kind {
         PolicyKind::AdminNetworkPolicy => &ANP,
         PolicyKind::BaselineAdminNetworkPolicy => &BANP,
         _ => &CNP,
     };
     let root = obj(ctx, "", value)?;
-    let name = value.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_string();
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string();
     ctx.object = format!("{} {name}", kind.as_str());
     if name.is_empty() {
-        ctx.error("metadata.name", "Required value: name or generateName is required");
+        ctx.error(
+            "metadata.name",
+            "Required value: name or generateName is required",
+        );
     } else if let Some(e) = validate::dns_subdomain(&name) {
         ctx.error("metadata.name", e);
     }
@@ -75,25 +96,40 @@ pub(crate) fn admin_policy(ctx: &mut Ctx<'_>, value: &Value, kind: PolicyKind, o
     let ingress = rule_list(ctx, rules, spec, "ingress");
     let egress = rule_list(ctx, rules, spec, "egress");
     let subject = subject?;
-    Some(AdminPolicy { kind, name, tier, priority, subject, ingress, egress, origin })
+    Some(AdminPolicy {
+        kind,
+        name,
+        tier,
+        priority,
+        subject,
+        ingress,
+        egress,
+        origin,
+    })
 }
 
-fn tier_and_priority(ctx: &mut Ctx<'_>, spec: &Map<String, Value>, kind: PolicyKind) -> (AdminTier, i32) {
+fn tier_and_priority(
+    ctx: &mut Ctx<'_>,
+    spec: &Map<String, Value>,
+    kind: PolicyKind,
+) -> (AdminTier, i32) {
     let tier = match kind {
         PolicyKind::AdminNetworkPolicy => AdminTier::Admin,
         PolicyKind::BaselineAdminNetworkPolicy => return (AdminTier::Baseline, 0),
-        _ => match spec.get("tier").and_then(|t| string(ctx, "spec.tier", t)) {
-            Some("Admin") => AdminTier::Admin,
-            Some("Baseline") => AdminTier::Baseline,
-            Some(other) => {
-                ctx.error("spec.tier", format!("Unsupported value: {other:?}: supported values: \"Admin\", \"Baseline\""));
-                AdminTier::Admin
+        _ => {
+            match spec.get("tier").and_then(|t| string(ctx, "spec.tier", t)) {
+                Some("Admin") => AdminTier::Admin,
+                Some("Baseline") => AdminTier::Baseline,
+                Some(other) => {
+                    ctx.error("spec.tier", format!("Unsupported value: {other:?}: supported values: \"Admin\", \"Baseline\""));
+                    AdminTier::Admin
+                }
+                None => {
+                    ctx.error("spec.tier", "Required value");
+                    AdminTier::Admin
+                }
             }
-            None => {
-                ctx.error("spec.tier", "Required value");
-                AdminTier::Admin
-            }
-        },
+        }
     };
     let priority = match spec.get("priority") {
         None => {
@@ -103,7 +139,10 @@ fn tier_and_priority(ctx: &mut Ctx<'_>, spec: &Map<String, Value>, kind: PolicyK
         Some(v) => match integer(ctx, "spec.priority", v) {
             Some(p) if (0..=1000).contains(&p) => p as i32,
             Some(p) => {
-                ctx.error("spec.priority", format!("Invalid value: {p}: must be between 0 and 1000, inclusive"));
+                ctx.error(
+                    "spec.priority",
+                    format!("Invalid value: {p}: must be between 0 and 1000, inclusive"),
+                );
                 0
             }
             None => 0,
@@ -126,14 +165,31 @@ fn subject(ctx: &mut Ctx<'_>, path: &str, v: Option<&Value>) -> Option<Subject> 
     let pods = obj(ctx, &pods_path, m.get("pods")?)?;
     let namespaces = required_selector(ctx, &pods_path, pods, "namespaceSelector");
     let pod_sel = required_selector(ctx, &pods_path, pods, "podSelector");
-    Some(Subject::Pods { namespaces: namespaces?, pods: pod_sel? })
+    Some(Subject::Pods {
+        namespaces: namespaces?,
+        pods: pod_sel?,
+    })
 }
 
-fn rule_list(ctx: &mut Ctx<'_>, rules: &Rules, spec: &Map<String, Value>, dir: &str) -> Vec<AdminRule> {
+fn rule_list(
+    ctx: &mut Ctx<'_>,
+    rules: &Rules,
+    spec: &Map<String, Value>,
+    dir: &str,
+) -> Vec<AdminRule> {
     let path = join("spec", dir);
-    let Some(list) = spec.get(dir).and_then(|v| array(ctx, &path, v)) else { return Vec::new() };
+    let Some(list) = spec.get(dir).and_then(|v| array(ctx, &path, v)) else {
+        return Vec::new();
+    };
     if list.len() > rules.max_rules {
-        ctx.error(&path, format!("Too many: {}: must have at most {} items", list.len(), rules.max_rules));
+        ctx.error(
+            &path,
+            format!(
+                "Too many: {}: must have at most {} items",
+                list.len(),
+                rules.max_rules
+            ),
+        );
     }
     let egress = dir == "egress";
     list.iter()
@@ -142,15 +198,30 @@ fn rule_list(ctx: &mut Ctx<'_>, rules: &Rules, spec: &Map<String, Value>, dir: &
         .collect()
 }
 
-fn rule(ctx: &mut Ctx<'_>, rules: &Rules, path: &str, v: &Value, egress: bool) -> Option<AdminRule> {
+fn rule(
+    ctx: &mut Ctx<'_>,
+    rules: &Rules,
+    path: &str,
+    v: &Value,
+    egress: bool,
+) -> Option<AdminRule> {
     let m = obj(ctx, path, v)?;
-    let name = m.get("name").and_then(|n| string(ctx, &join(path, "name"), n)).map(str::to_string);
+    let name = m
+        .get("name")
+        .and_then(|n| string(ctx, &join(path, "name"), n))
+        .map(str::to_string);
     if let Some(n) = &name
         && n.chars().count() > 100
     {
-        ctx.error(&join(path, "name"), "Too long: may not be more than 100 bytes");
+        ctx.error(
+            &join(path, "name"),
+            "Too long: may not be more than 100 bytes",
+        );
     }
-    let action = match m.get("action").and_then(|a| string(ctx, &join(path, "action"), a)) {
+    let action = match m
+        .get("action")
+        .and_then(|a| string(ctx, &join(path, "action"), a))
+    {
         None => {
             ctx.error(&join(path, "action"), "Required value");
             None
@@ -158,8 +229,18 @@ fn rule(ctx: &mut Ctx<'_>, rules: &Rules, path: &str, v: &Value, egress: bool) -
         Some(a) => match rules.actions.iter().find(|(s, _)| *s == a) {
             Some((_, act)) => Some(*act),
             None => {
-                let allowed: Vec<String> = rules.actions.iter().map(|(s, _)| format!("{s:?}")).collect();
-                ctx.error(&join(path, "action"), format!("Unsupported value: {a:?}: supported values: {}", allowed.join(", ")));
+                let allowed: Vec<String> = rules
+                    .actions
+                    .iter()
+                    .map(|(s, _)| format!("{s:?}"))
+                    .collect();
+                ctx.error(
+                    &join(path, "action"),
+                    format!(
+                        "Unsupported value: {a:?}: supported values: {}",
+                        allowed.join(", ")
+                    ),
+                );
                 None
             }
         },
@@ -176,7 +257,14 @@ fn rule(ctx: &mut Ctx<'_>, rules: &Rules, path: &str, v: &Value, egress: bool) -
                 ctx.error(&peers_path, "Invalid value: 0: must have at least 1 items");
             }
             if list.len() > rules.max_peers {
-                ctx.error(&peers_path, format!("Too many: {}: must have at most {} items", list.len(), rules.max_peers));
+                ctx.error(
+                    &peers_path,
+                    format!(
+                        "Too many: {}: must have at most {} items",
+                        list.len(),
+                        rules.max_peers
+                    ),
+                );
             }
             list.iter()
                 .enumerate()
@@ -185,24 +273,46 @@ fn rule(ctx: &mut Ctx<'_>, rules: &Rules, path: &str, v: &Value, egress: bool) -
         }
     };
     let ports = if rules.kind == PolicyKind::ClusterNetworkPolicy {
-        m.get("protocols").and_then(|p| protocols(ctx, &join(path, "protocols"), p))
+        m.get("protocols")
+            .and_then(|p| protocols(ctx, &join(path, "protocols"), p))
     } else {
-        m.get("ports").and_then(|p| ports(ctx, &join(path, "ports"), p))
+        m.get("ports")
+            .and_then(|p| ports(ctx, &join(path, "ports"), p))
     };
-    let named = ports.iter().flatten().any(|p| matches!(p, AdminPort::Named(_)));
-    if named && peers.iter().any(|p| matches!(p, AdminPeer::Nodes(_) | AdminPeer::Networks(_))) {
+    let named = ports
+        .iter()
+        .flatten()
+        .any(|p| matches!(p, AdminPort::Named(_)));
+    if named
+        && peers
+            .iter()
+            .any(|p| matches!(p, AdminPeer::Nodes(_) | AdminPeer::Networks(_)))
+    {
         ctx.error(path, "Invalid value: networks/nodes peer cannot be set with namedPorts since there are no namedPorts for networks/nodes");
     }
-    if action != Some(Action::Allow) && action.is_some() && m.get(peers_key).is_some_and(has_domain_names) {
-        ctx.error(&peers_path, "Invalid value: domainNames peers are only supported for Accept rules");
+    if action != Some(Action::Allow)
+        && action.is_some()
+        && m.get(peers_key).is_some_and(has_domain_names)
+    {
+        ctx.error(
+            &peers_path,
+            "Invalid value: domainNames peers are only supported for Accept rules",
+        );
     }
     // An empty list filters nothing, as an absent one.
     let ports = ports.filter(|p| !p.is_empty());
-    Some(AdminRule { name, action: action?, peers, ports })
+    Some(AdminRule {
+        name,
+        action: action?,
+        peers,
+        ports,
+    })
 }
 
 fn has_domain_names(peers: &Value) -> bool {
-    peers.as_array().is_some_and(|l| l.iter().any(|p| p.get("domainNames").is_some()))
+    peers
+        .as_array()
+        .is_some_and(|l| l.iter().any(|p| p.get("domainNames").is_some()))
 }
 
 const INGRESS_PEERS: &[&str] = &["namespaces", "pods"];
@@ -214,18 +324,43 @@ const EGRESS_PEERS: &[&str] = &["namespaces", "pods", "nodes", "networks", "doma
 fn peer(ctx: &mut Ctx<'_>, path: &str, v: &Value, egress: bool) -> Option<AdminPeer> {
     let m = obj(ctx, path, v)?;
     let known = if egress { EGRESS_PEERS } else { INGRESS_PEERS };
-    let present: Vec<&str> = known.iter().copied().filter(|k| m.contains_key(*k)).collect();
+    let present: Vec<&str> = known
+        .iter()
+        .copied()
+        .filter(|k| m.contains_key(*k))
+        .collect();
+    if !egress {
+        if let Some(k) = EGRESS_PEERS
+            .iter()
+            .find(|k| !INGRESS_PEERS.contains(k) && m.contains_key(**k))
+        {
+            ctx.error(&join(path, k), "Forbidden: only allowed in egress peers");
+            return None;
+        }
+    }
     if present.is_empty() {
         if m.is_empty() {
             ctx.error(path, "Invalid value: must have at least 1 properties");
             return None;
         }
         let unknown: Vec<String> = m.keys().cloned().collect();
-        ctx.notice(path, format!("peer has no field Palisade knows ({}); it fails closed", unknown.join(", ")));
+        ctx.notice(
+            path,
+            format!(
+                "peer has no field Palisade knows ({}); it fails closed",
+                unknown.join(", ")
+            ),
+        );
         return Some(AdminPeer::Unsupported(unknown));
     }
     if present.len() > 1 {
-        ctx.error(path, format!("Invalid value: must have at most 1 properties, found {}", present.join(", ")));
+        ctx.error(
+            path,
+            format!(
+                "Invalid value: must have at most 1 properties, found {}",
+                present.join(", ")
+            ),
+        );
         return None;
     }
     let key = present[0];
@@ -241,28 +376,49 @@ fn peer(ctx: &mut Ctx<'_>, path: &str, v: &Value, egress: bool) -> Option<AdminP
             } else {
                 required_selector(ctx, &p, pm, "namespaceSelector").map(NamespaceMatch::Selector)
             };
-            Some(AdminPeer::Pods { namespaces: namespaces?, pods: pods? })
+            Some(AdminPeer::Pods {
+                namespaces: namespaces?,
+                pods: pods?,
+            })
         }
         "nodes" => selector(ctx, &p, value).map(AdminPeer::Nodes),
         "networks" => networks(ctx, &p, value).map(AdminPeer::Networks),
         _ => {
-            ctx.notice(&p, "domainNames peers cannot be evaluated offline; this peer matches nothing");
+            ctx.notice(
+                &p,
+                "domainNames peers cannot be evaluated offline; this peer matches nothing",
+            );
             Some(AdminPeer::Unsupported(vec![key.to_string()]))
         }
     }
 }
 
-const KEP_NAMESPACE_FIELDS: &[&str] = &["namespaceSelector", "related", "sameLabels", "notSameLabels"];
+const KEP_NAMESPACE_FIELDS: &[&str] = &[
+    "namespaceSelector",
+    "related",
+    "sameLabels",
+    "notSameLabels",
+];
 
 /// `namespaces`: a label selector (upstream), or the KEP's NamespacedPeer.
 fn namespace_match(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<NamespaceMatch> {
     let m = obj(ctx, path, v)?;
-    let kep: Vec<&str> = KEP_NAMESPACE_FIELDS.iter().copied().filter(|k| m.contains_key(*k)).collect();
+    let kep: Vec<&str> = KEP_NAMESPACE_FIELDS
+        .iter()
+        .copied()
+        .filter(|k| m.contains_key(*k))
+        .collect();
     if kep.is_empty() {
         return selector(ctx, path, v).map(NamespaceMatch::Selector);
     }
     if kep.len() != m.len() || kep.len() > 1 {
-        ctx.error(path, format!("Invalid value: exactly one of {} must be set", KEP_NAMESPACE_FIELDS.join(", ")));
+        ctx.error(
+            path,
+            format!(
+                "Invalid value: exactly one of {} must be set",
+                KEP_NAMESPACE_FIELDS.join(", ")
+            ),
+        );
         return None;
     }
     let key = kep[0];
@@ -273,7 +429,12 @@ fn namespace_match(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Namespace
             "Self" => Some(NamespaceMatch::SelfNamespace),
             "NotSelf" => Some(NamespaceMatch::NotSelfNamespace),
             other => {
-                ctx.error(&p, format!("Unsupported value: {other:?}: supported values: \"Self\", \"NotSelf\""));
+                ctx.error(
+                    &p,
+                    format!(
+                        "Unsupported value: {other:?}: supported values: \"Self\", \"NotSelf\""
+                    ),
+                );
                 None
             }
         },
@@ -289,7 +450,11 @@ fn namespace_match(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Namespace
                     keys.push(s.to_string());
                 }
             }
-            Some(if key == "sameLabels" { NamespaceMatch::SameLabels(keys) } else { NamespaceMatch::NotSameLabels(keys) })
+            Some(if key == "sameLabels" {
+                NamespaceMatch::SameLabels(keys)
+            } else {
+                NamespaceMatch::NotSameLabels(keys)
+            })
         }
     }
 }
@@ -297,13 +462,21 @@ fn namespace_match(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Namespace
 fn networks(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<ipnet::IpNet>> {
     let list = array(ctx, path, v)?;
     if list.is_empty() || list.len() > 25 {
-        ctx.error(path, format!("Invalid value: {} items: must have between 1 and 25 items", list.len()));
+        ctx.error(
+            path,
+            format!(
+                "Invalid value: {} items: must have between 1 and 25 items",
+                list.len()
+            ),
+        );
     }
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
     for (i, c) in list.iter().enumerate() {
         let p = index(path, i);
-        let Some(s) = string(ctx, &p, c) else { continue };
+        let Some(s) = string(ctx, &p, c) else {
+            continue;
+        };
         if !seen.insert(s) {
             ctx.error(&p, format!("Duplicate value: {s:?}"));
         }
@@ -312,7 +485,10 @@ fn networks(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<ipnet::IpNet
         }
         match validate::parse_cidr(s) {
             Ok(n) => out.push(n),
-            Err(_) => ctx.error(&p, format!("Invalid value: {s:?}: Invalid CIDR format provided")),
+            Err(_) => ctx.error(
+                &p,
+                format!("Invalid value: {s:?}: Invalid CIDR format provided"),
+            ),
         }
     }
     Some(out)
@@ -322,24 +498,37 @@ fn networks(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<ipnet::IpNet
 fn ports(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>> {
     let list = array(ctx, path, v)?;
     if list.len() > 100 {
-        ctx.error(path, format!("Too many: {}: must have at most 100 items", list.len()));
+        ctx.error(
+            path,
+            format!("Too many: {}: must have at most 100 items", list.len()),
+        );
     }
     let mut out = Vec::new();
     for (i, item) in list.iter().enumerate() {
         let p = index(path, i);
-        let Some(m) = obj(ctx, &p, item) else { continue };
-        let Some(key) = exactly_one(ctx, &p, m, &["portNumber", "namedPort", "portRange"]) else { continue };
+        let Some(m) = obj(ctx, &p, item) else {
+            continue;
+        };
+        let Some(key) = exactly_one(ctx, &p, m, &["portNumber", "namedPort", "portRange"]) else {
+            continue;
+        };
         let kp = join(&p, key);
         let port = match key {
             "namedPort" => string(ctx, &kp, &m[key]).and_then(|n| named_port(ctx, &kp, n)),
             "portNumber" => obj(ctx, &kp, &m[key]).and_then(|pm| {
                 let protocol = protocol_field(ctx, &kp, pm);
                 let port = required_port(ctx, &kp, pm, "port")?;
-                Some(AdminPort::Ports { protocol, range: Some(PortRange::single(port)) })
+                Some(AdminPort::Ports {
+                    protocol,
+                    range: Some(PortRange::single(port)),
+                })
             }),
             _ => obj(ctx, &kp, &m[key]).and_then(|pm| {
                 let protocol = protocol_field(ctx, &kp, pm);
-                port_range(ctx, &kp, pm).map(|range| AdminPort::Ports { protocol, range: Some(range) })
+                port_range(ctx, &kp, pm).map(|range| AdminPort::Ports {
+                    protocol,
+                    range: Some(range),
+                })
             }),
         };
         out.extend(port);
@@ -351,13 +540,24 @@ fn ports(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>> {
 fn protocols(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>> {
     let list = array(ctx, path, v)?;
     if list.is_empty() || list.len() > 25 {
-        ctx.error(path, format!("Invalid value: {} items: must have between 1 and 25 items", list.len()));
+        ctx.error(
+            path,
+            format!(
+                "Invalid value: {} items: must have between 1 and 25 items",
+                list.len()
+            ),
+        );
     }
     let mut out = Vec::new();
     for (i, item) in list.iter().enumerate() {
         let p = index(path, i);
-        let Some(m) = obj(ctx, &p, item) else { continue };
-        let Some(key) = exactly_one(ctx, &p, m, &["tcp", "udp", "sctp", "destinationNamedPort"]) else { continue };
+        let Some(m) = obj(ctx, &p, item) else {
+            continue;
+        };
+        let Some(key) = exactly_one(ctx, &p, m, &["tcp", "udp", "sctp", "destinationNamedPort"])
+        else {
+            continue;
+        };
         let kp = join(&p, key);
         let protocol = match key {
             "tcp" => Protocol::Tcp,
@@ -368,23 +568,36 @@ fn protocols(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>>
                 continue;
             }
         };
-        let Some(pm) = obj(ctx, &kp, &m[key]) else { continue };
+        let Some(pm) = obj(ctx, &kp, &m[key]) else {
+            continue;
+        };
         let Some(dest) = pm.get("destinationPort") else {
             if pm.is_empty() {
                 ctx.error(&kp, "Invalid value: must have at least 1 properties");
             }
-            out.push(AdminPort::Ports { protocol, range: None });
+            out.push(AdminPort::Ports {
+                protocol,
+                range: None,
+            });
             continue;
         };
         let dp = join(&kp, "destinationPort");
-        let Some(dm) = obj(ctx, &dp, dest) else { continue };
-        let Some(which) = exactly_one(ctx, &dp, dm, &["number", "range"]) else { continue };
+        let Some(dm) = obj(ctx, &dp, dest) else {
+            continue;
+        };
+        let Some(which) = exactly_one(ctx, &dp, dm, &["number", "range"]) else {
+            continue;
+        };
         let range = if which == "number" {
             required_port(ctx, &dp, dm, "number").map(PortRange::single)
         } else {
-            obj(ctx, &join(&dp, "range"), &dm["range"]).and_then(|rm| port_range(ctx, &join(&dp, "range"), rm))
+            obj(ctx, &join(&dp, "range"), &dm["range"])
+                .and_then(|rm| port_range(ctx, &join(&dp, "range"), rm))
         };
-        out.extend(range.map(|r| AdminPort::Ports { protocol, range: Some(r) }));
+        out.extend(range.map(|r| AdminPort::Ports {
+            protocol,
+            range: Some(r),
+        }));
     }
     Some(out)
 }
@@ -415,7 +628,12 @@ fn protocol_field(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>) -> Prot
     validate::protocol(ctx, &p, s)
 }
 
-fn required_port(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>, key: &str) -> Option<crate::types::Port> {
+fn required_port(
+    ctx: &mut Ctx<'_>,
+    path: &str,
+    m: &Map<String, Value>,
+    key: &str,
+) -> Option<crate::types::Port> {
     let p = join(path, key);
     match m.get(key) {
         None => {
@@ -426,7 +644,12 @@ fn required_port(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>, key: &st
     }
 }
 
-fn required_selector(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>, key: &str) -> Option<Selector> {
+fn required_selector(
+    ctx: &mut Ctx<'_>,
+    path: &str,
+    m: &Map<String, Value>,
+    key: &str,
+) -> Option<Selector> {
     match m.get(key) {
         None => {
             ctx.error(&join(path, key), "Required value");
@@ -437,12 +660,20 @@ fn required_selector(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>, key:
 }
 
 fn selector(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Selector> {
-    let v = if v.is_null() { &Value::Object(Map::new()) } else { v };
+    let v = if v.is_null() {
+        &Value::Object(Map::new())
+    } else {
+        v
+    };
     match serde_path_to_error::deserialize::<_, LabelSelector>(v) {
         Ok(s) => Some(validate::selector(ctx, path, &s)),
         Err(e) => {
             let inner = e.path().to_string();
-            let p = if inner == "." { path.to_string() } else { join(path, &inner) };
+            let p = if inner == "." {
+                path.to_string()
+            } else {
+                join(path, &inner)
+            };
             ctx.error(&p, e.into_inner().to_string());
             None
         }
@@ -450,16 +681,38 @@ fn selector(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Selector> {
 }
 
 /// Checks that exactly one of `keys` is present and returns it.
-fn exactly_one<'k>(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>, keys: &[&'k str]) -> Option<&'k str> {
-    let present: Vec<&str> = keys.iter().copied().filter(|k| m.contains_key(*k)).collect();
+fn exactly_one<'k>(
+    ctx: &mut Ctx<'_>,
+    path: &str,
+    m: &Map<String, Value>,
+    keys: &[&'k str],
+) -> Option<&'k str> {
+    let present: Vec<&str> = keys
+        .iter()
+        .copied()
+        .filter(|k| m.contains_key(*k))
+        .collect();
     match present.as_slice() {
         [one] => Some(one),
         [] => {
-            ctx.error(path, format!("Invalid value: exactly one of {} must be set", keys.join(", ")));
+            ctx.error(
+                path,
+                format!(
+                    "Invalid value: exactly one of {} must be set",
+                    keys.join(", ")
+                ),
+            );
             None
         }
         many => {
-            ctx.error(path, format!("Invalid value: exactly one of {} must be set, found {}", keys.join(", "), many.join(", ")));
+            ctx.error(
+                path,
+                format!(
+                    "Invalid value: exactly one of {} must be set, found {}",
+                    keys.join(", "),
+                    many.join(", ")
+                ),
+            );
             None
         }
     }
@@ -468,7 +721,10 @@ fn exactly_one<'k>(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>, keys: 
 fn obj<'v>(ctx: &mut Ctx<'_>, path: &str, v: &'v Value) -> Option<&'v Map<String, Value>> {
     let m = v.as_object();
     if m.is_none() {
-        ctx.error(path, format!("Invalid value: {}: must be an object", kind_of(v)));
+        ctx.error(
+            path,
+            format!("Invalid value: {}: must be an object", kind_of(v)),
+        );
     }
     m
 }
@@ -476,7 +732,10 @@ fn obj<'v>(ctx: &mut Ctx<'_>, path: &str, v: &'v Value) -> Option<&'v Map<String
 fn array<'v>(ctx: &mut Ctx<'_>, path: &str, v: &'v Value) -> Option<&'v Vec<Value>> {
     let a = v.as_array();
     if a.is_none() {
-        ctx.error(path, format!("Invalid value: {}: must be a list", kind_of(v)));
+        ctx.error(
+            path,
+            format!("Invalid value: {}: must be a list", kind_of(v)),
+        );
     }
     a
 }
@@ -484,7 +743,10 @@ fn array<'v>(ctx: &mut Ctx<'_>, path: &str, v: &'v Value) -> Option<&'v Vec<Valu
 fn string<'v>(ctx: &mut Ctx<'_>, path: &str, v: &'v Value) -> Option<&'v str> {
     let s = v.as_str();
     if s.is_none() {
-        ctx.error(path, format!("Invalid value: {}: must be a string", kind_of(v)));
+        ctx.error(
+            path,
+            format!("Invalid value: {}: must be a string", kind_of(v)),
+        );
     }
     s
 }

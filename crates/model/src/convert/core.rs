@@ -26,12 +26,21 @@ pub(crate) fn namespace(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Opt
     validate::labels(ctx, "metadata.labels", &labels);
     // The API server sets this label on every namespace (since Kubernetes 1.21).
     labels.insert(NAMESPACE_NAME_LABEL.to_string(), name.clone());
-    let annotation = ns.metadata.annotations.as_ref().and_then(|a| a.get(LEGACY_ISOLATION_ANNOTATION));
+    let annotation = ns
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(LEGACY_ISOLATION_ANNOTATION));
     let default_deny_ingress = match annotation {
         None => false,
         Some(text) => legacy_default_deny(ctx, text),
     };
-    Some(Namespace { name, labels, default_deny_ingress, origin: Some(origin) })
+    Some(Namespace {
+        name,
+        labels,
+        default_deny_ingress,
+        origin: Some(origin),
+    })
 }
 
 /// Reads `{"ingress":{"isolation":"DefaultDeny"}}`. The API server does not validate
@@ -43,12 +52,18 @@ fn legacy_default_deny(ctx: &mut Ctx<'_>, text: &str) -> bool {
             Some(Value::String(s)) if s == "DefaultDeny" => true,
             None | Some(Value::Null) => false,
             Some(other) => {
-                ctx.notice(&field, format!("isolation {other} is not DefaultDeny; namespace not isolated"));
+                ctx.notice(
+                    &field,
+                    format!("isolation {other} is not DefaultDeny; namespace not isolated"),
+                );
                 false
             }
         },
         Err(e) => {
-            ctx.notice(&field, format!("not valid JSON ({e}); namespace not isolated"));
+            ctx.notice(
+                &field,
+                format!("not valid JSON ({e}); namespace not isolated"),
+            );
             false
         }
     }
@@ -57,13 +72,21 @@ fn legacy_default_deny(ctx: &mut Ctx<'_>, text: &str) -> bool {
 /// A namespace that objects refer to but that was not declared.
 pub(crate) fn implied_namespace(name: &str) -> Namespace {
     let labels = [(NAMESPACE_NAME_LABEL.to_string(), name.to_string())].into();
-    Namespace { name: name.to_string(), labels, default_deny_ingress: false, origin: None }
+    Namespace {
+        name: name.to_string(),
+        labels,
+        default_deny_ingress: false,
+        origin: None,
+    }
 }
 
 fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
     let ip = s.parse().ok();
     if ip.is_none() {
-        ctx.error(path, format!("Invalid value: {s:?}: must be a valid IP address"));
+        ctx.error(
+            path,
+            format!("Invalid value: {s:?}: must be a valid IP address"),
+        );
     }
     ip
 }
@@ -71,7 +94,11 @@ fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
 pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Pod> {
     let pod: core::Pod = decode(ctx, value)?;
     let name = required_name(ctx, pod.metadata.name.as_ref())?;
-    let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let namespace = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     ctx.object = format!("Pod {namespace}/{name}");
     if let Some(e) = validate::dns_subdomain(&name) {
         ctx.error("metadata.name", e);
@@ -86,7 +113,8 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
     for (c, container) in spec.containers.iter().enumerate() {
         for (i, p) in container.ports.iter().flatten().enumerate() {
             let path = index(&join(&index("spec.containers", c), "ports"), i);
-            let number = validate::port(ctx, &join(&path, "containerPort"), p.container_port.into());
+            let number =
+                validate::port(ctx, &join(&path, "containerPort"), p.container_port.into());
             let protocol = validate::protocol(ctx, &join(&path, "protocol"), p.protocol.as_deref());
             if let Some(n) = &p.name
                 && let Some(e) = validate::port_name(n)
@@ -94,7 +122,11 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
                 ctx.error(&join(&path, "name"), e);
             }
             if let Some(port) = number {
-                ports.push(ContainerPort { name: p.name.clone(), port, protocol });
+                ports.push(ContainerPort {
+                    name: p.name.clone(),
+                    port,
+                    protocol,
+                });
             }
         }
     }
@@ -103,7 +135,11 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
     match (&status.pod_ips, &status.pod_ip) {
         (Some(list), _) if !list.is_empty() => {
             for (i, p) in list.iter().enumerate() {
-                ips.extend(parse_ip(ctx, &join(&index("status.podIPs", i), "ip"), &p.ip));
+                ips.extend(parse_ip(
+                    ctx,
+                    &join(&index("status.podIPs", i), "ip"),
+                    &p.ip,
+                ));
             }
         }
         (_, Some(ip)) if !ip.is_empty() => ips.extend(parse_ip(ctx, "status.podIP", ip)),
@@ -131,10 +167,25 @@ pub(crate) fn node(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<N
     let labels = node.metadata.labels.unwrap_or_default();
     validate::labels(ctx, "metadata.labels", &labels);
     let mut addresses = Vec::new();
-    for (i, a) in node.status.and_then(|s| s.addresses).unwrap_or_default().iter().enumerate() {
+    for (i, a) in node
+        .status
+        .and_then(|s| s.addresses)
+        .unwrap_or_default()
+        .iter()
+        .enumerate()
+    {
         if a.type_ == "InternalIP" {
-            addresses.extend(parse_ip(ctx, &join(&index("status.addresses", i), "address"), &a.address));
+            addresses.extend(parse_ip(
+                ctx,
+                &join(&index("status.addresses", i), "address"),
+                &a.address,
+            ));
         }
     }
-    Some(Node { name, labels, addresses, origin })
+    Some(Node {
+        name,
+        labels,
+        addresses,
+        origin,
+    })
 }

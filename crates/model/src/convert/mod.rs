@@ -27,7 +27,10 @@ pub(crate) fn required_name(ctx: &mut Ctx<'_>, name: Option<&String>) -> Option<
     match name {
         Some(n) if !n.is_empty() => Some(n.clone()),
         _ => {
-            ctx.error("metadata.name", "Required value: name or generateName is required");
+            ctx.error(
+                "metadata.name",
+                "Required value: name or generateName is required",
+            );
             None
         }
     }

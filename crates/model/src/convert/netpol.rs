@@ -8,8 +8,8 @@ use serde_json::Value;
 use super::{decode, required_name};
 use crate::diag::{Ctx, index, join};
 use crate::objects::{
-    IpBlock, NetworkPolicy, NetworkPolicyApi, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicyRule,
-    Origin, PolicyTypes, PortSpec,
+    IpBlock, NetworkPolicy, NetworkPolicyApi, NetworkPolicyPeer, NetworkPolicyPort,
+    NetworkPolicyRule, Origin, PolicyTypes, PortSpec,
 };
 use crate::types::{PortRange, Selector};
 use crate::validate;
@@ -20,9 +20,16 @@ pub(crate) fn network_policy(
     api: NetworkPolicyApi,
     origin: Origin,
 ) -> Option<NetworkPolicy> {
-    let np: net::NetworkPolicy = decode(ctx, value)?;
+    // extensions/v1beta1 has the v1 shape; decode it as the API server converts it.
+    let mut value = value.clone();
+    value["apiVersion"] = Value::from("networking.k8s.io/v1");
+    let np: net::NetworkPolicy = decode(ctx, &value)?;
     let name = required_name(ctx, np.metadata.name.as_ref())?;
-    let namespace = np.metadata.namespace.clone().unwrap_or_else(|| "default".into());
+    let namespace = np
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
     ctx.object = format!("NetworkPolicy {namespace}/{name}");
     if let Some(e) = validate::dns_subdomain(&name) {
         ctx.error("metadata.name", e);
@@ -30,7 +37,11 @@ pub(crate) fn network_policy(
     if let Some(e) = validate::dns_label(&namespace) {
         ctx.error("metadata.namespace", e);
     }
-    validate::labels(ctx, "metadata.labels", &np.metadata.labels.clone().unwrap_or_default());
+    validate::labels(
+        ctx,
+        "metadata.labels",
+        &np.metadata.labels.clone().unwrap_or_default(),
+    );
     let spec = np.spec.unwrap_or_default();
     // "a missing or null podSelector selects every pod of the namespace"
     let pod_selector = match &spec.pod_selector {
@@ -42,27 +53,58 @@ pub(crate) fn network_policy(
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, r)| rule(ctx, &index("spec.ingress", i), "from", r.ports.as_deref(), r.from.as_deref()))
+        .map(|(i, r)| {
+            rule(
+                ctx,
+                &index("spec.ingress", i),
+                "from",
+                r.ports.as_deref(),
+                r.from.as_deref(),
+            )
+        })
         .collect();
     let egress: Vec<_> = spec
         .egress
         .iter()
         .flatten()
         .enumerate()
-        .map(|(i, r)| rule(ctx, &index("spec.egress", i), "to", r.ports.as_deref(), r.to.as_deref()))
+        .map(|(i, r)| {
+            rule(
+                ctx,
+                &index("spec.egress", i),
+                "to",
+                r.ports.as_deref(),
+                r.to.as_deref(),
+            )
+        })
         .collect();
     let policy_types = policy_types(ctx, spec.policy_types.as_deref(), !egress.is_empty());
-    Some(NetworkPolicy { namespace, name, api, pod_selector, policy_types, ingress, egress, origin })
+    Some(NetworkPolicy {
+        namespace,
+        name,
+        api,
+        pod_selector,
+        policy_types,
+        ingress,
+        egress,
+        origin,
+    })
 }
 
 /// `spec.policyTypes`, defaulted: "Ingress", plus "Egress" when the policy has egress rules.
 fn policy_types(ctx: &mut Ctx<'_>, types: Option<&[String]>, has_egress: bool) -> PolicyTypes {
     let types = types.unwrap_or_default();
     if types.is_empty() {
-        return PolicyTypes { ingress: true, egress: has_egress };
+        return PolicyTypes {
+            ingress: true,
+            egress: has_egress,
+        };
     }
     if types.len() > 2 {
-        ctx.error("spec.policyTypes", format!("Too many: {}: must have at most 2 items", types.len()));
+        ctx.error(
+            "spec.policyTypes",
+            format!("Too many: {}: must have at most 2 items", types.len()),
+        );
     }
     let mut out = PolicyTypes::default();
     for (i, t) in types.iter().enumerate() {
@@ -108,7 +150,10 @@ fn port(ctx: &mut Ctx<'_>, path: &str, p: &net::NetworkPolicyPort) -> Option<Net
     let spec = match (&p.port, p.end_port) {
         (None, None) => PortSpec::Any,
         (None, Some(_)) => {
-            ctx.error(&join(path, "port"), "Required value: must be specified when `endPort` is specified");
+            ctx.error(
+                &join(path, "port"),
+                "Required value: must be specified when `endPort` is specified",
+            );
             return None;
         }
         (Some(IntOrString::Int(n)), end) => {
@@ -118,7 +163,10 @@ fn port(ctx: &mut Ctx<'_>, path: &str, p: &net::NetworkPolicyPort) -> Option<Net
                 Some(e) => {
                     let end = validate::port(ctx, &join(path, "endPort"), e.into())?;
                     if end < start {
-                        ctx.error(&join(path, "endPort"), format!("Invalid value: {e}: must be greater than or equal to `port`"));
+                        ctx.error(
+                            &join(path, "endPort"),
+                            format!("Invalid value: {e}: must be greater than or equal to `port`"),
+                        );
                         return None;
                     }
                     end
@@ -128,7 +176,10 @@ fn port(ctx: &mut Ctx<'_>, path: &str, p: &net::NetworkPolicyPort) -> Option<Net
         }
         (Some(IntOrString::String(name)), end) => {
             if end.is_some() {
-                ctx.error(&join(path, "endPort"), "Forbidden: may not be specified when `port` is non-numeric");
+                ctx.error(
+                    &join(path, "endPort"),
+                    "Forbidden: may not be specified when `port` is non-numeric",
+                );
                 return None;
             }
             if let Some(e) = validate::port_name(name) {
@@ -138,27 +189,40 @@ fn port(ctx: &mut Ctx<'_>, path: &str, p: &net::NetworkPolicyPort) -> Option<Net
             PortSpec::Named(name.clone())
         }
     };
-    Some(NetworkPolicyPort { protocol, port: spec })
+    Some(NetworkPolicyPort {
+        protocol,
+        port: spec,
+    })
 }
 
 /// `ValidateNetworkPolicyPeer`: at least one of the selectors, or an ipBlock alone.
 fn peer(ctx: &mut Ctx<'_>, path: &str, p: &net::NetworkPolicyPeer) -> Option<NetworkPolicyPeer> {
-    let count = [p.pod_selector.is_some(), p.namespace_selector.is_some(), p.ip_block.is_some()]
-        .iter()
-        .filter(|b| **b)
-        .count();
+    let count = [
+        p.pod_selector.is_some(),
+        p.namespace_selector.is_some(),
+        p.ip_block.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
     if count == 0 {
         ctx.error(path, "Required value: must specify a peer");
         return None;
     }
     if count > 1 && p.ip_block.is_some() {
-        ctx.error(path, "Forbidden: may not specify both ipBlock and another peer");
+        ctx.error(
+            path,
+            "Forbidden: may not specify both ipBlock and another peer",
+        );
         return None;
     }
     if let Some(b) = &p.ip_block {
         return ip_block(ctx, &join(path, "ipBlock"), b).map(NetworkPolicyPeer::IpBlock);
     }
-    let namespaces = p.namespace_selector.as_ref().map(|s| validate::selector(ctx, &join(path, "namespaceSelector"), s));
+    let namespaces = p
+        .namespace_selector
+        .as_ref()
+        .map(|s| validate::selector(ctx, &join(path, "namespaceSelector"), s));
     let pods = match &p.pod_selector {
         Some(s) => validate::selector(ctx, &join(path, "podSelector"), s),
         None => Selector::everything(),
@@ -191,9 +255,13 @@ fn ip_block(ctx: &mut Ctx<'_>, path: &str, b: &net::IPBlock) -> Option<IpBlock> 
             }
             Ok(net) => {
                 let written_ip = validate::cidr_ip(e);
-                let inside = written_ip.is_some_and(|ip| cidr.contains(&ip)) && cidr.prefix_len() < net.prefix_len();
+                let inside = written_ip.is_some_and(|ip| cidr.contains(&ip))
+                    && cidr.prefix_len() < net.prefix_len();
                 if !inside {
-                    ctx.error(&p, format!("Invalid value: {e:?}: must be a strict subset of `cidr`"));
+                    ctx.error(
+                        &p,
+                        format!("Invalid value: {e:?}: must be a strict subset of `cidr`"),
+                    );
                     ok = false;
                 }
                 except.push(net);

@@ -1,0 +1,210 @@
+//! One bad-input fixture per validation rule, each with the message and line it must produce.
+
+#![allow(clippy::unwrap_used)]
+
+use palisade_model::{LoadError, LoadOptions, load_sources};
+
+/// Loads `yaml` and returns every error as `line: field: message`.
+fn errors(yaml: &str) -> Vec<String> {
+    match load_sources([("bad.yaml", yaml)], LoadOptions::default()) {
+        Ok(_) => Vec::new(),
+        Err(LoadError::Invalid(d)) => d
+            .iter()
+            .map(|d| format!("{}: {}: {}", d.line, d.field, d.message))
+            .collect(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn np(spec: &str) -> String {
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: p\n  namespace: x\nspec:\n{spec}"
+    )
+}
+
+fn anp(spec: &str) -> String {
+    format!(
+        "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\nmetadata:\n  name: a\nspec:\n{spec}"
+    )
+}
+
+fn cnp(spec: &str) -> String {
+    format!(
+        "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata:\n  name: c\nspec:\n{spec}"
+    )
+}
+
+#[test]
+fn each_rule_has_its_message_and_line() {
+    let subject = "  priority: 1\n  subject:\n    namespaces: {}\n";
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("label key", np("  podSelector:\n    matchLabels:\n      bad key: v\n"), "9: spec.podSelector.matchLabels.bad key: invalid label key"),
+        ("label value", np("  podSelector:\n    matchLabels:\n      k: -v-\n"), "9: spec.podSelector.matchLabels.k: invalid label value"),
+        ("In needs values", np("  podSelector:\n    matchExpressions:\n    - key: k\n      operator: In\n"), "spec.podSelector.matchExpressions[0].values: Required value"),
+        ("Exists has no values", np("  podSelector:\n    matchExpressions:\n    - key: k\n      operator: Exists\n      values: [a]\n"), "11: spec.podSelector.matchExpressions[0].values: Forbidden"),
+        ("bad operator", np("  podSelector:\n    matchExpressions:\n    - key: k\n      operator: Equals\n      values: [a]\n"), "10: spec.podSelector.matchExpressions[0].operator: Invalid value: \"Equals\": not a valid selector operator"),
+        ("port 0", np("  ingress:\n  - ports:\n    - port: 0\n"), "9: spec.ingress[0].ports[0].port: Invalid value: 0: must be between 1 and 65535"),
+        ("port 65536", np("  egress:\n  - ports:\n    - port: 65536\n"), "spec.egress[0].ports[0].port: Invalid value: 65536"),
+        ("endPort without port", np("  ingress:\n  - ports:\n    - endPort: 90\n"), "spec.ingress[0].ports[0].port: Required value: must be specified when `endPort` is specified"),
+        ("endPort with named port", np("  ingress:\n  - ports:\n    - port: http\n      endPort: 90\n"), "10: spec.ingress[0].ports[0].endPort: Forbidden: may not be specified when `port` is non-numeric"),
+        ("endPort < port", np("  ingress:\n  - ports:\n    - port: 90\n      endPort: 80\n"), "10: spec.ingress[0].ports[0].endPort: Invalid value: 80: must be greater than or equal to `port`"),
+        ("protocol", np("  ingress:\n  - ports:\n    - protocol: ICMP\n"), "9: spec.ingress[0].ports[0].protocol: Unsupported value: \"ICMP\""),
+        ("lowercase protocol", np("  ingress:\n  - ports:\n    - protocol: tcp\n"), "spec.ingress[0].ports[0].protocol: Unsupported value: \"tcp\""),
+        ("policyTypes", np("  policyTypes: [Ingress, Sideways]\n"), "7: spec.policyTypes[1]: Unsupported value: \"Sideways\""),
+        ("bad port name", np("  ingress:\n  - ports:\n    - port: Not_A_Name\n"), "spec.ingress[0].ports[0].port: invalid port name"),
+        ("cidr syntax", np("  ingress:\n  - from:\n    - ipBlock:\n        cidr: 10.0.0.0/33\n"), "10: spec.ingress[0].from[0].ipBlock.cidr: Invalid value: \"10.0.0.0/33\": must be a valid CIDR"),
+        ("except outside", np("  ingress:\n  - from:\n    - ipBlock:\n        cidr: 10.0.0.0/16\n        except: [10.1.0.0/24]\n"), "11: spec.ingress[0].from[0].ipBlock.except[0]: Invalid value: \"10.1.0.0/24\": must be a strict subset of `cidr`"),
+        ("except equal", np("  ingress:\n  - from:\n    - ipBlock:\n        cidr: 10.0.0.0/16\n        except: [10.0.0.0/16]\n"), "ipBlock.except[0]: Invalid value: \"10.0.0.0/16\": must be a strict subset"),
+        ("except other family", np("  ingress:\n  - from:\n    - ipBlock:\n        cidr: 10.0.0.0/16\n        except: [\"fd00::/64\"]\n"), "ipBlock.except[0]: Invalid value: \"fd00::/64\": must be a strict subset"),
+        ("ipBlock and selector", np("  ingress:\n  - from:\n    - ipBlock:\n        cidr: 10.0.0.0/16\n      podSelector: {}\n"), "spec.ingress[0].from[0]: Forbidden: may not specify both ipBlock and another peer"),
+        ("empty peer", np("  ingress:\n  - from:\n    - {}\n"), "spec.ingress[0].from[0]: Required value: must specify a peer"),
+        ("port as float", np("  ingress:\n  - ports:\n    - port: 1.5\n"), "spec.ingress[0].ports[0].port"),
+        ("anp priority", anp("  priority: 1001\n  subject:\n    namespaces: {}\n"), "6: spec.priority: Invalid value: 1001: must be between 0 and 1000"),
+        ("anp subject union", anp("  priority: 1\n  subject:\n    namespaces: {}\n    pods:\n      namespaceSelector: {}\n      podSelector: {}\n"), "spec.subject: Invalid value: exactly one of namespaces, pods must be set"),
+        ("anp no peers", anp(&format!("{subject}  ingress:\n  - action: Deny\n    from: []\n")), "spec.ingress[0].from: Invalid value: 0: must have at least 1 items"),
+        ("anp peer union", anp(&format!("{subject}  egress:\n  - action: Deny\n    to:\n    - namespaces: {{}}\n      networks: [10.0.0.0/8]\n")), "spec.egress[0].to[0]: Invalid value: must have at most 1 properties"),
+        ("anp empty peer", anp(&format!("{subject}  egress:\n  - action: Deny\n    to:\n    - {{}}\n")), "spec.egress[0].to[0]: Invalid value: must have at least 1 properties"),
+        ("anp rule name", anp(&format!("{subject}  egress:\n  - action: Deny\n    name: {}\n    to:\n    - namespaces: {{}}\n", "n".repeat(101))), "spec.egress[0].name: Too long"),
+        ("anp action", anp(&format!("{subject}  egress:\n  - action: Accept\n    to:\n    - namespaces: {{}}\n")), "spec.egress[0].action: Unsupported value: \"Accept\""),
+        ("anp port union", anp(&format!("{subject}  egress:\n  - action: Deny\n    to:\n    - namespaces: {{}}\n    ports:\n    - namedPort: http\n      portNumber: {{port: 80}}\n")), "spec.egress[0].ports[0]: Invalid value: exactly one of portNumber, namedPort, portRange"),
+        ("anp range order", anp(&format!("{subject}  egress:\n  - action: Deny\n    to:\n    - namespaces: {{}}\n    ports:\n    - portRange: {{start: 90, end: 80}}\n")), "spec.egress[0].ports[0].portRange: Invalid value: Start port must be less than End port"),
+        ("anp ingress networks", anp(&format!("{subject}  ingress:\n  - action: Deny\n    from:\n    - networks: [10.0.0.0/8]\n")), "spec.ingress[0].from[0].networks: Forbidden: only allowed in egress peers"),
+        ("anp named port to networks", anp(&format!("{subject}  egress:\n  - action: Deny\n    to:\n    - networks: [10.0.0.0/8]\n    ports:\n    - namedPort: http\n")), "networks/nodes peer cannot be set with namedPorts"),
+        ("anp bad network", anp(&format!("{subject}  egress:\n  - action: Deny\n    to:\n    - networks: [10.0.0.300/8]\n")), "spec.egress[0].to[0].networks[0]: Invalid value: \"10.0.0.300/8\": Invalid CIDR format provided"),
+        ("anp too many rules", anp(&format!("{subject}  ingress:\n{}", "  - action: Deny\n    from: [{namespaces: {}}]\n".repeat(101))), "spec.ingress: Too many: 101: must have at most 100 items"),
+        ("banp name", "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: BaselineAdminNetworkPolicy\nmetadata:\n  name: other\nspec:\n  subject:\n    namespaces: {}\n".to_string(), "4: metadata.name: Invalid value: only one baseline admin network policy with metadata.name=\"default\""),
+        ("banp pass", "apiVersion: policy.networking.k8s.io/v1alpha1\nkind: BaselineAdminNetworkPolicy\nmetadata:\n  name: default\nspec:\n  subject:\n    namespaces: {}\n  ingress:\n  - action: Pass\n    from: [{namespaces: {}}]\n".to_string(), "9: spec.ingress[0].action: Unsupported value: \"Pass\""),
+        ("cnp tier", cnp("  tier: Middle\n  priority: 1\n  subject:\n    namespaces: {}\n"), "6: spec.tier: Unsupported value: \"Middle\""),
+        ("cnp rules", cnp(&format!("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {{}}\n  ingress:\n{}", "  - action: Deny\n    from: [{namespaces: {}}]\n".repeat(26))), "spec.ingress: Too many: 26: must have at most 25 items"),
+        ("cnp peers", cnp(&format!("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {{}}\n  ingress:\n  - action: Deny\n    from:\n{}", "    - namespaces: {}\n".repeat(26))), "spec.ingress[0].from: Too many: 26: must have at most 25 items"),
+        ("cnp range", cnp("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {}\n  ingress:\n  - action: Deny\n    from: [{namespaces: {}}]\n    protocols:\n    - tcp:\n        destinationPort:\n          range: {start: 80, end: 80}\n"), "spec.ingress[0].protocols[0].tcp.destinationPort.range: Invalid value: Start port must be less than End port"),
+        ("cnp action", cnp("  tier: Baseline\n  priority: 1\n  subject:\n    namespaces: {}\n  egress:\n  - action: Allow\n    to: [{namespaces: {}}]\n"), "spec.egress[0].action: Unsupported value: \"Allow\""),
+        ("cnp port number", cnp("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {}\n  egress:\n  - action: Deny\n    to: [{namespaces: {}}]\n    protocols:\n    - udp:\n        destinationPort: {number: 0}\n"), "spec.egress[0].protocols[0].udp.destinationPort.number: Invalid value: 0"),
+        ("pod container port", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    ports:\n    - containerPort: 70000\n".to_string(), "9: spec.containers[0].ports[0].containerPort: Invalid value: 70000"),
+        ("pod ip", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nstatus:\n  podIP: 10.0.0.256\n".to_string(), "6: status.podIP: Invalid value: \"10.0.0.256\""),
+        ("namespace name", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: Bad_Name\n".to_string(), "4: metadata.name: invalid value \"Bad_Name\""),
+        ("missing name", "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  namespace: x\nspec: {}\n".to_string(), "metadata.name: Required value"),
+        ("unsupported version", "apiVersion: networking.k8s.io/v2\nkind: NetworkPolicy\nmetadata:\n  name: p\n".to_string(), "1: apiVersion: Unsupported value: \"networking.k8s.io/v2\""),
+        ("no kind", "apiVersion: v1\nmetadata:\n  name: p\n".to_string(), "kind: Required value"),
+        ("yaml syntax", "kind: Pod\nmetadata: [unclosed\n".to_string(), "YAML syntax error"),
+    ];
+    let mut failures = Vec::new();
+    for (what, yaml, want) in &cases {
+        let errs = errors(yaml);
+        if !errs.iter().any(|e| e.contains(want)) {
+            failures.push(format!(
+                "{what}: want an error containing {want:?}, got {errs:#?}"
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn all_errors_are_reported_at_once_with_file() {
+    let yaml = format!(
+        "{}\n---\n{}",
+        np("  policyTypes: [Bad]\n"),
+        np("  ingress:\n  - ports:\n    - port: 0\n")
+    );
+    let err = load_sources([("two.yaml", yaml.as_str())], LoadOptions::default()).unwrap_err();
+    let LoadError::Invalid(d) = err else { panic!() };
+    assert_eq!(d.len(), 2, "{d:#?}");
+    assert!(d.iter().all(|d| &*d.file == "two.yaml"));
+    assert_eq!(
+        d[1].to_string(),
+        "two.yaml:18: error: NetworkPolicy x/p: spec.ingress[0].ports[0].port: Invalid value: 0: must be between 1 and 65535, inclusive"
+    );
+}
+
+#[test]
+fn skip_invalid_keeps_the_good_objects() {
+    let yaml = format!(
+        "{}\n---\n{}",
+        np("  policyTypes: [Bad]\n"),
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: good\n"
+    );
+    assert!(load_sources([("f", yaml.as_str())], LoadOptions::default()).is_err());
+    let loaded = load_sources([("f", yaml.as_str())], LoadOptions { skip_invalid: true }).unwrap();
+    assert_eq!(
+        loaded.cluster.namespaces.len(),
+        1,
+        "the invalid policy implies no namespace"
+    );
+    assert!(loaded.cluster.network_policies.is_empty());
+    assert!(
+        loaded
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("Sideways") || d.message.contains("\"Bad\""))
+    );
+}
+
+#[test]
+fn lists_unknown_kinds_and_defaults() {
+    let yaml = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Service
+  metadata: {name: s}
+- apiVersion: networking.k8s.io/v1
+  kind: NetworkPolicy
+  metadata: {name: egress-rules}
+  spec:
+    egress: [{}]
+- apiVersion: v1
+  kind: PodList
+  items:
+  - apiVersion: v1
+    kind: Pod
+    metadata: {name: p, namespace: q}
+"#;
+    let loaded = load_sources([("list.yaml", yaml)], LoadOptions::default()).unwrap();
+    let c = &loaded.cluster;
+    assert_eq!(c.pods.len(), 1);
+    let np = &c.network_policies[0];
+    assert_eq!(np.namespace, "default", "namespace defaults like kubectl");
+    assert!(
+        np.policy_types.ingress && np.policy_types.egress,
+        "defaulted from egress rules"
+    );
+    assert!(np.pod_selector.is_empty());
+    assert!(
+        loaded
+            .diagnostics
+            .iter()
+            .any(|d| d.message.contains("Service is not a kind") && d.line == 6)
+    );
+    let names: Vec<&str> = c.namespaces.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["default", "q"], "implied namespaces");
+    assert_eq!(
+        c.namespaces[1]
+            .labels
+            .get("kubernetes.io/metadata.name")
+            .map(String::as_str),
+        Some("q")
+    );
+}
+
+#[test]
+fn json_input_and_duplicates() {
+    let json =
+        r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a","labels":{"team":"red"}}}"#;
+    let loaded = load_sources([("ns.json", json)], LoadOptions::default()).unwrap();
+    assert_eq!(
+        loaded.cluster.namespaces[0]
+            .labels
+            .get("team")
+            .map(String::as_str),
+        Some("red")
+    );
+    let dup =
+        load_sources([("a.json", json), ("b.json", json)], LoadOptions::default()).unwrap_err();
+    let LoadError::Invalid(d) = dup else { panic!() };
+    assert!(
+        d[0].message.contains("already defined at a.json:1"),
+        "{d:?}"
+    );
+}
