@@ -38,9 +38,18 @@ pub enum SemanticsArg {
 impl Input {
     /// Loads and compiles the input, printing notices on stderr.
     pub fn engine(&self) -> Result<Engine, CliError> {
-        let loaded = palisade_model::load_paths(&self.files, LoadOptions { skip_invalid: self.skip_invalid })?;
+        let loaded = palisade_model::load_paths(
+            &self.files,
+            LoadOptions {
+                skip_invalid: self.skip_invalid,
+            },
+        )?;
         for d in &loaded.diagnostics {
-            let prefix = if d.severity == Severity::Error { "skipped: " } else { "" };
+            let prefix = if d.severity == Severity::Error {
+                "skipped: "
+            } else {
+                ""
+            };
             eprintln!("{prefix}{d}");
         }
         let options = Options {
@@ -60,19 +69,27 @@ pub fn parse_protocol(s: &str) -> Result<Protocol, String> {
 }
 
 /// Resolves `namespace/pod` or an IP address to an endpoint.
-pub fn endpoint(engine: &Engine, spec: &str, family_v6: Option<bool>) -> Result<Endpoint, CliError> {
+pub fn endpoint(
+    engine: &Engine,
+    spec: &str,
+    family_v6: Option<bool>,
+) -> Result<Endpoint, CliError> {
     if let Ok(ip) = spec.parse::<IpAddr>() {
         return Ok(engine.endpoint_for_ip(ip));
     }
     let Some((ns, name)) = spec.split_once('/') else {
-        return Err(CliError::Usage(format!("{spec:?} is neither namespace/pod nor an IP address")));
+        return Err(CliError::Usage(format!(
+            "{spec:?} is neither namespace/pod nor an IP address"
+        )));
     };
     let pod = engine
         .pod_id(ns, name)
         .ok_or_else(|| CliError::Usage(format!("no pod {spec} in the input")))?;
-    engine
-        .endpoint_for_pod(pod, family_v6)
-        .ok_or_else(|| CliError::Usage(format!("pod {spec} has no IP address (status.podIP/podIPs) to connect with")))
+    engine.endpoint_for_pod(pod, family_v6).ok_or_else(|| {
+        CliError::Usage(format!(
+            "pod {spec} has no IP address (status.podIP/podIPs) to connect with"
+        ))
+    })
 }
 
 /// The `--from/--to/--port/--protocol` of eval and explain.
@@ -98,8 +115,16 @@ impl FlowArgs {
         let src = endpoint(engine, &self.from, None)?;
         let dst = endpoint(engine, &self.to, Some(src.ip.is_ipv6()))?;
         if src.ip.is_ipv6() != dst.ip.is_ipv6() {
-            return Err(CliError::Usage(format!("{} and {} have no address family in common", self.from, self.to)));
+            return Err(CliError::Usage(format!(
+                "{} and {} have no address family in common",
+                self.from, self.to
+            )));
         }
-        Ok(palisade_engine::Flow { src, dst, protocol: self.protocol, port: self.port })
+        Ok(palisade_engine::Flow {
+            src,
+            dst,
+            protocol: self.protocol,
+            port: self.port,
+        })
     }
 }

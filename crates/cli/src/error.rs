@@ -40,7 +40,10 @@ pub fn exit(result: Result<(), CliError>) -> ExitCode {
             ExitCode::from(2)
         }
         Err(CliError::Invalid(diags)) => {
-            let n = diags.iter().filter(|d| d.severity == palisade_model::Severity::Error).count();
+            let n = diags
+                .iter()
+                .filter(|d| d.severity == palisade_model::Severity::Error)
+                .count();
             for d in &diags {
                 eprintln!("{d}");
             }

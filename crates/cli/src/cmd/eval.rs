@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use palisade_engine::{Decision, Engine, EndpointKind, Flow, SideVerdict};
+use palisade_engine::{Decision, EndpointKind, Engine, Flow, SideVerdict};
 use palisade_model::Direction;
 use serde_json::{Value, json};
 
@@ -45,8 +45,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         Format::Text => {
             writeln!(out, "{}", if v.allowed { "ALLOWED" } else { "DENIED" })?;
-            writeln!(out, "  egress:  {}", engine.describe_side(&v.egress, pod(flow.src.kind), Direction::Egress))?;
-            writeln!(out, "  ingress: {}", engine.describe_side(&v.ingress, pod(flow.dst.kind), Direction::Ingress))?;
+            writeln!(
+                out,
+                "  egress:  {}",
+                engine.describe_side(&v.egress, pod(flow.src.kind), Direction::Egress)
+            )?;
+            writeln!(
+                out,
+                "  ingress: {}",
+                engine.describe_side(&v.ingress, pod(flow.dst.kind), Direction::Ingress)
+            )?;
         }
     }
     Ok(())
@@ -71,7 +79,12 @@ pub fn side_json(engine: &Engine, side: &SideVerdict, flow: &Flow, dir: Directio
         let (name, action) = match m.policy {
             palisade_engine::PolicyId::Admin(i) => {
                 let p = &engine.cluster().admin_policies[i as usize];
-                (p.rules(m.direction).get(m.index as usize).and_then(|r| r.name.clone()), p.action_name(m.action))
+                (
+                    p.rules(m.direction)
+                        .get(m.index as usize)
+                        .and_then(|r| r.name.clone()),
+                    p.action_name(m.action),
+                )
             }
             _ => (None, "Allow"),
         };
