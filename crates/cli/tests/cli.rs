@@ -18,7 +18,12 @@ fn palisade_stdin(args: &[&str], stdin: &str) -> Output {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     child.wait_with_output().unwrap()
 }
 
@@ -32,16 +37,35 @@ fn stderr(o: &Output) -> String {
 
 #[test]
 fn matrix_jsonl_lines_are_exact() {
-    let o = palisade(&["matrix", "-f", "examples/xyz", "--ports", "80,81", "--protocols", "TCP,UDP", "-o", "jsonl"]);
+    let o = palisade(&[
+        "matrix",
+        "-f",
+        "examples/xyz",
+        "--ports",
+        "80,81",
+        "--protocols",
+        "TCP,UDP",
+        "-o",
+        "jsonl",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 2 * 2 * 9 * 9);
-    assert_eq!(lines[0], r#"{"from":"x/a","to":"x/a","protocol":"TCP","port":80,"allowed":true}"#);
+    assert_eq!(
+        lines[0],
+        r#"{"from":"x/a","to":"x/a","protocol":"TCP","port":80,"allowed":true}"#
+    );
     // y/b may reach x/a on the named port serve-80-tcp, and nothing else in x.
-    assert!(lines.contains(&r#"{"from":"y/b","to":"x/a","protocol":"TCP","port":80,"allowed":true}"#));
-    assert!(lines.contains(&r#"{"from":"y/b","to":"x/a","protocol":"TCP","port":81,"allowed":false}"#));
-    assert!(lines.contains(&r#"{"from":"y/a","to":"x/a","protocol":"TCP","port":80,"allowed":false}"#));
+    assert!(
+        lines.contains(&r#"{"from":"y/b","to":"x/a","protocol":"TCP","port":80,"allowed":true}"#)
+    );
+    assert!(
+        lines.contains(&r#"{"from":"y/b","to":"x/a","protocol":"TCP","port":81,"allowed":false}"#)
+    );
+    assert!(
+        lines.contains(&r#"{"from":"y/a","to":"x/a","protocol":"TCP","port":80,"allowed":false}"#)
+    );
 }
 
 #[test]
@@ -63,16 +87,48 @@ fn matrix_table_is_plain_when_piped_and_other_formats_work() {
     assert!(!out.contains('\x1b'), "no colour codes when not a terminal");
     assert!(out.starts_with("TCP/80"));
     for format in ["json", "md"] {
-        let o = palisade(&["matrix", "-f", "examples/xyz", "--ports", "80", "-o", format]);
+        let o = palisade(&[
+            "matrix",
+            "-f",
+            "examples/xyz",
+            "--ports",
+            "80",
+            "-o",
+            format,
+        ]);
         assert!(o.status.success(), "{format}");
     }
-    let json: serde_json::Value = serde_json::from_slice(&palisade(&["matrix", "-f", "examples/xyz", "--ports", "80", "-o", "json"]).stdout).unwrap();
+    let json: serde_json::Value = serde_json::from_slice(
+        &palisade(&[
+            "matrix",
+            "-f",
+            "examples/xyz",
+            "--ports",
+            "80",
+            "-o",
+            "json",
+        ])
+        .stdout,
+    )
+    .unwrap();
     assert_eq!(json.as_array().unwrap().len(), 81);
 }
 
 #[test]
 fn eval_json_names_tier_policy_and_rule() {
-    let o = palisade(&["eval", "-f", "examples/xyz", "--from", "y/b", "--to", "z/c", "--port", "80", "-o", "json"]);
+    let o = palisade(&[
+        "eval",
+        "-f",
+        "examples/xyz",
+        "--from",
+        "y/b",
+        "--to",
+        "z/c",
+        "--port",
+        "80",
+        "-o",
+        "json",
+    ]);
     assert!(o.status.success(), "deny still exits 0: {}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["allowed"], false);
@@ -84,7 +140,19 @@ fn eval_json_names_tier_policy_and_rule() {
     assert_eq!(v["ingress"]["rule"]["index"], 1);
     assert_eq!(v["ingress"]["action"], "Deny");
 
-    let o = palisade(&["eval", "-f", "examples/xyz", "--from", "y/a", "--to", "x/a", "--port", "80", "-o", "json"]);
+    let o = palisade(&[
+        "eval",
+        "-f",
+        "examples/xyz",
+        "--from",
+        "y/a",
+        "--to",
+        "x/a",
+        "--port",
+        "80",
+        "-o",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["ingress"]["reason"], "IsolatedNoRuleMatched");
     assert_eq!(v["ingress"]["isolating"][0]["name"], "allow-from-y-b");
@@ -92,28 +160,66 @@ fn eval_json_names_tier_policy_and_rule() {
 
 #[test]
 fn eval_text_and_external_addresses() {
-    let o = palisade(&["eval", "-f", "examples/xyz", "--from", "203.0.113.5", "--to", "x/b", "--port", "80", "--protocol", "udp"]);
+    let o = palisade(&[
+        "eval",
+        "-f",
+        "examples/xyz",
+        "--from",
+        "203.0.113.5",
+        "--to",
+        "x/b",
+        "--port",
+        "80",
+        "--protocol",
+        "udp",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(out.starts_with("DENIED"), "{out}");
     assert!(out.contains("outside the cluster"), "{out}");
-    assert!(out.contains("isolated by NetworkPolicy x/allow-from-y-b"), "{out}");
+    assert!(
+        out.contains("isolated by NetworkPolicy x/allow-from-y-b"),
+        "{out}"
+    );
 }
 
 #[test]
 fn explain_walks_the_tiers() {
-    let o = palisade(&["explain", "-f", "examples/xyz", "--from", "z/a", "--to", "z/c", "--port", "80"]);
+    let o = palisade(&[
+        "explain",
+        "-f",
+        "examples/xyz",
+        "--from",
+        "z/a",
+        "--to",
+        "z/c",
+        "--port",
+        "80",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    assert!(out.contains("z/a (10.0.2.10) -> z/c (10.0.2.12) TCP/80: ALLOWED"), "{out}");
-    assert!(out.contains("AdminNetworkPolicy protect-z-c (priority 10): matched"), "{out}");
+    assert!(
+        out.contains("z/a (10.0.2.10) -> z/c (10.0.2.12) TCP/80: ALLOWED"),
+        "{out}"
+    );
+    assert!(
+        out.contains("AdminNetworkPolicy protect-z-c (priority 10): matched"),
+        "{out}"
+    );
     assert!(out.contains("Pass"), "{out}");
 }
 
 #[test]
 fn stdin_input() {
-    let yaml = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/xyz/cluster.yaml")).unwrap();
-    let o = palisade_stdin(&["matrix", "-f", "-", "--ports", "80", "-o", "jsonl"], &yaml);
+    let yaml = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/xyz/cluster.yaml"
+    ))
+    .unwrap();
+    let o = palisade_stdin(
+        &["matrix", "-f", "-", "--ports", "80", "-o", "jsonl"],
+        &yaml,
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(stdout(&o).lines().count(), 81);
 }
@@ -124,8 +230,18 @@ fn invalid_input_exits_1_with_every_error() {
     let o = palisade_stdin(&["matrix", "-f", "-"], bad);
     assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
-    assert!(err.contains("-:5: error: NetworkPolicy x/p: spec.policyTypes[0]: Unsupported value: \"Bad\""), "{err}");
-    assert!(err.contains("-:7: error: NetworkPolicy x/p: spec.ingress[0].ports[0].port: Invalid value: 0"), "{err}");
+    assert!(
+        err.contains(
+            "-:5: error: NetworkPolicy x/p: spec.policyTypes[0]: Unsupported value: \"Bad\""
+        ),
+        "{err}"
+    );
+    assert!(
+        err.contains(
+            "-:7: error: NetworkPolicy x/p: spec.ingress[0].ports[0].port: Invalid value: 0"
+        ),
+        "{err}"
+    );
     assert!(stdout(&o).is_empty());
     // --skip-invalid evaluates what is valid
     let o = palisade_stdin(&["matrix", "-f", "-", "--skip-invalid", "-o", "jsonl"], bad);
@@ -135,9 +251,41 @@ fn invalid_input_exits_1_with_every_error() {
 #[test]
 fn usage_errors_exit_2() {
     for args in [
-        &["eval", "-f", "examples/xyz", "--from", "x/a", "--to", "x/b", "--port", "80", "--protocol", "ICMP"][..],
-        &["eval", "-f", "examples/xyz", "--from", "x/nope", "--to", "x/b", "--port", "80"][..],
-        &["eval", "-f", "examples/xyz", "--from", "x/a", "--to", "x/b", "--port", "0"][..],
+        &[
+            "eval",
+            "-f",
+            "examples/xyz",
+            "--from",
+            "x/a",
+            "--to",
+            "x/b",
+            "--port",
+            "80",
+            "--protocol",
+            "ICMP",
+        ][..],
+        &[
+            "eval",
+            "-f",
+            "examples/xyz",
+            "--from",
+            "x/nope",
+            "--to",
+            "x/b",
+            "--port",
+            "80",
+        ][..],
+        &[
+            "eval",
+            "-f",
+            "examples/xyz",
+            "--from",
+            "x/a",
+            "--to",
+            "x/b",
+            "--port",
+            "0",
+        ][..],
         &["matrix"][..],
     ] {
         let o = palisade(args);

@@ -365,7 +365,7 @@ impl Engine {
             !keys.is_empty()
                 && keys
                     .iter()
-                    .all(|k| sl.get(k).is_some() && sl.get(k) == pl.get(k))
+                    .all(|k| sl.contains_key(k) && sl.get(k) == pl.get(k))
         };
         match m {
             NamespaceMatch::Selector(sel) => labels(pn).is_some_and(|l| sel.matches(l)),
