@@ -203,7 +203,7 @@ fn explain_walks_the_tiers() {
         "{out}"
     );
     assert!(
-        out.contains("AdminNetworkPolicy protect-z-c (priority 10): matched"),
+        out.contains("AdminNetworkPolicy protect-z-c (priority 10, examples/xyz/policies/02-anp.yaml:2): matched"),
         "{out}"
     );
     assert!(out.contains("Pass"), "{out}");

@@ -20,7 +20,15 @@ impl Engine {
 
     /// `AdminNetworkPolicy deny-x, egress rule 0 "block" (Deny)`.
     pub fn describe_rule(&self, m: &RuleMatch) -> String {
-        let r = self.policy_ref(m.policy);
+        format!(
+            "{}, {}",
+            self.policy_ref(m.policy),
+            self.describe_rule_in_policy(m)
+        )
+    }
+
+    /// `egress rule 0 "block" (Deny)`: the rule without its policy.
+    pub fn describe_rule_in_policy(&self, m: &RuleMatch) -> String {
         let dir = m.direction.as_str().to_lowercase();
         let (name, action) = match m.policy {
             PolicyId::Admin(i) => {
@@ -39,7 +47,7 @@ impl Engine {
         } else {
             ""
         };
-        format!("{r}, {dir} rule {}{name} ({action}{closed})", m.index)
+        format!("{dir} rule {}{name} ({action}{closed})", m.index)
     }
 
     /// One line: what decided this side.
@@ -107,6 +115,19 @@ impl Engine {
         out
     }
 
+    /// A policy's name and where it was read: `NetworkPolicy x/deny (policies.yaml:3)`.
+    fn policy_with_origin(&self, id: PolicyId) -> String {
+        let origin = match id {
+            PolicyId::Network(i) => Some(&self.cluster.network_policies[i as usize].origin),
+            PolicyId::Admin(i) => Some(&self.cluster.admin_policies[i as usize].origin),
+            PolicyId::NamespaceAnnotation(i) => self.cluster.namespaces[i as usize].origin.as_ref(),
+        };
+        match origin {
+            Some(o) => format!("{} ({}:{})", self.policy_ref(id), o.file, o.line),
+            None => self.policy_ref(id).to_string(),
+        }
+    }
+
     fn walk(&self, out: &mut String, pod: PodId, dir: Direction, side: &SideVerdict) {
         let lists = self.policies(pod, dir);
         let decided_at = |tier: Tier| side.tier == tier;
@@ -132,7 +153,7 @@ impl Engine {
                 let p = &self.cluster.admin_policies[i as usize];
                 let here = decisive.filter(|m| m.policy == PolicyId::Admin(i));
                 let status = match here {
-                    Some(m) => format!("matched {}", self.describe_rule(m)),
+                    Some(m) => format!("matched {}", self.describe_rule_in_policy(m)),
                     None if decisive.is_some_and(|m| {
                         ids.iter().position(|&x| PolicyId::Admin(x) == m.policy)
                             < ids.iter().position(|&x| x == i)
@@ -144,9 +165,11 @@ impl Engine {
                 };
                 let _ = writeln!(
                     out,
-                    "    {} (priority {}): {status}",
+                    "    {} (priority {}, {}:{}): {status}",
                     p.reference(),
-                    p.priority
+                    p.priority,
+                    p.origin.file,
+                    p.origin.line
                 );
             }
         };
@@ -158,7 +181,7 @@ impl Engine {
         if self.isolated(pod, dir) {
             let names: Vec<String> = isolating
                 .iter()
-                .map(|id| self.policy_ref(*id).to_string())
+                .map(|id| self.policy_with_origin(*id))
                 .collect();
             let _ = writeln!(
                 out,
