@@ -203,6 +203,14 @@ impl Loader {
     }
 
     fn object(&mut self, ctx: &mut Ctx<'_>, api: &str, kind: &str, value: &Value, origin: Origin) {
+        let name = value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        ctx.object = match value.pointer("/metadata/namespace").and_then(Value::as_str) {
+            Some(ns) => format!("{kind} {ns}/{name}"),
+            None => format!("{kind} {name}"),
+        };
         let c = &mut self.cluster;
         let key = match (api, kind) {
             ("v1", "Namespace") => core::namespace(ctx, value, origin.clone()).map(|o| {

@@ -79,7 +79,8 @@ enum Frame {
     Map {
         path: String,
         map: Map<String, Value>,
-        key: Option<String>,
+        /// The pending key and the line it is on (a field's line is its key's).
+        key: Option<(String, usize)>,
         anchor: usize,
     },
 }
@@ -97,7 +98,7 @@ impl Builder {
                 let is_key = matches!(self.stack.last(), Some(Frame::Map { key: None, .. }));
                 if is_key {
                     if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
-                        *key = Some(text.into_owned());
+                        *key = Some((text.into_owned(), line));
                     }
                     return Ok(());
                 }
@@ -121,7 +122,7 @@ impl Builder {
                     key: key @ None, ..
                 }) = self.stack.last_mut()
                 {
-                    *key = Some(scalar_key(&value));
+                    *key = Some((scalar_key(&value), line));
                     return Ok(());
                 }
                 self.push_value(value, line);
@@ -161,12 +162,14 @@ impl Builder {
 
     /// Records the line of the node about to be pushed and returns its path.
     fn child_path(&mut self, line: usize) -> Result<String, SyntaxError> {
-        let path = match self.stack.last() {
-            None => String::new(),
-            Some(Frame::Seq { path, items, .. }) => format!("{path}[{}]", items.len()),
+        let (path, line) = match self.stack.last() {
+            None => (String::new(), line),
+            Some(Frame::Seq { path, items, .. }) => (format!("{path}[{}]", items.len()), line),
             Some(Frame::Map {
-                path, key: Some(k), ..
-            }) => join(path, k),
+                path,
+                key: Some((k, key_line)),
+                ..
+            }) => (join(path, k), *key_line),
             Some(Frame::Map { key: None, .. }) => {
                 return Err(SyntaxError {
                     line,
@@ -197,7 +200,7 @@ impl Builder {
             }
             Some(Frame::Seq { items, .. }) => items.push(value),
             Some(Frame::Map { map, key, .. }) => {
-                if let Some(k) = key.take() {
+                if let Some((k, _)) = key.take() {
                     map.insert(k, value);
                 }
             }

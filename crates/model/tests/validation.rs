@@ -86,6 +86,11 @@ fn each_rule_has_its_message_and_line() {
         ("missing name", "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  namespace: x\nspec: {}\n".to_string(), "metadata.name: Required value"),
         ("unsupported version", "apiVersion: networking.k8s.io/v2\nkind: NetworkPolicy\nmetadata:\n  name: p\n".to_string(), "1: apiVersion: Unsupported value: \"networking.k8s.io/v2\""),
         ("no kind", "apiVersion: v1\nmetadata:\n  name: p\n".to_string(), "kind: Required value"),
+        ("misspelt selector field", np("  podSelector:\n    matchlabels: {app: db}\n"), "8: spec.podSelector.matchlabels: unknown field \"spec.podSelector.matchlabels\""),
+        ("misspelt rule field", np("  ingress:\n  - form:\n    - podSelector: {}\n"), "spec.ingress[0].form: unknown field"),
+        ("anp misspelt spec field", anp("  priority: 1\n  subjet:\n    namespaces: {}\n"), "7: spec.subjet: unknown field"),
+        ("anp misspelt selector", anp("  priority: 1\n  subject:\n    namespaces:\n      matchlabels: {a: b}\n"), "spec.subject.namespaces.matchlabels: unknown field"),
+        ("cnp misspelt port", cnp("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {}\n  egress:\n  - action: Deny\n    to: [{namespaces: {}}]\n    protocols:\n    - tcp:\n        destinationPort: {numbr: 80}\n"), "destinationPort.numbr: unknown field"),
         ("yaml syntax", "kind: Pod\nmetadata: [unclosed\n".to_string(), "YAML syntax error"),
     ];
     let mut failures = Vec::new();
@@ -186,6 +191,14 @@ items:
             .map(String::as_str),
         Some("q")
     );
+}
+
+#[test]
+fn unknown_fields_of_cluster_objects_are_notices() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  colour: blue\nspec:\n  containers:\n  - name: c\n";
+    let loaded = load_sources([("p.yaml", yaml)], LoadOptions::default()).unwrap();
+    let d = loaded.diagnostics.iter().find(|d| d.field == "metadata.colour").unwrap();
+    assert_eq!(d.to_string(), "p.yaml:5: notice: Pod p: metadata.colour: unknown field \"metadata.colour\"");
 }
 
 #[test]

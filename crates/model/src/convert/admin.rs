@@ -91,6 +91,12 @@ pub(crate) fn admin_policy(
         ctx.error("spec", "Required value");
         return None;
     };
+    let spec_keys: &[&str] = match kind {
+        PolicyKind::BaselineAdminNetworkPolicy => &["subject", "ingress", "egress"],
+        PolicyKind::AdminNetworkPolicy => &["priority", "subject", "ingress", "egress"],
+        _ => &["tier", "priority", "subject", "ingress", "egress"],
+    };
+    known(ctx, "spec", spec, spec_keys);
     let (tier, priority) = tier_and_priority(ctx, spec, kind);
     let subject = subject(ctx, "spec.subject", spec.get("subject"));
     let ingress = rule_list(ctx, rules, spec, "ingress");
@@ -157,12 +163,14 @@ fn subject(ctx: &mut Ctx<'_>, path: &str, v: Option<&Value>) -> Option<Subject> 
         return None;
     };
     let m = obj(ctx, path, v)?;
+    known(ctx, path, m, &["namespaces", "pods"]);
     exactly_one(ctx, path, m, &["namespaces", "pods"])?;
     if let Some(ns) = m.get("namespaces") {
         return selector(ctx, &join(path, "namespaces"), ns).map(Subject::Namespaces);
     }
     let pods_path = join(path, "pods");
     let pods = obj(ctx, &pods_path, m.get("pods")?)?;
+    known(ctx, &pods_path, pods, &["namespaceSelector", "podSelector"]);
     let namespaces = required_selector(ctx, &pods_path, pods, "namespaceSelector");
     let pod_sel = required_selector(ctx, &pods_path, pods, "podSelector");
     Some(Subject::Pods {
@@ -206,6 +214,13 @@ fn rule(
     egress: bool,
 ) -> Option<AdminRule> {
     let m = obj(ctx, path, v)?;
+    let rule_keys: &[&str] = match (rules.kind, egress) {
+        (PolicyKind::ClusterNetworkPolicy, false) => &["name", "action", "from", "protocols"],
+        (PolicyKind::ClusterNetworkPolicy, true) => &["name", "action", "to", "protocols"],
+        (_, false) => &["name", "action", "from", "ports"],
+        (_, true) => &["name", "action", "to", "ports"],
+    };
+    known(ctx, path, m, rule_keys);
     let name = m
         .get("name")
         .and_then(|n| string(ctx, &join(path, "name"), n))
@@ -323,8 +338,8 @@ const EGRESS_PEERS: &[&str] = &["namespaces", "pods", "nodes", "networks", "doma
 /// [`AdminPeer::Unsupported`]; an empty one is invalid (MinProperties=1).
 fn peer(ctx: &mut Ctx<'_>, path: &str, v: &Value, egress: bool) -> Option<AdminPeer> {
     let m = obj(ctx, path, v)?;
-    let known = if egress { EGRESS_PEERS } else { INGRESS_PEERS };
-    let present: Vec<&str> = known
+    let peer_fields = if egress { EGRESS_PEERS } else { INGRESS_PEERS };
+    let present: Vec<&str> = peer_fields
         .iter()
         .copied()
         .filter(|k| m.contains_key(*k))
@@ -370,6 +385,12 @@ fn peer(ctx: &mut Ctx<'_>, path: &str, v: &Value, egress: bool) -> Option<AdminP
         "namespaces" => namespace_match(ctx, &p, value).map(AdminPeer::Namespaces),
         "pods" => {
             let pm = obj(ctx, &p, value)?;
+            let keys: &[&str] = if pm.contains_key("namespaces") {
+                &["namespaces", "podSelector"]
+            } else {
+                &["namespaceSelector", "podSelector"]
+            };
+            known(ctx, &p, pm, keys);
             let pods = required_selector(ctx, &p, pm, "podSelector");
             let namespaces = if pm.contains_key("namespaces") {
                 namespace_match(ctx, &join(&p, "namespaces"), &pm["namespaces"])
@@ -509,6 +530,7 @@ fn ports(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>> {
         let Some(m) = obj(ctx, &p, item) else {
             continue;
         };
+        known(ctx, &p, m, &["portNumber", "namedPort", "portRange"]);
         let Some(key) = exactly_one(ctx, &p, m, &["portNumber", "namedPort", "portRange"]) else {
             continue;
         };
@@ -516,6 +538,7 @@ fn ports(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>> {
         let port = match key {
             "namedPort" => string(ctx, &kp, &m[key]).and_then(|n| named_port(ctx, &kp, n)),
             "portNumber" => obj(ctx, &kp, &m[key]).and_then(|pm| {
+                known(ctx, &kp, pm, &["protocol", "port"]);
                 let protocol = protocol_field(ctx, &kp, pm);
                 let port = required_port(ctx, &kp, pm, "port")?;
                 Some(AdminPort::Ports {
@@ -524,6 +547,7 @@ fn ports(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>> {
                 })
             }),
             _ => obj(ctx, &kp, &m[key]).and_then(|pm| {
+                known(ctx, &kp, pm, &["protocol", "start", "end"]);
                 let protocol = protocol_field(ctx, &kp, pm);
                 port_range(ctx, &kp, pm).map(|range| AdminPort::Ports {
                     protocol,
@@ -554,6 +578,7 @@ fn protocols(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>>
         let Some(m) = obj(ctx, &p, item) else {
             continue;
         };
+        known(ctx, &p, m, &["tcp", "udp", "sctp", "destinationNamedPort"]);
         let Some(key) = exactly_one(ctx, &p, m, &["tcp", "udp", "sctp", "destinationNamedPort"])
         else {
             continue;
@@ -571,6 +596,7 @@ fn protocols(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>>
         let Some(pm) = obj(ctx, &kp, &m[key]) else {
             continue;
         };
+        known(ctx, &kp, pm, &["destinationPort"]);
         let Some(dest) = pm.get("destinationPort") else {
             if pm.is_empty() {
                 ctx.error(&kp, "Invalid value: must have at least 1 properties");
@@ -585,14 +611,17 @@ fn protocols(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<AdminPort>>
         let Some(dm) = obj(ctx, &dp, dest) else {
             continue;
         };
+        known(ctx, &dp, dm, &["number", "range"]);
         let Some(which) = exactly_one(ctx, &dp, dm, &["number", "range"]) else {
             continue;
         };
         let range = if which == "number" {
             required_port(ctx, &dp, dm, "number").map(PortRange::single)
         } else {
-            obj(ctx, &join(&dp, "range"), &dm["range"])
-                .and_then(|rm| port_range(ctx, &join(&dp, "range"), rm))
+            obj(ctx, &join(&dp, "range"), &dm["range"]).and_then(|rm| {
+                known(ctx, &join(&dp, "range"), rm, &["start", "end"]);
+                port_range(ctx, &join(&dp, "range"), rm)
+            })
         };
         out.extend(range.map(|r| AdminPort::Ports {
             protocol,
@@ -666,7 +695,14 @@ fn selector(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Selector> {
         v
     };
     match serde_path_to_error::deserialize::<_, LabelSelector>(v) {
-        Ok(s) => Some(validate::selector(ctx, path, &s)),
+        Ok(s) => {
+            if let Ok(back) = serde_json::to_value(&s) {
+                for field in super::unknown_fields(v, &back, path) {
+                    ctx.error(&field, format!("unknown field {field:?}"));
+                }
+            }
+            Some(validate::selector(ctx, path, &s))
+        }
         Err(e) => {
             let inner = e.path().to_string();
             let p = if inner == "." {
@@ -677,6 +713,15 @@ fn selector(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Selector> {
             ctx.error(&p, e.into_inner().to_string());
             None
         }
+    }
+}
+
+/// Reports every key of `m` that is not one of `keys` (kubectl's strict field validation:
+/// a misspelt field must not silently widen or drop a rule).
+fn known(ctx: &mut Ctx<'_>, path: &str, m: &Map<String, Value>, keys: &[&str]) {
+    for k in m.keys().filter(|k| !keys.contains(&k.as_str())) {
+        let p = join(path, k);
+        ctx.error(&p, format!("unknown field {p:?}"));
     }
 }
 

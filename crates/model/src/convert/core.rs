@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1 as core;
 use serde_json::Value;
 
 use super::{decode, required_name};
-use crate::diag::{Ctx, index, join};
+use crate::diag::{Ctx, Severity, index, join};
 use crate::objects::{ContainerPort, Namespace, Node, Origin, Pod};
 use crate::validate;
 
@@ -16,7 +16,7 @@ pub const LEGACY_ISOLATION_ANNOTATION: &str = "net.beta.kubernetes.io/network-po
 pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 pub(crate) fn namespace(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Namespace> {
-    let ns: core::Namespace = decode(ctx, value)?;
+    let ns: core::Namespace = decode(ctx, value, Severity::Notice)?;
     let name = required_name(ctx, ns.metadata.name.as_ref())?;
     ctx.object = format!("Namespace {name}");
     if let Some(e) = validate::dns_label(&name) {
@@ -92,7 +92,7 @@ fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
 }
 
 pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Pod> {
-    let pod: core::Pod = decode(ctx, value)?;
+    let pod: core::Pod = decode(ctx, value, Severity::Notice)?;
     let name = required_name(ctx, pod.metadata.name.as_ref())?;
     let namespace = pod
         .metadata
@@ -158,7 +158,7 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
 }
 
 pub(crate) fn node(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Node> {
-    let node: core::Node = decode(ctx, value)?;
+    let node: core::Node = decode(ctx, value, Severity::Notice)?;
     let name = required_name(ctx, node.metadata.name.as_ref())?;
     ctx.object = format!("Node {name}");
     if let Some(e) = validate::dns_subdomain(&name) {

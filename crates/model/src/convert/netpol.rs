@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
 use super::{decode, required_name};
-use crate::diag::{Ctx, index, join};
+use crate::diag::{Ctx, Severity, index, join};
 use crate::objects::{
     IpBlock, NetworkPolicy, NetworkPolicyApi, NetworkPolicyPeer, NetworkPolicyPort,
     NetworkPolicyRule, Origin, PolicyTypes, PortSpec,
@@ -23,7 +23,7 @@ pub(crate) fn network_policy(
     // extensions/v1beta1 has the v1 shape; decode it as the API server converts it.
     let mut value = value.clone();
     value["apiVersion"] = Value::from("networking.k8s.io/v1");
-    let np: net::NetworkPolicy = decode(ctx, &value)?;
+    let np: net::NetworkPolicy = decode(ctx, &value, Severity::Error)?;
     let name = required_name(ctx, np.metadata.name.as_ref())?;
     let namespace = np
         .metadata
