@@ -9,7 +9,9 @@ pub struct BitSet {
 impl BitSet {
     /// An empty set for ids `0..len`.
     pub fn new(len: usize) -> BitSet {
-        BitSet { words: vec![0; len.div_ceil(64)] }
+        BitSet {
+            words: vec![0; len.div_ceil(64)],
+        }
     }
     /// Adds `i`.
     pub fn insert(&mut self, i: usize) {
@@ -19,7 +21,9 @@ impl BitSet {
     }
     /// Whether `i` is in the set.
     pub fn contains(&self, i: usize) -> bool {
-        self.words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
     /// The members, ascending.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {

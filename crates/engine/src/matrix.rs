@@ -43,12 +43,16 @@ impl Engine {
             .iter()
             .flat_map(|p| p.ports.iter().map(|cp| (cp.port.get(), cp.protocol)))
             .collect();
-        set.into_iter().map(|(port, protocol)| Probe { protocol, port }).collect()
+        set.into_iter()
+            .map(|(port, protocol)| Probe { protocol, port })
+            .collect()
     }
 
     /// Pods that have an address (host-network pods through their node), with their endpoint.
     pub fn addressable_pods(&self) -> Vec<(PodId, Endpoint)> {
-        (0..self.cluster.pods.len()).filter_map(|p| self.endpoint_for_pod(p, None).map(|e| (p, e))).collect()
+        (0..self.cluster.pods.len())
+            .filter_map(|p| self.endpoint_for_pod(p, None).map(|e| (p, e)))
+            .collect()
     }
 
     /// The flow between two pods: the source's primary address, and the destination's
@@ -56,22 +60,37 @@ impl Engine {
     pub fn pod_flow(&self, from: PodId, to: PodId, probe: Probe) -> Option<Flow> {
         let src = self.endpoint_for_pod(from, None)?;
         let dst = self.endpoint_for_pod(to, Some(src.ip.is_ipv6()))?;
-        Some(Flow { src, dst, protocol: probe.protocol, port: probe.port })
+        Some(Flow {
+            src,
+            dst,
+            protocol: probe.protocol,
+            port: probe.port,
+        })
     }
 
     /// Evaluates every probe between every pair of addressable pods.
     pub fn matrix(&self, probes: &[Probe]) -> Matrix {
-        let pods: Vec<PodId> = self.addressable_pods().into_iter().map(|(p, _)| p).collect();
+        let pods: Vec<PodId> = self
+            .addressable_pods()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
         let n = pods.len();
         let mut allowed = vec![false; probes.len() * n * n];
         for (pi, probe) in probes.iter().enumerate() {
             for (fi, &from) in pods.iter().enumerate() {
                 for (ti, &to) in pods.iter().enumerate() {
-                    let ok = self.pod_flow(from, to, *probe).is_some_and(|f| self.evaluate(&f).allowed);
+                    let ok = self
+                        .pod_flow(from, to, *probe)
+                        .is_some_and(|f| self.evaluate(&f).allowed);
                     allowed[(pi * n + fi) * n + ti] = ok;
                 }
             }
         }
-        Matrix { pods, probes: probes.to_vec(), allowed }
+        Matrix {
+            pods,
+            probes: probes.to_vec(),
+            allowed,
+        }
     }
 }

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 
 use palisade_model::{
-    AdminPeer, AdminPolicy, AdminRule, AdminTier, Cluster, Direction, NamespaceMatch, NetworkPolicy,
-    NetworkPolicyApi, NetworkPolicyPeer, PolicyRef, Selector, Subject,
+    AdminPeer, AdminPolicy, AdminRule, AdminTier, Cluster, Direction, NamespaceMatch,
+    NetworkPolicy, NetworkPolicyApi, NetworkPolicyPeer, PolicyRef, Selector, Subject,
 };
 
 use crate::bitset::BitSet;
@@ -35,7 +35,10 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Options { semantics: Semantics::Standard, allow_node_local: true }
+        Options {
+            semantics: Semantics::Standard,
+            allow_node_local: true,
+        }
     }
 }
 
@@ -68,7 +71,10 @@ pub(crate) enum AdminPeerC {
     /// Pods picked statically (selector namespace match).
     Pods(BitSet),
     /// Pods whose namespace relation to the subject is checked per flow.
-    Related { namespaces: NamespaceMatch, pods: Selector },
+    Related {
+        namespaces: NamespaceMatch,
+        pods: Selector,
+    },
     Nodes(Selector),
     Networks(Vec<ipnet::IpNet>),
     Unsupported,
@@ -122,13 +128,38 @@ pub struct Engine {
 impl Engine {
     /// Compiles a cluster.
     pub fn new(cluster: Cluster, options: Options) -> Engine {
-        let ns_index: HashMap<String, usize> =
-            cluster.namespaces.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-        let node_index: HashMap<String, usize> =
-            cluster.nodes.iter().enumerate().map(|(i, n)| (n.name.clone(), i)).collect();
-        let pod_index = cluster.pods.iter().enumerate().map(|(i, p)| ((p.namespace.clone(), p.name.clone()), i)).collect();
-        let pod_ns = cluster.pods.iter().map(|p| ns_index.get(&p.namespace).copied().unwrap_or(usize::MAX)).collect();
-        let pod_node = cluster.pods.iter().map(|p| p.node_name.as_ref().and_then(|n| node_index.get(n).copied())).collect();
+        let ns_index: HashMap<String, usize> = cluster
+            .namespaces
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        let node_index: HashMap<String, usize> = cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        let pod_index = cluster
+            .pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| ((p.namespace.clone(), p.name.clone()), i))
+            .collect();
+        let pod_ns = cluster
+            .pods
+            .iter()
+            .map(|p| ns_index.get(&p.namespace).copied().unwrap_or(usize::MAX))
+            .collect();
+        let pod_node = cluster
+            .pods
+            .iter()
+            .map(|p| {
+                p.node_name
+                    .as_ref()
+                    .and_then(|n| node_index.get(n).copied())
+            })
+            .collect();
         let mut ip_owner = HashMap::new();
         for (i, n) in cluster.nodes.iter().enumerate() {
             for ip in &n.addresses {
@@ -156,8 +187,18 @@ impl Engine {
             ingress: Vec::new(),
             egress: Vec::new(),
         };
-        engine.nps = engine.cluster.network_policies.iter().map(|np| engine.compile_np(np)).collect();
-        engine.admins = engine.cluster.admin_policies.iter().map(|p| engine.compile_admin(p)).collect();
+        engine.nps = engine
+            .cluster
+            .network_policies
+            .iter()
+            .map(|np| engine.compile_np(np))
+            .collect();
+        engine.admins = engine
+            .cluster
+            .admin_policies
+            .iter()
+            .map(|p| engine.compile_admin(p))
+            .collect();
         engine.index_pods();
         engine
     }
@@ -174,7 +215,9 @@ impl Engine {
 
     /// Looks a pod up by namespace and name.
     pub fn pod_id(&self, namespace: &str, name: &str) -> Option<PodId> {
-        self.pod_index.get(&(namespace.to_string(), name.to_string())).copied()
+        self.pod_index
+            .get(&(namespace.to_string(), name.to_string()))
+            .copied()
     }
 
     /// Looks a namespace up by name.
@@ -219,11 +262,15 @@ impl Engine {
     }
 
     fn ns_labels(&self, pod: PodId) -> Option<&palisade_model::Labels> {
-        self.cluster.namespaces.get(self.pod_ns[pod]).map(|n| &n.labels)
+        self.cluster
+            .namespaces
+            .get(self.pod_ns[pod])
+            .map(|n| &n.labels)
     }
 
     fn compile_np(&self, np: &NetworkPolicy) -> CompiledNp {
-        let legacy_lists = self.options.semantics == Semantics::Legacy && np.api == NetworkPolicyApi::ExtensionsV1beta1;
+        let legacy_lists = self.options.semantics == Semantics::Legacy
+            && np.api == NetworkPolicyApi::ExtensionsV1beta1;
         let rules = |dir| {
             np.rules(dir)
                 .iter()
@@ -231,15 +278,20 @@ impl Engine {
                     // networking.k8s.io/v1: "an empty list is the same as an absent one";
                     // the original v1beta1 proposal: "If this field is empty, this rule matches no ..."
                     let keep_empty = |n: usize| legacy_lists || n > 0;
-                    let peers = r.peers.as_ref().filter(|p| keep_empty(p.len())).map(|peers| {
-                        peers.iter().map(|p| self.compile_np_peer(np, p)).collect()
-                    });
+                    let peers = r
+                        .peers
+                        .as_ref()
+                        .filter(|p| keep_empty(p.len()))
+                        .map(|peers| peers.iter().map(|p| self.compile_np_peer(np, p)).collect());
                     let ports = r.ports.clone().filter(|p| keep_empty(p.len()));
                     NpRule { peers, ports }
                 })
                 .collect()
         };
-        CompiledNp { ingress: rules(Direction::Ingress), egress: rules(Direction::Egress) }
+        CompiledNp {
+            ingress: rules(Direction::Ingress),
+            egress: rules(Direction::Egress),
+        }
     }
 
     fn compile_np_peer(&self, np: &NetworkPolicy, peer: &NetworkPolicyPeer) -> NpPeer {
@@ -258,22 +310,42 @@ impl Engine {
 
     fn compile_admin(&self, policy: &AdminPolicy) -> CompiledAdmin {
         let rules = |rules: &[AdminRule]| {
-            rules.iter().map(|r| AdminRuleC { peers: r.peers.iter().map(|p| self.compile_admin_peer(p)).collect() }).collect()
+            rules
+                .iter()
+                .map(|r| AdminRuleC {
+                    peers: r.peers.iter().map(|p| self.compile_admin_peer(p)).collect(),
+                })
+                .collect()
         };
-        CompiledAdmin { ingress: rules(&policy.ingress), egress: rules(&policy.egress) }
+        CompiledAdmin {
+            ingress: rules(&policy.ingress),
+            egress: rules(&policy.egress),
+        }
     }
 
     fn compile_admin_peer(&self, peer: &AdminPeer) -> AdminPeerC {
         let static_pods = |ns: &Selector, pods: &Selector| {
             self.pods_where(|i| {
-                self.ns_labels(i).is_some_and(|l| ns.matches(l)) && pods.matches(&self.cluster.pods[i].labels)
+                self.ns_labels(i).is_some_and(|l| ns.matches(l))
+                    && pods.matches(&self.cluster.pods[i].labels)
             })
         };
         match peer {
-            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => AdminPeerC::Pods(static_pods(ns, &Selector::everything())),
-            AdminPeer::Pods { namespaces: NamespaceMatch::Selector(ns), pods } => AdminPeerC::Pods(static_pods(ns, pods)),
-            AdminPeer::Namespaces(m) => AdminPeerC::Related { namespaces: m.clone(), pods: Selector::everything() },
-            AdminPeer::Pods { namespaces, pods } => AdminPeerC::Related { namespaces: namespaces.clone(), pods: pods.clone() },
+            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => {
+                AdminPeerC::Pods(static_pods(ns, &Selector::everything()))
+            }
+            AdminPeer::Pods {
+                namespaces: NamespaceMatch::Selector(ns),
+                pods,
+            } => AdminPeerC::Pods(static_pods(ns, pods)),
+            AdminPeer::Namespaces(m) => AdminPeerC::Related {
+                namespaces: m.clone(),
+                pods: Selector::everything(),
+            },
+            AdminPeer::Pods { namespaces, pods } => AdminPeerC::Related {
+                namespaces: namespaces.clone(),
+                pods: pods.clone(),
+            },
             AdminPeer::Nodes(sel) => AdminPeerC::Nodes(sel.clone()),
             AdminPeer::Networks(nets) => AdminPeerC::Networks(nets.clone()),
             AdminPeer::Unsupported(_) => AdminPeerC::Unsupported,
@@ -308,7 +380,10 @@ impl Engine {
                 if !self.subject_selects(&p.subject, pod) {
                     continue;
                 }
-                for (lists, dir) in [(&mut ingress, Direction::Ingress), (&mut egress, Direction::Egress)] {
+                for (lists, dir) in [
+                    (&mut ingress, Direction::Ingress),
+                    (&mut egress, Direction::Egress),
+                ] {
                     if p.rules(dir).is_empty() {
                         continue;
                     }
@@ -321,14 +396,19 @@ impl Engine {
             }
             let ns_name = &self.cluster.pods[pod].namespace;
             for (i, np) in self.cluster.network_policies.iter().enumerate() {
-                if &np.namespace != ns_name || !np.pod_selector.matches(&self.cluster.pods[pod].labels) {
+                if &np.namespace != ns_name
+                    || !np.pod_selector.matches(&self.cluster.pods[pod].labels)
+                {
                     continue;
                 }
                 ingress[pod].network.push(i as u32);
                 egress[pod].network.push(i as u32);
             }
-            ingress[pod].annotation =
-                self.cluster.namespaces.get(self.pod_ns[pod]).is_some_and(|ns| ns.default_deny_ingress);
+            ingress[pod].annotation = self
+                .cluster
+                .namespaces
+                .get(self.pod_ns[pod])
+                .is_some_and(|ns| ns.default_deny_ingress);
         }
         self.ingress = ingress;
         self.egress = egress;

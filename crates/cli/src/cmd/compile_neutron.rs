@@ -8,5 +8,7 @@ pub struct Flags {}
 
 /// Compiles to Neutron security groups.
 pub fn run(_args: &super::compile::Args) -> Result<(), CliError> {
-    Err(CliError::Failed("the neutron target is not built yet".into()))
+    Err(CliError::Failed(
+        "the neutron target is not built yet".into(),
+    ))
 }

@@ -44,8 +44,15 @@ fn probes(engine: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Probe> 
             .filter(|p| protocols.is_empty() || protocols.contains(&p.protocol))
             .collect();
     }
-    let protocols = if protocols.is_empty() { &[Protocol::Tcp][..] } else { protocols };
-    protocols.iter().flat_map(|&protocol| ports.iter().map(move |&port| Probe { protocol, port })).collect()
+    let protocols = if protocols.is_empty() {
+        &[Protocol::Tcp][..]
+    } else {
+        protocols
+    };
+    protocols
+        .iter()
+        .flat_map(|&protocol| ports.iter().map(move |&port| Probe { protocol, port }))
+        .collect()
 }
 
 /// Evaluates every probe between every pair of pods and prints it.
@@ -53,7 +60,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let engine = args.input.engine()?;
     let probes = probes(&engine, &args.ports, &args.protocols);
     let m = engine.matrix(&probes);
-    let names: Vec<String> = m.pods.iter().map(|&p| engine.cluster().pods[p].key()).collect();
+    let names: Vec<String> = m
+        .pods
+        .iter()
+        .map(|&p| engine.cluster().pods[p].key())
+        .collect();
     let stdout = std::io::stdout();
     match args.output {
         Format::Table => table(&mut anstream::AutoStream::auto(stdout.lock()), &m, &names)?,
@@ -66,10 +77,20 @@ pub fn run(args: Args) -> Result<(), CliError> {
 }
 
 /// Every (probe, from, to) cell in output order.
-fn cells<'a>(m: &'a Matrix, names: &'a [String]) -> impl Iterator<Item = (&'a Probe, &'a str, &'a str, bool)> + 'a {
+fn cells<'a>(
+    m: &'a Matrix,
+    names: &'a [String],
+) -> impl Iterator<Item = (&'a Probe, &'a str, &'a str, bool)> + 'a {
     m.probes.iter().enumerate().flat_map(move |(pi, probe)| {
         (0..names.len()).flat_map(move |f| {
-            (0..names.len()).map(move |t| (probe, names[f].as_str(), names[t].as_str(), m.allowed(pi, f, t)))
+            (0..names.len()).map(move |t| {
+                (
+                    probe,
+                    names[f].as_str(),
+                    names[t].as_str(),
+                    m.allowed(pi, f, t),
+                )
+            })
         })
     })
 }
@@ -94,7 +115,11 @@ fn json(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<(
             serde_json::json!({"from": from, "to": to, "protocol": probe.protocol.as_str(), "port": probe.port, "allowed": ok})
         })
         .collect();
-    writeln!(out, "{}", serde_json::to_string_pretty(&rows).unwrap_or_default())?;
+    writeln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(&rows).unwrap_or_default()
+    )?;
     out.flush()
 }
 
@@ -112,7 +137,9 @@ fn md(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()>
         writeln!(out, "| from \\ to | {} |", names.join(" | "))?;
         writeln!(out, "|---|{}", "---|".repeat(names.len()))?;
         for (f, from) in names.iter().enumerate() {
-            let row: Vec<&str> = (0..names.len()).map(|t| if m.allowed(pi, f, t) { "✓" } else { "✗" }).collect();
+            let row: Vec<&str> = (0..names.len())
+                .map(|t| if m.allowed(pi, f, t) { "✓" } else { "✗" })
+                .collect();
             writeln!(out, "| {from} | {} |", row.join(" | "))?;
         }
         writeln!(out)?;
@@ -129,7 +156,11 @@ const RESET: &str = "\x1b[0m";
 fn table(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
     let width = names.iter().map(String::len).max().unwrap_or(4).max(4);
     for (pi, probe) in m.probes.iter().enumerate() {
-        writeln!(out, "{}/{}  (rows: from, columns: to; . allowed, X denied)", probe.protocol, probe.port)?;
+        writeln!(
+            out,
+            "{}/{}  (rows: from, columns: to; . allowed, X denied)",
+            probe.protocol, probe.port
+        )?;
         write!(out, "{:width$}", "")?;
         for (i, _) in names.iter().enumerate() {
             write!(out, " {:>3}", i)?;
