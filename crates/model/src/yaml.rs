@@ -61,12 +61,21 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
     Ok(builder.documents)
 }
 
+/// Documents larger than this once aliases are expanded are refused (a "billion laughs"
+/// document must not exhaust memory).
+const MAX_NODES: usize = 1_000_000;
+
+/// Deeper documents are refused (no Kubernetes object is nearly this deep).
+const MAX_DEPTH: usize = 128;
+
 #[derive(Default)]
 struct Builder {
     documents: Vec<Document>,
     stack: Vec<Frame>,
     lines: LineMap,
     anchors: HashMap<usize, Value>,
+    /// Nodes in the current document, aliases counted at their expanded size.
+    nodes: usize,
     doc_line: usize,
 }
 
@@ -92,6 +101,7 @@ impl Builder {
             Event::DocumentStart(_) => {
                 self.lines = LineMap::default();
                 self.anchors.clear();
+                self.nodes = 0;
                 self.doc_line = line;
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -114,6 +124,14 @@ impl Builder {
                 self.push_value(value, line);
             }
             Event::Alias(id) => {
+                let size = self.anchors.get(&id).map_or(0, node_count);
+                self.nodes += size;
+                if self.nodes > MAX_NODES {
+                    return Err(SyntaxError {
+                        line,
+                        message: format!("more than {MAX_NODES} nodes once aliases are expanded"),
+                    });
+                }
                 let value = self.anchors.get(&id).cloned().ok_or(SyntaxError {
                     line,
                     message: format!("unknown alias {id}"),
@@ -162,6 +180,12 @@ impl Builder {
 
     /// Records the line of the node about to be pushed and returns its path.
     fn child_path(&mut self, line: usize) -> Result<String, SyntaxError> {
+        if self.stack.len() >= MAX_DEPTH {
+            return Err(SyntaxError {
+                line,
+                message: format!("nesting deeper than {MAX_DEPTH} levels"),
+            });
+        }
         let (path, line) = match self.stack.last() {
             None => (String::new(), line),
             Some(Frame::Seq { path, items, .. }) => (format!("{path}[{}]", items.len()), line),
@@ -205,6 +229,14 @@ impl Builder {
                 }
             }
         }
+    }
+}
+
+fn node_count(v: &Value) -> usize {
+    match v {
+        Value::Array(a) => 1 + a.iter().map(node_count).sum::<usize>(),
+        Value::Object(m) => 1 + m.values().map(node_count).sum::<usize>(),
+        _ => 1,
     }
 }
 
@@ -295,6 +327,25 @@ mod tests {
     fn syntax_error_has_line() {
         let err = parse_documents("a: 1\nb: [1, 2\n").unwrap_err();
         assert!(err.line >= 2, "{err}");
+    }
+
+    #[test]
+    fn alias_bombs_are_refused() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let p = i - 1;
+            text += &format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            );
+        }
+        let err = parse_documents(&text).unwrap_err();
+        assert!(err.message.contains("aliases"), "{err}");
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let text = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_documents(&text).is_err());
     }
 
     #[test]
