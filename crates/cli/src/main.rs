@@ -26,6 +26,9 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Compile the policies into a data plane's shape (nftables, Neutron security groups).
     Compile(cmd::compile::Args),
+    /// Grouped, admin-managed policies for tools, compiled into NetworkPolicies.
+    #[command(subcommand)]
+    Tenancy(cmd::tenancy::Args),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +38,7 @@ fn main() -> ExitCode {
         Command::Matrix(args) => cmd::matrix::run(args),
         Command::Explain(args) => cmd::explain::run(args),
         Command::Compile(args) => cmd::compile::run(args),
+        Command::Tenancy(args) => cmd::tenancy::run(args),
     };
     error::exit(result)
 }

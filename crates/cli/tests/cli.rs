@@ -295,3 +295,36 @@ fn usage_errors_exit_2() {
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("/nonexistent/path"));
 }
+
+#[test]
+fn tenancy_compile_output_is_palisade_input() {
+    let dir = std::env::temp_dir().join(format!("palisade-tenancy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let state = dir.join("state.yaml");
+    let labels = dir.join("labels.yaml");
+    let o = palisade(&[
+        "tenancy", "compile", "-f", "examples/tenancy/config.yaml", "examples/tenancy/base.yaml",
+        "--state", state.to_str().unwrap(), "--labels-out", labels.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let yaml = stdout(&o);
+    assert!(yaml.contains("kind: NetworkPolicy"));
+    assert!(std::fs::read_to_string(&state).unwrap().contains("crabs/scanner"));
+    assert!(std::fs::read_to_string(&labels).unwrap().contains("tenancy.palisade.io/tool: harvester"));
+    let o = palisade_stdin(&["matrix", "-f", "-", "-o", "jsonl"], &yaml);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = palisade(&["tenancy", "compile", "-f", "examples/tenancy/config.yaml", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["kind"], "List");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn tenancy_check_reports_errors_with_lines() {
+    let o = palisade_stdin(&["tenancy", "check", "-f", "-"], "groups: [corn]\ntools:\n  - {name: t, group: wheat}\n");
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("-:3: error: tools[0].group: group \"wheat\" does not exist"), "{}", stderr(&o));
+    let o = palisade(&["tenancy", "check", "-f", "examples/tenancy/config.yaml"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("ok: 2 groups, 3 tools"));
+}

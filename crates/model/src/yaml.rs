@@ -363,3 +363,97 @@ mod tests {
         }
     }
 }
+
+/// Renders a JSON value as block-style YAML that [`parse_documents`] (and kubectl) read back
+/// to the same value. Strings are quoted whenever a plain scalar could be read otherwise.
+pub fn to_yaml(value: &Value) -> String {
+    let mut out = String::new();
+    emit(&mut out, value, 0, Context::Top);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Context {
+    Top,
+    MapValue,
+    ListItem,
+}
+
+fn emit(out: &mut String, value: &Value, indent: usize, ctx: Context) {
+    let pad = " ".repeat(indent);
+    match value {
+        Value::Object(m) if !m.is_empty() => {
+            if ctx == Context::MapValue {
+                out.push('\n');
+            }
+            for (i, (k, v)) in m.iter().enumerate() {
+                if !(ctx == Context::ListItem && i == 0) {
+                    out.push_str(&pad);
+                }
+                out.push_str(&scalar_text(k));
+                out.push(':');
+                emit(out, v, indent + 2, Context::MapValue);
+            }
+        }
+        Value::Array(a) if !a.is_empty() => {
+            if ctx == Context::MapValue {
+                out.push('\n');
+            }
+            for (i, v) in a.iter().enumerate() {
+                if !(ctx == Context::ListItem && i == 0) {
+                    out.push_str(&pad);
+                }
+                out.push_str("- ");
+                emit(out, v, indent + 2, Context::ListItem);
+            }
+        }
+        scalar => {
+            if ctx == Context::MapValue {
+                out.push(' ');
+            }
+            let text = match scalar {
+                Value::Object(_) => "{}".to_string(),
+                Value::Array(_) => "[]".to_string(),
+                Value::String(s) => scalar_text(s),
+                other => other.to_string(),
+            };
+            out.push_str(&text);
+            out.push('\n');
+        }
+    }
+}
+
+/// A string as a plain scalar when that reads back as the same string, else double-quoted.
+fn scalar_text(s: &str) -> String {
+    let plain_ok = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-".contains(&b))
+        && !s.starts_with(['-', '.'])
+        && plain_scalar(s) == Value::String(s.to_string());
+    if plain_ok {
+        s.to_string()
+    } else {
+        Value::String(s.to_string()).to_string()
+    }
+}
+
+#[cfg(test)]
+mod emit_tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let v = serde_json::json!({
+            "apiVersion": "networking.k8s.io/v1",
+            "metadata": {"name": "x", "labels": {"a/b": "true", "n": "80", "e": ""}},
+            "spec": {"podSelector": {}, "ingress": [{"from": [{"ipBlock": {"cidr": "10.0.0.0/8", "except": ["10.1.0.0/16"]}}], "ports": [{"port": 80, "protocol": "TCP"}]}, {}],
+                     "policyTypes": ["Ingress"], "weird": "a: b # c", "list": [[1, 2], []], "t": true, "z": null}
+        });
+        let text = to_yaml(&v);
+        let back = parse_documents(&text).unwrap();
+        assert_eq!(back[0].value, v, "{text}");
+    }
+}

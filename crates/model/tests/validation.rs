@@ -197,8 +197,15 @@ items:
 fn unknown_fields_of_cluster_objects_are_notices() {
     let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  colour: blue\nspec:\n  containers:\n  - name: c\n";
     let loaded = load_sources([("p.yaml", yaml)], LoadOptions::default()).unwrap();
-    let d = loaded.diagnostics.iter().find(|d| d.field == "metadata.colour").unwrap();
-    assert_eq!(d.to_string(), "p.yaml:5: notice: Pod p: metadata.colour: unknown field \"metadata.colour\"");
+    let d = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.field == "metadata.colour")
+        .unwrap();
+    assert_eq!(
+        d.to_string(),
+        "p.yaml:5: notice: Pod p: metadata.colour: unknown field \"metadata.colour\""
+    );
 }
 
 #[test]

@@ -6,3 +6,4 @@ pub mod compile_nftables;
 pub mod eval;
 pub mod explain;
 pub mod matrix;
+pub mod tenancy;
