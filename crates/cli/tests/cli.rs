@@ -303,17 +303,39 @@ fn tenancy_compile_output_is_palisade_input() {
     let state = dir.join("state.yaml");
     let labels = dir.join("labels.yaml");
     let o = palisade(&[
-        "tenancy", "compile", "-f", "examples/tenancy/config.yaml", "examples/tenancy/base.yaml",
-        "--state", state.to_str().unwrap(), "--labels-out", labels.to_str().unwrap(),
+        "tenancy",
+        "compile",
+        "-f",
+        "examples/tenancy/config.yaml",
+        "examples/tenancy/base.yaml",
+        "--state",
+        state.to_str().unwrap(),
+        "--labels-out",
+        labels.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let yaml = stdout(&o);
     assert!(yaml.contains("kind: NetworkPolicy"));
-    assert!(std::fs::read_to_string(&state).unwrap().contains("crabs/scanner"));
-    assert!(std::fs::read_to_string(&labels).unwrap().contains("tenancy.palisade.io/tool: harvester"));
+    assert!(
+        std::fs::read_to_string(&state)
+            .unwrap()
+            .contains("crabs/scanner")
+    );
+    assert!(
+        std::fs::read_to_string(&labels)
+            .unwrap()
+            .contains("tenancy.palisade.io/tool: harvester")
+    );
     let o = palisade_stdin(&["matrix", "-f", "-", "-o", "jsonl"], &yaml);
     assert!(o.status.success(), "{}", stderr(&o));
-    let o = palisade(&["tenancy", "compile", "-f", "examples/tenancy/config.yaml", "-o", "json"]);
+    let o = palisade(&[
+        "tenancy",
+        "compile",
+        "-f",
+        "examples/tenancy/config.yaml",
+        "-o",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["kind"], "List");
     std::fs::remove_dir_all(&dir).ok();
@@ -321,10 +343,45 @@ fn tenancy_compile_output_is_palisade_input() {
 
 #[test]
 fn tenancy_check_reports_errors_with_lines() {
-    let o = palisade_stdin(&["tenancy", "check", "-f", "-"], "groups: [corn]\ntools:\n  - {name: t, group: wheat}\n");
+    let o = palisade_stdin(
+        &["tenancy", "check", "-f", "-"],
+        "groups: [corn]\ntools:\n  - {name: t, group: wheat}\n",
+    );
     assert_eq!(o.status.code(), Some(1));
-    assert!(stderr(&o).contains("-:3: error: tools[0].group: group \"wheat\" does not exist"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("-:3: error: tools[0].group: group \"wheat\" does not exist"),
+        "{}",
+        stderr(&o)
+    );
     let o = palisade(&["tenancy", "check", "-f", "examples/tenancy/config.yaml"]);
     assert!(o.status.success());
     assert!(stdout(&o).starts_with("ok: 2 groups, 3 tools"));
+}
+
+#[test]
+fn compile_neutron_json_and_admin_refusal() {
+    let o = palisade(&["compile", "--target", "neutron", "-f", "examples/xyz"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("AdminNetworkPolicy protect-z-c"),
+        "{}",
+        stderr(&o)
+    );
+    let o = palisade(&[
+        "compile",
+        "--target",
+        "neutron",
+        "-f",
+        "examples/xyz",
+        "--ignore-admin-policies",
+        "--peer-mode",
+        "remote-groups",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("warning: ignoring 2"));
+    assert!(stderr(&o).contains("security groups"));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let groups = v["security_groups"].as_array().unwrap();
+    assert!(groups.iter().any(|g| g["name"] == "np-x-allow-from-y-b"));
+    assert_eq!(v["ports"].as_array().unwrap().len(), 9);
 }

@@ -1,14 +1,57 @@
 //! `palisade compile --target neutron`.
 
+use std::io::Write;
+
+use palisade_neutron::{PeerMode, TranslateOptions};
+
 use crate::error::CliError;
 
 /// Neutron-specific flags of `compile`.
 #[derive(Debug, Clone, clap::Args)]
-pub struct Flags {}
+pub struct Flags {
+    /// Translate the NetworkPolicies although admin policies exist (they are not enforced).
+    #[arg(long)]
+    ignore_admin_policies: bool,
+    /// Selector peers as per-pod prefixes (default) or as remote security groups.
+    #[arg(long, value_enum, default_value = "prefixes")]
+    peer_mode: PeerModeArg,
+}
 
-/// Compiles to Neutron security groups.
-pub fn run(_args: &super::compile::Args) -> Result<(), CliError> {
-    Err(CliError::Failed(
-        "the neutron target is not built yet".into(),
-    ))
+/// `--peer-mode` values.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum PeerModeArg {
+    /// `/32` and `/128` remote_ip_prefix rules per selected pod address.
+    Prefixes,
+    /// remote_group_id rules referring to member-only groups.
+    RemoteGroups,
+}
+
+/// Compiles to Neutron security groups: JSON (default) or YAML on stdout, a summary on stderr.
+pub fn run(args: &super::compile::Args) -> Result<(), CliError> {
+    let engine = args.input.engine()?;
+    let options = TranslateOptions {
+        peer_mode: match args.neutron.peer_mode {
+            PeerModeArg::Prefixes => PeerMode::Prefixes,
+            PeerModeArg::RemoteGroups => PeerMode::RemoteGroups,
+        },
+        ignore_admin_policies: args.neutron.ignore_admin_policies,
+    };
+    let (t, warnings) = palisade_neutron::translate(&engine, &options)
+        .map_err(|e| CliError::Failed(e.to_string()))?;
+    for w in warnings {
+        eprintln!("palisade: warning: {w}");
+    }
+    let value = serde_json::to_value(&t).map_err(|e| CliError::Failed(e.to_string()))?;
+    let text = match args.output.as_deref() {
+        None | Some("json") => serde_json::to_string_pretty(&value).unwrap_or_default() + "\n",
+        Some("yaml") => palisade_model::yaml::to_yaml(&value),
+        Some(other) => {
+            return Err(CliError::Usage(format!(
+                "-o {other}: the neutron target writes json or yaml"
+            )));
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    eprintln!("palisade: {}", t.summary());
+    Ok(())
 }
