@@ -37,12 +37,15 @@
 mod bitset;
 mod eval;
 mod explain;
+mod index;
 mod matrix;
 mod state;
+mod update;
 mod verdict;
 
 pub use bitset::BitSet;
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use matrix::{Matrix, Probe};
 pub use state::{Engine, Options, PodId, Semantics};
+pub use update::Change;
 pub use verdict::{Decision, Exemption, PolicyId, RuleMatch, SideVerdict, Tier, Verdict};

@@ -1,5 +1,6 @@
-//! The engine's indexed state: the cluster's objects, resolved selectors, and per-pod,
-//! per-direction lists of the policies that apply, in evaluation order.
+//! The engine's indexed state: the cluster's objects, label indexes, every policy's subject
+//! and peers resolved to pod sets, and per-pod, per-direction lists of the policies that
+//! apply, in evaluation order.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -10,6 +11,7 @@ use palisade_model::{
 };
 
 use crate::bitset::BitSet;
+use crate::index::LabelIndex;
 use crate::verdict::PolicyId;
 
 /// Which isolation model NetworkPolicies follow.
@@ -42,7 +44,7 @@ impl Default for Options {
     }
 }
 
-/// Pod index in the cluster's (sorted) pod list.
+/// Pod index in the cluster's pod list.
 pub type PodId = usize;
 
 /// A peer of a NetworkPolicy rule, with its pods resolved.
@@ -59,8 +61,10 @@ pub(crate) struct NpRule {
     pub ports: Option<Vec<palisade_model::NetworkPolicyPort>>,
 }
 
+/// A NetworkPolicy with its subject and peers resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledNp {
+    pub subject: BitSet,
     pub ingress: Vec<NpRule>,
     pub egress: Vec<NpRule>,
 }
@@ -80,19 +84,22 @@ pub(crate) enum AdminPeerC {
     Unsupported,
 }
 
+/// An admin rule's peers, compiled.
 #[derive(Debug, Clone)]
 pub(crate) struct AdminRuleC {
     pub peers: Vec<AdminPeerC>,
 }
 
+/// An admin policy with its subject and peers resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledAdmin {
+    pub subject: BitSet,
     pub ingress: Vec<AdminRuleC>,
     pub egress: Vec<AdminRuleC>,
 }
 
 /// Policies applying to one pod in one direction, in evaluation order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct PodPolicies {
     pub admin: Vec<u32>,
     pub network: Vec<u32>,
@@ -108,19 +115,34 @@ pub(crate) enum Owner {
     Node(usize),
 }
 
-/// The compiled, indexed cluster: answer [`crate::Engine::evaluate`] from it.
+/// Which namespaces a pod selection covers.
+pub(crate) enum NsScope<'a> {
+    /// One namespace, by name.
+    Named(&'a str),
+    /// The namespaces a selector selects.
+    Selected(&'a Selector),
+}
+
+/// The compiled, indexed cluster: answer [`crate::Engine::evaluate`] from it; keep it
+/// current with [`crate::Engine::apply`].
 #[derive(Debug, Clone)]
 pub struct Engine {
     pub(crate) cluster: Cluster,
     pub(crate) options: Options,
-    pub(crate) pod_ns: Vec<usize>,
-    pub(crate) pod_node: Vec<Option<usize>>,
     pub(crate) ns_index: HashMap<String, usize>,
     pub(crate) node_index: HashMap<String, usize>,
     pub(crate) pod_index: HashMap<(String, String), PodId>,
+    pub(crate) pod_ns: Vec<usize>,
+    pub(crate) pod_node: Vec<Option<usize>>,
     pub(crate) ip_owner: HashMap<IpAddr, Owner>,
+    pub(crate) pod_labels: LabelIndex,
+    pub(crate) ns_pods: Vec<BitSet>,
+    /// Pods that can be policy subjects and selector peers (not host-network).
+    pub(crate) subjects: BitSet,
     pub(crate) nps: Vec<CompiledNp>,
     pub(crate) admins: Vec<CompiledAdmin>,
+    /// Admin policy indices in evaluation order.
+    pub(crate) admin_order: Vec<u32>,
     pub(crate) ingress: Vec<PodPolicies>,
     pub(crate) egress: Vec<PodPolicies>,
 }
@@ -128,79 +150,44 @@ pub struct Engine {
 impl Engine {
     /// Compiles a cluster.
     pub fn new(cluster: Cluster, options: Options) -> Engine {
-        let ns_index: HashMap<String, usize> = cluster
-            .namespaces
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
-        let node_index: HashMap<String, usize> = cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
-        let pod_index = cluster
-            .pods
-            .iter()
-            .enumerate()
-            .map(|(i, p)| ((p.namespace.clone(), p.name.clone()), i))
-            .collect();
-        let pod_ns = cluster
-            .pods
-            .iter()
-            .map(|p| ns_index.get(&p.namespace).copied().unwrap_or(usize::MAX))
-            .collect();
-        let pod_node = cluster
-            .pods
-            .iter()
-            .map(|p| {
-                p.node_name
-                    .as_ref()
-                    .and_then(|n| node_index.get(n).copied())
-            })
-            .collect();
-        let mut ip_owner = HashMap::new();
-        for (i, n) in cluster.nodes.iter().enumerate() {
-            for ip in &n.addresses {
-                ip_owner.insert(*ip, Owner::Node(i));
-            }
-        }
-        for (i, p) in cluster.pods.iter().enumerate() {
-            if !p.host_network {
-                for ip in &p.ips {
-                    ip_owner.entry(*ip).or_insert(Owner::Pod(i));
-                }
-            }
-        }
-        let mut engine = Engine {
+        let mut e = Engine {
             cluster,
             options,
-            pod_ns,
-            pod_node,
-            ns_index,
-            node_index,
-            pod_index,
-            ip_owner,
+            ns_index: HashMap::new(),
+            node_index: HashMap::new(),
+            pod_index: HashMap::new(),
+            pod_ns: Vec::new(),
+            pod_node: Vec::new(),
+            ip_owner: HashMap::new(),
+            pod_labels: LabelIndex::default(),
+            ns_pods: Vec::new(),
+            subjects: BitSet::default(),
             nps: Vec::new(),
             admins: Vec::new(),
+            admin_order: Vec::new(),
             ingress: Vec::new(),
             egress: Vec::new(),
         };
-        engine.nps = engine
+        e.index_namespaces_and_nodes();
+        for pod in 0..e.cluster.pods.len() {
+            e.index_pod(pod);
+        }
+        e.rebuild_ip_owner();
+        e.nps = e
             .cluster
             .network_policies
             .iter()
-            .map(|np| engine.compile_np(np))
+            .map(|np| e.compile_np(np))
             .collect();
-        engine.admins = engine
+        e.admins = e
             .cluster
             .admin_policies
             .iter()
-            .map(|p| engine.compile_admin(p))
+            .map(|p| e.compile_admin(p))
             .collect();
-        engine.index_pods();
-        engine
+        e.sort_admins();
+        e.build_lists();
+        e
     }
 
     /// The options it was built with.
@@ -208,8 +195,8 @@ impl Engine {
         self.options
     }
 
-    /// The cluster it was built from.
-    pub fn cluster(&self) -> &palisade_model::Cluster {
+    /// The cluster it was built from (with every change applied since).
+    pub fn cluster(&self) -> &Cluster {
         &self.cluster
     }
 
@@ -251,14 +238,89 @@ impl Engine {
         !self.cluster.pods[pod].host_network
     }
 
-    fn pods_where(&self, pred: impl Fn(PodId) -> bool) -> BitSet {
-        let mut set = BitSet::new(self.cluster.pods.len());
-        for i in 0..self.cluster.pods.len() {
-            if self.is_subject(i) && pred(i) {
-                set.insert(i);
+    pub(crate) fn policies(&self, pod: PodId, dir: Direction) -> &PodPolicies {
+        match dir {
+            Direction::Ingress => &self.ingress[pod],
+            Direction::Egress => &self.egress[pod],
+        }
+    }
+
+    // ------------------------------------------------------------------ indexes
+
+    pub(crate) fn index_namespaces_and_nodes(&mut self) {
+        self.ns_index = self
+            .cluster
+            .namespaces
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        self.node_index = self
+            .cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        self.ns_pods
+            .resize(self.cluster.namespaces.len(), BitSet::default());
+    }
+
+    /// Adds pod `pod` (already in `cluster.pods`) to every pod index.
+    pub(crate) fn index_pod(&mut self, pod: PodId) {
+        let p = &self.cluster.pods[pod];
+        let ns = self
+            .ns_index
+            .get(&p.namespace)
+            .copied()
+            .unwrap_or(usize::MAX);
+        let node = p
+            .node_name
+            .as_ref()
+            .and_then(|n| self.node_index.get(n).copied());
+        if pod >= self.pod_ns.len() {
+            self.pod_ns.resize(pod + 1, usize::MAX);
+            self.pod_node.resize(pod + 1, None);
+        }
+        self.pod_ns[pod] = ns;
+        self.pod_node[pod] = node;
+        self.pod_index
+            .insert((p.namespace.clone(), p.name.clone()), pod);
+        self.pod_labels.insert(pod, &p.labels);
+        if let Some(set) = self.ns_pods.get_mut(ns) {
+            set.insert(pod);
+        }
+        self.subjects.set(pod, !p.host_network);
+    }
+
+    /// Removes pod `pod` from every pod index (it is still in `cluster.pods`).
+    pub(crate) fn unindex_pod(&mut self, pod: PodId) {
+        let p = &self.cluster.pods[pod];
+        self.pod_index
+            .remove(&(p.namespace.clone(), p.name.clone()));
+        self.pod_labels.remove(pod, &p.labels);
+        if let Some(set) = self.ns_pods.get_mut(self.pod_ns[pod]) {
+            set.remove(pod);
+        }
+        self.subjects.remove(pod);
+    }
+
+    /// Recomputes which pod or node owns every address (nodes win over host-network pods;
+    /// the first pod wins a duplicate address).
+    pub(crate) fn rebuild_ip_owner(&mut self) {
+        self.ip_owner.clear();
+        for (i, n) in self.cluster.nodes.iter().enumerate() {
+            for ip in &n.addresses {
+                self.ip_owner.insert(*ip, Owner::Node(i));
             }
         }
-        set
+        for (i, p) in self.cluster.pods.iter().enumerate() {
+            if !p.host_network {
+                for ip in &p.ips {
+                    self.ip_owner.entry(*ip).or_insert(Owner::Pod(i));
+                }
+            }
+        }
     }
 
     fn ns_labels(&self, pod: PodId) -> Option<&palisade_model::Labels> {
@@ -268,7 +330,33 @@ impl Engine {
             .map(|n| &n.labels)
     }
 
-    fn compile_np(&self, np: &NetworkPolicy) -> CompiledNp {
+    /// Subject pods in the namespaces of `scope` that `pods` selects.
+    pub(crate) fn select_pods(&self, scope: NsScope<'_>, pods: &Selector) -> BitSet {
+        let mut in_ns = BitSet::default();
+        match scope {
+            NsScope::Named(name) => {
+                if let Some(s) = self.ns_index.get(name).and_then(|&i| self.ns_pods.get(i)) {
+                    in_ns.union(s);
+                }
+            }
+            NsScope::Selected(sel) => {
+                for (i, ns) in self.cluster.namespaces.iter().enumerate() {
+                    if sel.matches(&ns.labels) {
+                        in_ns.union(&self.ns_pods[i]);
+                    }
+                }
+            }
+        }
+        in_ns.intersect(&self.subjects);
+        if !pods.is_empty() {
+            in_ns.intersect(&self.pod_labels.select(pods));
+        }
+        in_ns
+    }
+
+    // ------------------------------------------------------------------ compiling policies
+
+    pub(crate) fn compile_np(&self, np: &NetworkPolicy) -> CompiledNp {
         let legacy_lists = self.options.semantics == Semantics::Legacy
             && np.api == NetworkPolicyApi::ExtensionsV1beta1;
         let rules = |dir| {
@@ -289,6 +377,7 @@ impl Engine {
                 .collect()
         };
         CompiledNp {
+            subject: self.select_pods(NsScope::Named(&np.namespace), &np.pod_selector),
             ingress: rules(Direction::Ingress),
             egress: rules(Direction::Egress),
         }
@@ -297,18 +386,32 @@ impl Engine {
     fn compile_np_peer(&self, np: &NetworkPolicy, peer: &NetworkPolicyPeer) -> NpPeer {
         match peer {
             NetworkPolicyPeer::IpBlock(b) => NpPeer::IpBlock(b.clone()),
-            NetworkPolicyPeer::Pods { namespaces, pods } => NpPeer::Pods(self.pods_where(|i| {
-                let p = &self.cluster.pods[i];
-                let ns_ok = match namespaces {
-                    None => p.namespace == np.namespace,
-                    Some(sel) => self.ns_labels(i).is_some_and(|l| sel.matches(l)),
-                };
-                ns_ok && pods.matches(&p.labels)
-            })),
+            NetworkPolicyPeer::Pods { namespaces, pods } => NpPeer::Pods(match namespaces {
+                None => self.select_pods(NsScope::Named(&np.namespace), pods),
+                Some(sel) => self.select_pods(NsScope::Selected(sel), pods),
+            }),
         }
     }
 
-    fn compile_admin(&self, policy: &AdminPolicy) -> CompiledAdmin {
+    /// Whether `pod` is in a NetworkPolicy peer (the per-pod form of `compile_np_peer`).
+    pub(crate) fn np_peer_has(
+        &self,
+        np: &NetworkPolicy,
+        peer: &NetworkPolicyPeer,
+        pod: PodId,
+    ) -> bool {
+        let NetworkPolicyPeer::Pods { namespaces, pods } = peer else {
+            return false;
+        };
+        let p = &self.cluster.pods[pod];
+        let ns_ok = match namespaces {
+            None => p.namespace == np.namespace,
+            Some(sel) => self.ns_labels(pod).is_some_and(|l| sel.matches(l)),
+        };
+        self.is_subject(pod) && ns_ok && pods.matches(&p.labels)
+    }
+
+    pub(crate) fn compile_admin(&self, policy: &AdminPolicy) -> CompiledAdmin {
         let rules = |rules: &[AdminRule]| {
             rules
                 .iter()
@@ -317,27 +420,30 @@ impl Engine {
                 })
                 .collect()
         };
+        let subject = match &policy.subject {
+            Subject::Namespaces(ns) => {
+                self.select_pods(NsScope::Selected(ns), &Selector::everything())
+            }
+            Subject::Pods { namespaces, pods } => {
+                self.select_pods(NsScope::Selected(namespaces), pods)
+            }
+        };
         CompiledAdmin {
+            subject,
             ingress: rules(&policy.ingress),
             egress: rules(&policy.egress),
         }
     }
 
     fn compile_admin_peer(&self, peer: &AdminPeer) -> AdminPeerC {
-        let static_pods = |ns: &Selector, pods: &Selector| {
-            self.pods_where(|i| {
-                self.ns_labels(i).is_some_and(|l| ns.matches(l))
-                    && pods.matches(&self.cluster.pods[i].labels)
-            })
-        };
         match peer {
             AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => {
-                AdminPeerC::Pods(static_pods(ns, &Selector::everything()))
+                AdminPeerC::Pods(self.select_pods(NsScope::Selected(ns), &Selector::everything()))
             }
             AdminPeer::Pods {
                 namespaces: NamespaceMatch::Selector(ns),
                 pods,
-            } => AdminPeerC::Pods(static_pods(ns, pods)),
+            } => AdminPeerC::Pods(self.select_pods(NsScope::Selected(ns), pods)),
             AdminPeer::Namespaces(m) => AdminPeerC::Related {
                 namespaces: m.clone(),
                 pods: Selector::everything(),
@@ -352,72 +458,127 @@ impl Engine {
         }
     }
 
-    fn subject_selects(&self, subject: &Subject, pod: PodId) -> bool {
+    /// Whether `pod` is in a statically resolved admin peer (per-pod form).
+    pub(crate) fn admin_static_peer_has(&self, peer: &AdminPeer, pod: PodId) -> bool {
         let p = &self.cluster.pods[pod];
         let ns_ok = |sel: &Selector| self.ns_labels(pod).is_some_and(|l| sel.matches(l));
-        match subject {
-            Subject::Namespaces(ns) => ns_ok(ns),
-            Subject::Pods { namespaces, pods } => ns_ok(namespaces) && pods.matches(&p.labels),
-        }
+        self.is_subject(pod)
+            && match peer {
+                AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => ns_ok(ns),
+                AdminPeer::Pods {
+                    namespaces: NamespaceMatch::Selector(ns),
+                    pods,
+                } => ns_ok(ns) && pods.matches(&p.labels),
+                _ => false,
+            }
     }
 
-    /// Builds every pod's ordered policy lists.
-    fn index_pods(&mut self) {
+    /// Whether an admin policy's subject selects `pod` (per-pod form).
+    pub(crate) fn admin_subject_has(&self, policy: &AdminPolicy, pod: PodId) -> bool {
+        let p = &self.cluster.pods[pod];
+        let ns_ok = |sel: &Selector| self.ns_labels(pod).is_some_and(|l| sel.matches(l));
+        self.is_subject(pod)
+            && match &policy.subject {
+                Subject::Namespaces(ns) => ns_ok(ns),
+                Subject::Pods { namespaces, pods } => ns_ok(namespaces) && pods.matches(&p.labels),
+            }
+    }
+
+    /// Whether a NetworkPolicy selects `pod` (per-pod form).
+    pub(crate) fn np_subject_has(&self, np: &NetworkPolicy, pod: PodId) -> bool {
+        let p = &self.cluster.pods[pod];
+        self.is_subject(pod) && p.namespace == np.namespace && np.pod_selector.matches(&p.labels)
+    }
+
+    // ------------------------------------------------------------------ per-pod lists
+
+    /// The evaluation order of admin policies: tier, priority, kind, then name.
+    pub(crate) fn sort_admins(&mut self) {
+        let mut order: Vec<u32> = (0..self.cluster.admin_policies.len() as u32).collect();
+        order.sort_by_key(|&i| {
+            let p = &self.cluster.admin_policies[i as usize];
+            (p.tier, p.priority, p.kind, p.name.clone())
+        });
+        self.admin_order = order;
+    }
+
+    /// Builds every pod's ordered policy lists from the compiled subjects.
+    fn build_lists(&mut self) {
         let n = self.cluster.pods.len();
         let mut ingress = vec![PodPolicies::default(); n];
         let mut egress = vec![PodPolicies::default(); n];
-        let mut order: Vec<usize> = (0..self.cluster.admin_policies.len()).collect();
-        order.sort_by_key(|&i| {
-            let p = &self.cluster.admin_policies[i];
-            (p.tier, p.priority, p.kind, p.name.clone())
-        });
-        for pod in 0..n {
-            if !self.is_subject(pod) {
-                continue;
-            }
-            for &i in &order {
-                let p = &self.cluster.admin_policies[i];
-                if !self.subject_selects(&p.subject, pod) {
-                    continue;
-                }
+        for &i in &self.admin_order {
+            let p = &self.cluster.admin_policies[i as usize];
+            for pod in self.admins[i as usize].subject.iter() {
                 for (lists, dir) in [
                     (&mut ingress, Direction::Ingress),
                     (&mut egress, Direction::Egress),
                 ] {
-                    if p.rules(dir).is_empty() {
-                        continue;
-                    }
-                    let l = &mut lists[pod];
-                    match p.tier {
-                        AdminTier::Admin => l.admin.push(i as u32),
-                        AdminTier::Baseline => l.baseline.push(i as u32),
+                    if !p.rules(dir).is_empty() {
+                        match p.tier {
+                            AdminTier::Admin => lists[pod].admin.push(i),
+                            AdminTier::Baseline => lists[pod].baseline.push(i),
+                        }
                     }
                 }
             }
-            let ns_name = &self.cluster.pods[pod].namespace;
-            for (i, np) in self.cluster.network_policies.iter().enumerate() {
-                if &np.namespace != ns_name
-                    || !np.pod_selector.matches(&self.cluster.pods[pod].labels)
-                {
-                    continue;
-                }
+        }
+        for (i, np) in self.nps.iter().enumerate() {
+            for pod in np.subject.iter() {
                 ingress[pod].network.push(i as u32);
                 egress[pod].network.push(i as u32);
             }
-            ingress[pod].annotation = self
-                .cluster
-                .namespaces
-                .get(self.pod_ns[pod])
-                .is_some_and(|ns| ns.default_deny_ingress);
+        }
+        for (pod, l) in ingress.iter_mut().enumerate() {
+            l.annotation = self.annotated(pod);
         }
         self.ingress = ingress;
         self.egress = egress;
     }
 
-    pub(crate) fn policies(&self, pod: PodId, dir: Direction) -> &PodPolicies {
-        match dir {
-            Direction::Ingress => &self.ingress[pod],
-            Direction::Egress => &self.egress[pod],
+    /// Whether `pod`'s namespace carries the legacy DefaultDeny annotation.
+    fn annotated(&self, pod: PodId) -> bool {
+        self.is_subject(pod)
+            && self
+                .cluster
+                .namespaces
+                .get(self.pod_ns[pod])
+                .is_some_and(|ns| ns.default_deny_ingress)
+    }
+
+    /// Recomputes one pod's lists from the compiled subjects.
+    pub(crate) fn rebuild_pod_lists(&mut self, pod: PodId) {
+        let mut ingress = PodPolicies::default();
+        let mut egress = PodPolicies::default();
+        for &i in &self.admin_order {
+            if !self.admins[i as usize].subject.contains(pod) {
+                continue;
+            }
+            let p = &self.cluster.admin_policies[i as usize];
+            for (l, dir) in [
+                (&mut ingress, Direction::Ingress),
+                (&mut egress, Direction::Egress),
+            ] {
+                if !p.rules(dir).is_empty() {
+                    match p.tier {
+                        AdminTier::Admin => l.admin.push(i),
+                        AdminTier::Baseline => l.baseline.push(i),
+                    }
+                }
+            }
         }
+        for (i, np) in self.nps.iter().enumerate() {
+            if np.subject.contains(pod) {
+                ingress.network.push(i as u32);
+                egress.network.push(i as u32);
+            }
+        }
+        ingress.annotation = self.annotated(pod);
+        if pod >= self.ingress.len() {
+            self.ingress.resize(pod + 1, PodPolicies::default());
+            self.egress.resize(pod + 1, PodPolicies::default());
+        }
+        self.ingress[pod] = ingress;
+        self.egress[pod] = egress;
     }
 }

@@ -1,0 +1,134 @@
+//! Label indexes: which pods carry which label, so a selector resolves by set algebra
+//! instead of a scan.
+
+use std::collections::HashMap;
+
+use palisade_model::{Labels, Selector, SelectorOp};
+
+use crate::bitset::BitSet;
+
+/// Pods by label key and by key/value.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LabelIndex {
+    by_key: HashMap<String, BitSet>,
+    by_value: HashMap<(String, String), BitSet>,
+    all: BitSet,
+}
+
+impl LabelIndex {
+    /// Indexes object `id` with `labels`.
+    pub fn insert(&mut self, id: usize, labels: &Labels) {
+        self.all.insert(id);
+        for (k, v) in labels {
+            self.by_key.entry(k.clone()).or_default().insert(id);
+            self.by_value
+                .entry((k.clone(), v.clone()))
+                .or_default()
+                .insert(id);
+        }
+    }
+
+    /// Forgets object `id`, which had `labels`.
+    pub fn remove(&mut self, id: usize, labels: &Labels) {
+        self.all.remove(id);
+        for (k, v) in labels {
+            if let Some(s) = self.by_key.get_mut(k) {
+                s.remove(id);
+            }
+            if let Some(s) = self.by_value.get_mut(&(k.clone(), v.clone())) {
+                s.remove(id);
+            }
+        }
+    }
+
+    fn value(&self, k: &str, v: &str) -> Option<&BitSet> {
+        self.by_value.get(&(k.to_string(), v.to_string()))
+    }
+
+    fn any_value(&self, k: &str, values: &[String]) -> BitSet {
+        let mut s = BitSet::default();
+        for v in values {
+            if let Some(x) = self.value(k, v) {
+                s.union(x);
+            }
+        }
+        s
+    }
+
+    /// The objects `sel` selects.
+    pub fn select(&self, sel: &Selector) -> BitSet {
+        let mut s = self.all.clone();
+        for (k, v) in &sel.match_labels {
+            match self.value(k, v) {
+                Some(x) => s.intersect(x),
+                None => return BitSet::default(),
+            }
+        }
+        let empty = BitSet::default();
+        for r in &sel.expressions {
+            match &r.op {
+                SelectorOp::In(values) => s.intersect(&self.any_value(&r.key, values)),
+                SelectorOp::NotIn(values) => s.subtract(&self.any_value(&r.key, values)),
+                SelectorOp::Exists => s.intersect(self.by_key.get(&r.key).unwrap_or(&empty)),
+                SelectorOp::DoesNotExist => s.subtract(self.by_key.get(&r.key).unwrap_or(&empty)),
+            }
+        }
+        s
+    }
+
+    /// Renumbers object `from` as `to` (after `to` was removed), given its labels.
+    pub fn renumber(&mut self, from: usize, to: usize, labels: &Labels) {
+        self.remove(from, labels);
+        self.insert(to, labels);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use palisade_model::Requirement;
+
+    #[test]
+    fn selects_like_selector_matches() {
+        let objects: Vec<Labels> = vec![
+            [("app".into(), "a".into())].into(),
+            [("app".into(), "b".into()), ("tier".into(), "x".into())].into(),
+            Labels::new(),
+        ];
+        let mut idx = LabelIndex::default();
+        for (i, l) in objects.iter().enumerate() {
+            idx.insert(i, l);
+        }
+        let sels = [
+            Selector::everything(),
+            Selector {
+                match_labels: [("app".into(), "b".into())].into(),
+                expressions: vec![],
+            },
+            Selector {
+                match_labels: Default::default(),
+                expressions: vec![Requirement {
+                    key: "app".into(),
+                    op: SelectorOp::NotIn(vec!["a".into()]),
+                }],
+            },
+            Selector {
+                match_labels: Default::default(),
+                expressions: vec![Requirement {
+                    key: "tier".into(),
+                    op: SelectorOp::DoesNotExist,
+                }],
+            },
+            Selector {
+                match_labels: [("nope".into(), "x".into())].into(),
+                expressions: vec![],
+            },
+        ];
+        for sel in &sels {
+            let want: Vec<usize> = (0..objects.len())
+                .filter(|&i| sel.matches(&objects[i]))
+                .collect();
+            assert_eq!(idx.select(sel).iter().collect::<Vec<_>>(), want, "{sel}");
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! Incremental updates: add, change or remove one object and update only what depends on
+//! it. The result equals a full [`Engine::new`] on the changed cluster (property-tested).
+
+use palisade_model::{AdminPeer, AdminPolicy, Namespace, NetworkPolicy, Node, Pod, PolicyKind};
+
+use crate::bitset::BitSet;
+use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PodId, PodPolicies};
+
+/// One change to the cluster.
+#[derive(Debug, Clone)]
+pub enum Change {
+    /// Add or replace a namespace (by name).
+    UpsertNamespace(Namespace),
+    /// Remove a namespace, with its pods and NetworkPolicies.
+    RemoveNamespace(String),
+    /// Add or replace a pod (by namespace and name).
+    UpsertPod(Pod),
+    /// Remove a pod.
+    RemovePod {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// Add or replace a node (by name).
+    UpsertNode(Node),
+    /// Remove a node.
+    RemoveNode(String),
+    /// Add or replace a NetworkPolicy (by namespace and name).
+    UpsertNetworkPolicy(NetworkPolicy),
+    /// Remove a NetworkPolicy.
+    RemoveNetworkPolicy {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// Add or replace an admin policy (by kind and name).
+    UpsertAdminPolicy(AdminPolicy),
+    /// Remove an admin policy.
+    RemoveAdminPolicy {
+        /// Kind.
+        kind: PolicyKind,
+        /// Name.
+        name: String,
+    },
+}
+
+impl Engine {
+    /// Applies one change, updating only the state that depends on the changed object.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::UpsertNamespace(ns) => self.upsert_namespace(ns),
+            Change::RemoveNamespace(name) => self.remove_namespace(&name),
+            Change::UpsertPod(p) => self.upsert_pod(p),
+            Change::RemovePod { namespace, name } => {
+                if let Some(id) = self.pod_id(&namespace, &name) {
+                    self.remove_pod(id);
+                }
+            }
+            Change::UpsertNode(n) => {
+                match self.cluster.nodes.iter().position(|x| x.name == n.name) {
+                    Some(i) => self.cluster.nodes[i] = n,
+                    None => self.cluster.nodes.push(n),
+                }
+                self.reindex_nodes();
+            }
+            Change::RemoveNode(name) => {
+                self.cluster.nodes.retain(|n| n.name != name);
+                self.reindex_nodes();
+            }
+            Change::UpsertNetworkPolicy(np) => self.upsert_np(np),
+            Change::RemoveNetworkPolicy { namespace, name } => {
+                if let Some(i) = self
+                    .cluster
+                    .network_policies
+                    .iter()
+                    .position(|p| p.namespace == namespace && p.name == name)
+                {
+                    self.remove_np(i);
+                }
+            }
+            Change::UpsertAdminPolicy(p) => self.upsert_admin(p),
+            Change::RemoveAdminPolicy { kind, name } => {
+                if let Some(i) = self
+                    .cluster
+                    .admin_policies
+                    .iter()
+                    .position(|p| p.kind == kind && p.name == name)
+                {
+                    self.remove_admin(i);
+                }
+            }
+        }
+    }
+
+    /// Every compiled pod set (subjects and static peers).
+    fn for_each_set(&mut self, mut f: impl FnMut(&mut BitSet)) {
+        for np in &mut self.nps {
+            f(&mut np.subject);
+            for r in np.ingress.iter_mut().chain(np.egress.iter_mut()) {
+                for p in r.peers.iter_mut().flatten() {
+                    if let NpPeer::Pods(s) = p {
+                        f(s);
+                    }
+                }
+            }
+        }
+        for a in &mut self.admins {
+            f(&mut a.subject);
+            for r in a.ingress.iter_mut().chain(a.egress.iter_mut()) {
+                for p in &mut r.peers {
+                    if let AdminPeerC::Pods(s) = p {
+                        f(s);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Recomputes `pod`'s membership in every compiled set, then its policy lists.
+    fn refresh_pod(&mut self, pod: PodId) {
+        let mut bits: Vec<bool> = Vec::new();
+        for np in &self.cluster.network_policies {
+            bits.push(self.np_subject_has(np, pod));
+            for dir in [
+                palisade_model::Direction::Ingress,
+                palisade_model::Direction::Egress,
+            ] {
+                for r in np.rules(dir) {
+                    for p in r.peers.iter().flatten() {
+                        bits.push(self.np_peer_has(np, p, pod));
+                    }
+                }
+            }
+        }
+        let mut admin_bits: Vec<bool> = Vec::new();
+        for a in &self.cluster.admin_policies {
+            admin_bits.push(self.admin_subject_has(a, pod));
+            for r in a.ingress.iter().chain(&a.egress) {
+                for p in &r.peers {
+                    if matches!(
+                        p,
+                        AdminPeer::Namespaces(palisade_model::NamespaceMatch::Selector(_))
+                            | AdminPeer::Pods {
+                                namespaces: palisade_model::NamespaceMatch::Selector(_),
+                                ..
+                            }
+                    ) {
+                        admin_bits.push(self.admin_static_peer_has(p, pod));
+                    }
+                }
+            }
+        }
+        let (mut nb, mut ab) = (bits.into_iter(), admin_bits.into_iter());
+        for (np, model) in self.nps.iter_mut().zip(&self.cluster.network_policies) {
+            np.subject.set(pod, nb.next().unwrap_or(false));
+            for (compiled, rules) in [
+                (&mut np.ingress, &model.ingress),
+                (&mut np.egress, &model.egress),
+            ] {
+                for (c, m) in compiled.iter_mut().zip(rules) {
+                    let n = m.peers.as_ref().map_or(0, Vec::len);
+                    let bits: Vec<bool> = (0..n).map(|_| nb.next().unwrap_or(false)).collect();
+                    // compiled peers mirror the model's when present (None only for empty lists)
+                    for (p, b) in c.peers.iter_mut().flatten().zip(bits) {
+                        if let NpPeer::Pods(s) = p {
+                            s.set(pod, b);
+                        }
+                    }
+                }
+            }
+        }
+        for a in &mut self.admins {
+            a.subject.set(pod, ab.next().unwrap_or(false));
+            for r in a.ingress.iter_mut().chain(a.egress.iter_mut()) {
+                for p in &mut r.peers {
+                    if let AdminPeerC::Pods(s) = p {
+                        s.set(pod, ab.next().unwrap_or(false));
+                    }
+                }
+            }
+        }
+        self.rebuild_pod_lists(pod);
+    }
+
+    fn ensure_namespace(&mut self, name: &str) {
+        if !self.ns_index.contains_key(name) {
+            let labels = [(
+                palisade_model::NAMESPACE_NAME_LABEL.to_string(),
+                name.to_string(),
+            )]
+            .into();
+            self.cluster.namespaces.push(Namespace {
+                name: name.to_string(),
+                labels,
+                default_deny_ingress: false,
+                origin: None,
+            });
+            self.ns_index
+                .insert(name.to_string(), self.cluster.namespaces.len() - 1);
+            self.ns_pods.push(BitSet::default());
+        }
+    }
+
+    fn upsert_namespace(&mut self, ns: Namespace) {
+        let i = match self.ns_index.get(&ns.name) {
+            Some(&i) => {
+                self.cluster.namespaces[i] = ns;
+                i
+            }
+            None => {
+                let name = ns.name.clone();
+                self.cluster.namespaces.push(ns);
+                self.ns_index
+                    .insert(name, self.cluster.namespaces.len() - 1);
+                self.ns_pods.push(BitSet::default());
+                self.cluster.namespaces.len() - 1
+            }
+        };
+        let members: Vec<PodId> = self.ns_pods[i].iter().collect();
+        for pod in members {
+            self.refresh_pod(pod);
+        }
+    }
+
+    fn remove_namespace(&mut self, name: &str) {
+        let Some(&i) = self.ns_index.get(name) else {
+            return;
+        };
+        loop {
+            let next = self.ns_pods[i].iter().next();
+            let Some(pod) = next else { break };
+            self.remove_pod(pod);
+        }
+        while let Some(np) = self
+            .cluster
+            .network_policies
+            .iter()
+            .position(|p| p.namespace == name)
+        {
+            self.remove_np(np);
+        }
+        let last = self.cluster.namespaces.len() - 1;
+        self.cluster.namespaces.swap_remove(i);
+        self.ns_pods.swap_remove(i);
+        self.ns_index.remove(name);
+        if i != last {
+            let moved = self.cluster.namespaces[i].name.clone();
+            self.ns_index.insert(moved, i);
+            for pod in self.ns_pods[i].iter().collect::<Vec<_>>() {
+                self.pod_ns[pod] = i;
+            }
+        }
+    }
+
+    fn upsert_pod(&mut self, p: Pod) {
+        self.ensure_namespace(&p.namespace);
+        let id = match self.pod_id(&p.namespace, &p.name) {
+            Some(id) => {
+                self.unindex_pod(id);
+                self.forget_ips(id);
+                self.cluster.pods[id] = p;
+                id
+            }
+            None => {
+                self.cluster.pods.push(p);
+                self.cluster.pods.len() - 1
+            }
+        };
+        self.index_pod(id);
+        let pod = &self.cluster.pods[id];
+        if !pod.host_network {
+            for ip in &pod.ips {
+                self.ip_owner.entry(*ip).or_insert(Owner::Pod(id));
+            }
+        }
+        self.refresh_pod(id);
+    }
+
+    fn forget_ips(&mut self, id: PodId) {
+        for ip in &self.cluster.pods[id].ips {
+            if self.ip_owner.get(ip) == Some(&Owner::Pod(id)) {
+                self.ip_owner.remove(ip);
+            }
+        }
+    }
+
+    fn remove_pod(&mut self, id: PodId) {
+        self.unindex_pod(id);
+        self.forget_ips(id);
+        self.for_each_set(|s| s.remove(id));
+        let last = self.cluster.pods.len() - 1;
+        if id != last {
+            // The last pod takes the freed id.
+            self.for_each_set(|s| s.renumber(last, id));
+            let moved = self.cluster.pods[last].clone();
+            self.pod_labels.renumber(last, id, &moved.labels);
+            if let Some(s) = self.ns_pods.get_mut(self.pod_ns[last]) {
+                s.renumber(last, id);
+            }
+            self.subjects.renumber(last, id);
+            self.pod_index
+                .insert((moved.namespace.clone(), moved.name.clone()), id);
+            for ip in &moved.ips {
+                if self.ip_owner.get(ip) == Some(&Owner::Pod(last)) {
+                    self.ip_owner.insert(*ip, Owner::Pod(id));
+                }
+            }
+            self.pod_ns[id] = self.pod_ns[last];
+            self.pod_node[id] = self.pod_node[last];
+            self.ingress.swap(id, last);
+            self.egress.swap(id, last);
+        }
+        self.cluster.pods.swap_remove(id);
+        self.pod_ns.truncate(last);
+        self.pod_node.truncate(last);
+        self.ingress.truncate(last);
+        self.egress.truncate(last);
+    }
+
+    fn reindex_nodes(&mut self) {
+        self.node_index = self
+            .cluster
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (n.name.clone(), i))
+            .collect();
+        for (i, p) in self.cluster.pods.iter().enumerate() {
+            self.pod_node[i] = p
+                .node_name
+                .as_ref()
+                .and_then(|n| self.node_index.get(n).copied());
+        }
+        self.rebuild_ip_owner();
+    }
+
+    fn upsert_np(&mut self, np: NetworkPolicy) {
+        if let Some(i) = self
+            .cluster
+            .network_policies
+            .iter()
+            .position(|p| p.namespace == np.namespace && p.name == np.name)
+        {
+            self.remove_np(i);
+        }
+        let compiled = self.compile_np(&np);
+        let i = self.nps.len() as u32;
+        for pod in compiled.subject.iter() {
+            self.ingress[pod].network.push(i);
+            self.egress[pod].network.push(i);
+        }
+        self.cluster.network_policies.push(np);
+        self.nps.push(compiled);
+    }
+
+    fn remove_np(&mut self, i: usize) {
+        let last = self.nps.len() - 1;
+        // Drops `from` from a pod's list, or renames it `to`.
+        let lists = |l: &mut PodPolicies, from: u32, to: Option<u32>| match to {
+            None => l.network.retain(|&x| x != from),
+            Some(to) => l
+                .network
+                .iter_mut()
+                .filter(|x| **x == from)
+                .for_each(|x| *x = to),
+        };
+        for pod in self.nps[i].subject.iter() {
+            lists(&mut self.ingress[pod], i as u32, None);
+            lists(&mut self.egress[pod], i as u32, None);
+        }
+        if i != last {
+            for pod in self.nps[last].subject.iter() {
+                lists(&mut self.ingress[pod], last as u32, Some(i as u32));
+                lists(&mut self.egress[pod], last as u32, Some(i as u32));
+            }
+        }
+        self.nps.swap_remove(i);
+        self.cluster.network_policies.swap_remove(i);
+    }
+
+    fn upsert_admin(&mut self, p: AdminPolicy) {
+        if let Some(i) = self
+            .cluster
+            .admin_policies
+            .iter()
+            .position(|x| x.kind == p.kind && x.name == p.name)
+        {
+            self.remove_admin(i);
+        }
+        let compiled = self.compile_admin(&p);
+        let pods: Vec<PodId> = compiled.subject.iter().collect();
+        self.cluster.admin_policies.push(p);
+        self.admins.push(compiled);
+        self.sort_admins();
+        for pod in pods {
+            self.rebuild_pod_lists(pod);
+        }
+    }
+
+    fn remove_admin(&mut self, i: usize) {
+        let last = self.admins.len() - 1;
+        let mut affected: Vec<PodId> = self.admins[i].subject.iter().collect();
+        if i != last {
+            affected.extend(self.admins[last].subject.iter());
+        }
+        self.admins.swap_remove(i);
+        self.cluster.admin_policies.swap_remove(i);
+        self.sort_admins();
+        affected.sort_unstable();
+        affected.dedup();
+        for pod in affected {
+            self.rebuild_pod_lists(pod);
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! Incremental updates equal a full recompile: random clusters, random sequences of
+//! changes to every kind of object, verdicts compared on every address pair.
+
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::net::IpAddr;
+
+use palisade_engine::{Change, Engine, Flow, Options};
+use palisade_model::*;
+use proptest::prelude::*;
+
+mod common;
+use common::generate::{admin_policy, cluster, labels, network_policy, pod};
+
+/// The same change applied to a plain cluster: the reference for what `apply` must mean.
+fn apply_to_cluster(c: &mut Cluster, change: &Change) {
+    fn upsert<T: Clone>(v: &mut Vec<T>, x: &T, same: impl Fn(&T) -> bool) {
+        match v.iter().position(same) {
+            Some(i) => v[i] = x.clone(),
+            None => v.push(x.clone()),
+        }
+    }
+    match change {
+        Change::UpsertNamespace(ns) => upsert(&mut c.namespaces, ns, |n| n.name == ns.name),
+        Change::RemoveNamespace(name) => {
+            c.namespaces.retain(|n| &n.name != name);
+            c.pods.retain(|p| &p.namespace != name);
+            c.network_policies.retain(|p| &p.namespace != name);
+        }
+        Change::UpsertPod(p) => {
+            if !c.namespaces.iter().any(|n| n.name == p.namespace) {
+                let labels = [(NAMESPACE_NAME_LABEL.to_string(), p.namespace.clone())].into();
+                c.namespaces.push(Namespace {
+                    name: p.namespace.clone(),
+                    labels,
+                    default_deny_ingress: false,
+                    origin: None,
+                });
+            }
+            upsert(&mut c.pods, p, |x| {
+                x.namespace == p.namespace && x.name == p.name
+            })
+        }
+        Change::RemovePod { namespace, name } => c
+            .pods
+            .retain(|p| !(&p.namespace == namespace && &p.name == name)),
+        Change::UpsertNode(n) => upsert(&mut c.nodes, n, |x| x.name == n.name),
+        Change::RemoveNode(name) => c.nodes.retain(|n| &n.name != name),
+        Change::UpsertNetworkPolicy(np) => upsert(&mut c.network_policies, np, |x| {
+            x.namespace == np.namespace && x.name == np.name
+        }),
+        Change::RemoveNetworkPolicy { namespace, name } => c
+            .network_policies
+            .retain(|p| !(&p.namespace == namespace && &p.name == name)),
+        Change::UpsertAdminPolicy(p) => upsert(&mut c.admin_policies, p, |x| {
+            x.kind == p.kind && x.name == p.name
+        }),
+        Change::RemoveAdminPolicy { kind, name } => c
+            .admin_policies
+            .retain(|p| !(&p.kind == kind && &p.name == name)),
+    }
+}
+
+fn change() -> impl Strategy<Value = Change> {
+    prop_oneof![
+        3 => (0..7usize).prop_flat_map(pod).prop_map(|mut p| {
+            // one address per (namespace, name): distinct pods never share one
+            if !p.host_network {
+                let ns: u8 = p.namespace.trim_start_matches("ns").parse().unwrap();
+                let i: u8 = p.name.trim_start_matches("pod").parse().unwrap();
+                p.ips = vec![IpAddr::from([10, 100 + ns, 0, i + 1])];
+            }
+            Change::UpsertPod(p)
+        }),
+        2 => (0..3usize, 0..7usize).prop_map(|(ns, i)| Change::RemovePod { namespace: format!("ns{ns}"), name: format!("pod{i}") }),
+        2 => (0..5usize).prop_flat_map(network_policy).prop_map(Change::UpsertNetworkPolicy),
+        1 => (0..3usize, 0..5usize).prop_map(|(ns, i)| Change::RemoveNetworkPolicy { namespace: format!("ns{ns}"), name: format!("np{i}") }),
+        2 => (0..5usize).prop_flat_map(admin_policy).prop_map(Change::UpsertAdminPolicy),
+        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Change::RemoveAdminPolicy { kind: p.kind, name: p.name }),
+        2 => (0..4usize, labels(), any::<bool>()).prop_map(|(i, mut labels, dd)| {
+            labels.insert(NAMESPACE_NAME_LABEL.into(), format!("ns{i}"));
+            Change::UpsertNamespace(Namespace { name: format!("ns{i}"), labels, default_deny_ingress: dd, origin: None })
+        }),
+        1 => (0..4usize).prop_map(|i| Change::RemoveNamespace(format!("ns{i}"))),
+        1 => (0..3usize, labels()).prop_map(|(i, labels)| Change::UpsertNode(Node {
+            name: format!("node{i}"), labels, addresses: vec![format!("192.168.0.{}", i + 1).parse().unwrap()], origin: Origin::default(),
+        })),
+        1 => (0..3usize).prop_map(|i| Change::RemoveNode(format!("node{i}"))),
+    ]
+}
+
+fn verdicts(e: &Engine, ips: &[IpAddr]) -> Vec<(bool, &'static str)> {
+    let mut out = Vec::new();
+    for &src in ips {
+        for &dst in ips {
+            for protocol in Protocol::ALL {
+                for port in [80u16, 81] {
+                    let v = e.evaluate(&Flow {
+                        src: e.endpoint_for_ip(src),
+                        dst: e.endpoint_for_ip(dst),
+                        protocol,
+                        port,
+                    });
+                    out.push((v.allowed, v.ingress.tier.as_str()));
+                    out.push((v.egress.allowed, v.egress.tier.as_str()));
+                }
+            }
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    #[test]
+    fn incremental_equals_full_recompile(c in cluster(), changes in proptest::collection::vec(change(), 1..12)) {
+        let mut engine = Engine::new(c.clone(), Options::default());
+        let mut mirror = c;
+        for ch in &changes {
+            engine.apply(ch.clone());
+            apply_to_cluster(&mut mirror, ch);
+        }
+        let full = Engine::new(mirror.clone(), Options::default());
+        let mut ips: Vec<IpAddr> = mirror.pods.iter().flat_map(|p| p.ips.clone()).collect();
+        ips.extend(["192.168.0.1", "192.168.0.2", "192.168.0.3", "203.0.113.7"].iter().map(|s| s.parse::<IpAddr>().unwrap()));
+        ips.sort();
+        ips.dedup();
+        prop_assert_eq!(verdicts(&engine, &ips), verdicts(&full, &ips), "after {:#?}", changes);
+        prop_assert_eq!(engine.cluster().pods.len(), mirror.pods.len());
+    }
+}
