@@ -1,8 +1,13 @@
 //! The connectivity matrix: every pod with an address to every other, for a set of probes.
+//!
+//! Pods that no policy can tell apart — same namespace, labels, network mode, the same side
+//! of every CIDR any policy names, and (when it matters) the same node and container ports
+//! — are evaluated once per class pair; the classes are evaluated in parallel.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
 
-use palisade_model::Protocol;
+use palisade_model::{AdminPeer, NetworkPolicyPeer, PortSpec, Protocol};
 
 use crate::eval::{Endpoint, Flow};
 use crate::state::{Engine, PodId};
@@ -23,15 +28,46 @@ pub struct Matrix {
     pub pods: Vec<PodId>,
     /// Probes, in the order given.
     pub probes: Vec<Probe>,
-    allowed: Vec<bool>,
+    /// The equivalence class of each row/column.
+    pub class_of: Vec<usize>,
+    /// Number of classes.
+    pub classes: usize,
+    /// `[probe][from class][to class]`.
+    verdicts: Vec<bool>,
 }
 
 impl Matrix {
     /// Whether `pods[from]` reaches `pods[to]` on `probes[probe]`.
     pub fn allowed(&self, probe: usize, from: usize, to: usize) -> bool {
-        let n = self.pods.len();
-        self.allowed[(probe * n + from) * n + to]
+        from == to || self.class_allowed(probe, self.class_of[from], self.class_of[to])
     }
+
+    /// Whether pods of class `from` reach (other) pods of class `to` on `probes[probe]`.
+    pub fn class_allowed(&self, probe: usize, from: usize, to: usize) -> bool {
+        let c = self.classes;
+        self.verdicts[(probe * c + from) * c + to]
+    }
+
+    /// The rows/columns of each class, in order.
+    pub fn class_members(&self) -> Vec<Vec<usize>> {
+        let mut out = vec![Vec::new(); self.classes];
+        for (i, &c) in self.class_of.iter().enumerate() {
+            out[c].push(i);
+        }
+        out
+    }
+}
+
+/// What makes two pods indistinguishable to every policy.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Signature {
+    namespace: usize,
+    labels: Vec<(String, String)>,
+    host_network: bool,
+    family_v6: bool,
+    regions: Vec<bool>,
+    node: Option<usize>,
+    ports: Vec<(Option<String>, u16, Protocol)>,
 }
 
 impl Engine {
@@ -48,11 +84,17 @@ impl Engine {
             .collect()
     }
 
-    /// Pods that have an address (host-network pods through their node), with their endpoint.
+    /// Pods that have an address (host-network pods through their node), with their
+    /// endpoint, in namespace/name order.
     pub fn addressable_pods(&self) -> Vec<(PodId, Endpoint)> {
-        (0..self.cluster.pods.len())
+        let mut pods: Vec<(PodId, Endpoint)> = (0..self.cluster.pods.len())
             .filter_map(|p| self.endpoint_for_pod(p, None).map(|e| (p, e)))
-            .collect()
+            .collect();
+        pods.sort_by(|a, b| {
+            let (x, y) = (&self.cluster.pods[a.0], &self.cluster.pods[b.0]);
+            (&x.namespace, &x.name).cmp(&(&y.namespace, &y.name))
+        });
+        pods
     }
 
     /// The flow between two pods: the source's primary address, and the destination's
@@ -68,6 +110,107 @@ impl Engine {
         })
     }
 
+    /// Every CIDR a policy names (ipBlock cidr and excepts, admin networks).
+    fn policy_cidrs(&self) -> Vec<ipnet::IpNet> {
+        let mut out = BTreeSet::new();
+        for np in &self.cluster.network_policies {
+            for r in np.ingress.iter().chain(&np.egress) {
+                for p in r.peers.iter().flatten() {
+                    if let NetworkPolicyPeer::IpBlock(b) = p {
+                        out.insert(b.cidr);
+                        out.extend(b.except.iter().copied());
+                    }
+                }
+            }
+        }
+        for a in &self.cluster.admin_policies {
+            for r in a.ingress.iter().chain(&a.egress) {
+                for p in &r.peers {
+                    if let AdminPeer::Networks(n) = p {
+                        out.extend(n.iter().copied());
+                    }
+                }
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// Whether any policy uses named ports (then container ports tell pods apart).
+    fn uses_named_ports(&self) -> bool {
+        self.cluster.network_policies.iter().any(|np| {
+            np.ingress
+                .iter()
+                .chain(&np.egress)
+                .flat_map(|r| r.ports.iter().flatten())
+                .any(|p| matches!(p.port, PortSpec::Named(_)))
+        }) || self.cluster.admin_policies.iter().any(|a| {
+            a.ingress
+                .iter()
+                .chain(&a.egress)
+                .flat_map(|r| r.ports.iter().flatten())
+                .any(|p| matches!(p, palisade_model::AdminPort::Named(_)))
+        })
+    }
+
+    /// Groups the matrix pods into classes no policy can tell apart.
+    fn classes(&self, pods: &[PodId]) -> (Vec<usize>, Vec<PodId>, Vec<Vec<PodId>>) {
+        let cidrs = self.policy_cidrs();
+        let named = self.uses_named_ports();
+        // Nodes matter when host endpoints (host-network pods) are sources or node peers exist.
+        let nodes_matter = self.cluster.pods.iter().any(|p| p.host_network)
+            || self.cluster.admin_policies.iter().any(|a| {
+                a.egress
+                    .iter()
+                    .any(|r| r.peers.iter().any(|p| matches!(p, AdminPeer::Nodes(_))))
+            });
+        let mut index: HashMap<Signature, usize> = HashMap::new();
+        let mut members: Vec<Vec<PodId>> = Vec::new();
+        let mut class_of = Vec::with_capacity(pods.len());
+        for &pod in pods {
+            let p = &self.cluster.pods[pod];
+            let ips: Vec<IpAddr> = match self.endpoint_for_pod(pod, None) {
+                Some(e) if p.host_network => vec![e.ip],
+                _ => p.ips.clone(),
+            };
+            let sig = Signature {
+                namespace: self.pod_ns[pod],
+                labels: p
+                    .labels
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                host_network: p.host_network,
+                family_v6: ips.first().is_some_and(IpAddr::is_ipv6),
+                regions: ips
+                    .iter()
+                    .flat_map(|ip| cidrs.iter().map(move |c| c.contains(ip)))
+                    .collect(),
+                node: if nodes_matter || p.host_network {
+                    self.pod_node[pod]
+                } else {
+                    None
+                },
+                ports: if named {
+                    p.ports
+                        .iter()
+                        .map(|c| (c.name.clone(), c.port.get(), c.protocol))
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+            };
+            let next = members.len();
+            let c = *index.entry(sig).or_insert(next);
+            if c == next {
+                members.push(Vec::new());
+            }
+            members[c].push(pod);
+            class_of.push(c);
+        }
+        let reps = members.iter().map(|m| m[0]).collect();
+        (class_of, reps, members)
+    }
+
     /// Evaluates every probe between every pair of addressable pods.
     pub fn matrix(&self, probes: &[Probe]) -> Matrix {
         let pods: Vec<PodId> = self
@@ -75,22 +218,51 @@ impl Engine {
             .into_iter()
             .map(|(p, _)| p)
             .collect();
-        let n = pods.len();
-        let mut allowed = vec![false; probes.len() * n * n];
-        for (pi, probe) in probes.iter().enumerate() {
-            for (fi, &from) in pods.iter().enumerate() {
-                for (ti, &to) in pods.iter().enumerate() {
-                    let ok = self
-                        .pod_flow(from, to, *probe)
-                        .is_some_and(|f| self.evaluate(&f).allowed);
-                    allowed[(pi * n + fi) * n + ti] = ok;
+        let (class_of, _reps, members) = self.classes(&pods);
+        let c = members.len();
+        let cell = |probe: &Probe, from: usize, to: usize| -> bool {
+            // Two distinct members of a class when from == to; a one-pod class only meets itself.
+            let (a, b) = if from == to {
+                match members[from].as_slice() {
+                    [x, y, ..] => (*x, *y),
+                    _ => return true,
                 }
-            }
+            } else {
+                (members[from][0], members[to][0])
+            };
+            self.pod_flow(a, b, *probe)
+                .is_some_and(|f| self.evaluate(&f).allowed)
+        };
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(c.max(1));
+        let mut verdicts = vec![false; probes.len() * c * c];
+        // Rows (probe, from-class) are independent: split them across threads.
+        let rows: Vec<(usize, &mut [bool])> = verdicts.chunks_mut(c.max(1)).enumerate().collect();
+        let mut buckets: Vec<Vec<(usize, &mut [bool])>> =
+            (0..threads).map(|_| Vec::new()).collect();
+        for (i, row) in rows {
+            buckets[i % threads].push((i, row));
         }
+        std::thread::scope(|s| {
+            for bucket in buckets {
+                let cell = &cell;
+                s.spawn(move || {
+                    for (i, row) in bucket {
+                        let (probe, from) = (i / c, i % c);
+                        for (to, out) in row.iter_mut().enumerate() {
+                            *out = cell(&probes[probe], from, to);
+                        }
+                    }
+                });
+            }
+        });
         Matrix {
             pods,
             probes: probes.to_vec(),
-            allowed,
+            class_of,
+            classes: c,
+            verdicts,
         }
     }
 }

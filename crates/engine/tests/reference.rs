@@ -303,6 +303,16 @@ proptest! {
                 }
             }
         }
-        let _ = Probe { protocol: Protocol::Tcp, port: 80 };
+        // The class-based matrix equals pair-by-pair evaluation.
+        let probes: Vec<Probe> = Protocol::ALL.iter().flat_map(|&protocol| [80u16, 81].map(|port| Probe { protocol, port })).collect();
+        let m = engine.matrix(&probes);
+        for (pi, probe) in probes.iter().enumerate() {
+            for (f, &from) in m.pods.iter().enumerate() {
+                for (t, &to) in m.pods.iter().enumerate() {
+                    let want = from == to || engine.pod_flow(from, to, *probe).is_some_and(|fl| engine.evaluate(&fl).allowed);
+                    prop_assert_eq!(m.allowed(pi, f, t), want, "matrix cell {} -> {} {:?}", from, to, probe);
+                }
+            }
+        }
     }
 }

@@ -100,10 +100,6 @@ impl<'a> Ctx<'a> {
     pub fn notice(&mut self, field: &str, message: impl Into<String>) {
         self.push(Severity::Notice, field, message);
     }
-
-    pub fn has_errors(&self) -> bool {
-        self.diags.iter().any(|d| d.severity == Severity::Error)
-    }
 }
 
 /// `a.b` joined with `c` as `a.b.c`.

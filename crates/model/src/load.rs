@@ -112,8 +112,31 @@ pub fn load_sources<'a>(
     options: LoadOptions,
 ) -> Result<Loaded, LoadError> {
     let mut loader = Loader::default();
-    for (name, text) in sources {
-        loader.source(name, text);
+    // Files are parsed concurrently; their documents keep the input order.
+    let sources: Vec<(&str, &str)> = sources.into_iter().collect();
+    let parsed: Vec<(&str, Result<Vec<yaml::Document>, yaml::SyntaxError>)> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> = sources
+                .iter()
+                .map(|&(name, text)| (name, s.spawn(move || yaml::parse_documents(text))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(name, h)| {
+                    (
+                        name,
+                        h.join().unwrap_or_else(|_| {
+                            Err(yaml::SyntaxError {
+                                line: 0,
+                                message: "parser thread failed".into(),
+                            })
+                        }),
+                    )
+                })
+                .collect()
+        });
+    for (name, result) in parsed {
+        loader.source(name, result);
     }
     loader.finish(options)
 }
@@ -130,12 +153,33 @@ struct Loader {
     skipped: Vec<Diagnostic>,
     notices: Vec<Diagnostic>,
     seen: HashMap<(String, String, String), Origin>,
+    documents: Vec<(Arc<str>, yaml::Document)>,
+}
+
+/// One object to decode: a document, or an item of a `List` in one.
+struct Item<'d> {
+    value: &'d Value,
+    lines: &'d LineMap,
+    prefix: String,
+    origin: Origin,
+}
+
+/// What decoding one item gives: its diagnostics, and the object with its kind name.
+type Decoded = (Vec<Diagnostic>, Option<(String, Object)>);
+
+/// A decoded object of one of the kinds Palisade reads.
+enum Object {
+    Namespace(crate::objects::Namespace),
+    Pod(crate::objects::Pod),
+    Node(crate::objects::Node),
+    NetworkPolicy(crate::objects::NetworkPolicy),
+    Admin(crate::objects::AdminPolicy),
 }
 
 impl Loader {
-    fn source(&mut self, name: &str, text: &str) {
+    fn source(&mut self, name: &str, parsed: Result<Vec<yaml::Document>, yaml::SyntaxError>) {
         let file: Arc<str> = Arc::from(name);
-        match yaml::parse_documents(text) {
+        match parsed {
             Err(e) => self.errors.push(Diagnostic {
                 severity: Severity::Error,
                 file,
@@ -144,178 +188,90 @@ impl Loader {
                 field: String::new(),
                 message: format!("YAML syntax error: {}", e.message),
             }),
-            Ok(docs) => {
-                for doc in docs {
-                    let origin = Origin {
-                        file: file.clone(),
-                        line: doc.line,
-                    };
-                    self.document(&doc.value, &doc.lines, String::new(), origin);
-                }
-            }
+            Ok(docs) => self
+                .documents
+                .extend(docs.into_iter().map(|d| (file.clone(), d))),
         }
     }
 
-    fn document(&mut self, value: &Value, lines: &LineMap, prefix: String, origin: Origin) {
-        let mut ctx = Ctx::new(origin.clone(), lines, prefix.clone());
-        let (Some(api), Some(kind)) = (
-            value.get("apiVersion").and_then(Value::as_str),
-            value.get("kind").and_then(Value::as_str),
-        ) else {
-            let field = if value.get("kind").is_none() {
-                "kind"
-            } else {
-                "apiVersion"
+    /// Decodes every document (in parallel), then adds the objects in input order.
+    fn decode_all(&mut self) {
+        let documents = std::mem::take(&mut self.documents);
+        let mut items = Vec::new();
+        for (file, doc) in &documents {
+            let origin = Origin {
+                file: file.clone(),
+                line: doc.line,
             };
-            ctx.error(
-                field,
-                "Required value: every object must have apiVersion and kind",
-            );
-            self.errors.append(&mut ctx.diags);
-            return;
-        };
-        if kind == "List" || (kind.ends_with("List") && value.get("items").is_some()) {
-            let items = value
-                .get("items")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            for (i, item) in items.iter().enumerate() {
-                let p = if prefix.is_empty() {
-                    format!("items[{i}]")
-                } else {
-                    format!("{prefix}.items[{i}]")
-                };
-                let line = lines.line_of(&p).unwrap_or(origin.line);
-                self.document(
-                    item,
-                    lines,
-                    p,
-                    Origin {
-                        file: origin.file.clone(),
-                        line,
-                    },
-                );
-            }
-            return;
+            flatten(&doc.value, &doc.lines, String::new(), origin, &mut items);
         }
-        self.object(&mut ctx, api, kind, value, origin);
-    }
-
-    fn object(&mut self, ctx: &mut Ctx<'_>, api: &str, kind: &str, value: &Value, origin: Origin) {
-        let name = value
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        ctx.object = match value.pointer("/metadata/namespace").and_then(Value::as_str) {
-            Some(ns) => format!("{kind} {ns}/{name}"),
-            None => format!("{kind} {name}"),
-        };
-        let c = &mut self.cluster;
-        let key = match (api, kind) {
-            ("v1", "Namespace") => core::namespace(ctx, value, origin.clone()).map(|o| {
-                let k = (o.name.clone(), String::new());
-                c.namespaces.push(o);
-                k
-            }),
-            ("v1", "Pod") => core::pod(ctx, value, origin.clone()).map(|o| {
-                let k = (o.namespace.clone(), o.name.clone());
-                c.pods.push(o);
-                k
-            }),
-            ("v1", "Node") => core::node(ctx, value, origin.clone()).map(|o| {
-                let k = (o.name.clone(), String::new());
-                c.nodes.push(o);
-                k
-            }),
-            ("networking.k8s.io/v1" | "extensions/v1beta1", "NetworkPolicy") => {
-                let version = if api == "extensions/v1beta1" {
-                    NetworkPolicyApi::ExtensionsV1beta1
-                } else {
-                    NetworkPolicyApi::V1
-                };
-                netpol::network_policy(ctx, value, version, origin.clone()).map(|o| {
-                    let k = (o.namespace.clone(), o.name.clone());
-                    c.network_policies.push(o);
-                    k
-                })
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(items.len().max(1));
+        let chunk = items.len().div_ceil(threads).max(1);
+        let decoded: Vec<Decoded> = std::thread::scope(|s| {
+            let handles: Vec<_> = items
+                .chunks(chunk)
+                .map(|c| s.spawn(move || c.iter().map(decode).collect::<Vec<_>>()))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|h| h.join().unwrap_or_default())
+                .collect()
+        });
+        for (item, (mut diags, object)) in items.iter().zip(decoded) {
+            if diags.iter().any(|d| d.severity == Severity::Error) {
+                self.errors.append(&mut diags);
+                continue;
             }
-            (
-                "policy.networking.k8s.io/v1alpha1",
-                "AdminNetworkPolicy" | "BaselineAdminNetworkPolicy",
-            )
-            | ("policy.networking.k8s.io/v1alpha2", "ClusterNetworkPolicy") => {
-                let k = match kind {
-                    "AdminNetworkPolicy" => PolicyKind::AdminNetworkPolicy,
-                    "BaselineAdminNetworkPolicy" => PolicyKind::BaselineAdminNetworkPolicy,
-                    _ => PolicyKind::ClusterNetworkPolicy,
-                };
-                admin::admin_policy(ctx, value, k, origin.clone()).map(|o| {
-                    let key = (o.name.clone(), String::new());
-                    c.admin_policies.push(o);
-                    key
-                })
-            }
-            (
-                _,
-                "Namespace"
-                | "Pod"
-                | "Node"
-                | "NetworkPolicy"
-                | "AdminNetworkPolicy"
-                | "BaselineAdminNetworkPolicy"
-                | "ClusterNetworkPolicy",
-            ) => {
-                // A policy we cannot read must not vanish silently: that would fail open.
-                ctx.error("apiVersion", format!("Unsupported value: {api:?}: Palisade does not read {kind} in this API version"));
-                None
-            }
-            _ => {
-                ctx.notice(
-                    "kind",
-                    format!("{api} {kind} is not a kind Palisade reads; skipped"),
-                );
-                None
-            }
-        };
-        if ctx.has_errors() {
-            self.drop_last(kind, api);
-            self.errors.append(&mut ctx.diags);
-            return;
-        }
-        self.notices.append(&mut ctx.diags);
-        if let Some((a, b)) = key {
-            let id = (kind.to_string(), a, b);
-            if let Some(first) = self.seen.get(&id) {
-                ctx.error(
-                    "metadata.name",
-                    format!(
-                        "Duplicate value: {kind} already defined at {}:{}",
-                        first.file, first.line
-                    ),
-                );
-                self.drop_last(kind, api);
-                self.errors.append(&mut ctx.diags);
-            } else {
-                self.seen.insert(id, origin);
+            self.notices.append(&mut diags);
+            if let Some((kind, object)) = object {
+                self.add(kind, object, &item.origin);
             }
         }
     }
 
-    /// Removes the object just pushed for `kind` (it turned out invalid or duplicate).
-    fn drop_last(&mut self, kind: &str, api: &str) {
+    /// Adds a decoded object, refusing a second object of the same kind and name.
+    fn add(&mut self, kind: String, object: Object, origin: &Origin) {
+        let (a, b, object_name) = match &object {
+            Object::Namespace(o) => (o.name.clone(), String::new(), o.name.clone()),
+            Object::Pod(o) => (o.namespace.clone(), o.name.clone(), o.key()),
+            Object::Node(o) => (o.name.clone(), String::new(), o.name.clone()),
+            Object::NetworkPolicy(o) => (
+                o.namespace.clone(),
+                o.name.clone(),
+                format!("{}/{}", o.namespace, o.name),
+            ),
+            Object::Admin(o) => (o.name.clone(), String::new(), o.name.clone()),
+        };
+        let id = (kind.clone(), a, b);
+        if let Some(first) = self.seen.get(&id) {
+            self.errors.push(Diagnostic {
+                severity: Severity::Error,
+                file: origin.file.clone(),
+                line: origin.line,
+                object: format!("{kind} {object_name}"),
+                field: "metadata.name".into(),
+                message: format!(
+                    "Duplicate value: {kind} already defined at {}:{}",
+                    first.file, first.line
+                ),
+            });
+            return;
+        }
+        self.seen.insert(id, origin.clone());
         let c = &mut self.cluster;
-        let _ = api;
-        match kind {
-            "Namespace" => drop(c.namespaces.pop()),
-            "Pod" => drop(c.pods.pop()),
-            "Node" => drop(c.nodes.pop()),
-            "NetworkPolicy" => drop(c.network_policies.pop()),
-            _ => drop(c.admin_policies.pop()),
+        match object {
+            Object::Namespace(o) => c.namespaces.push(o),
+            Object::Pod(o) => c.pods.push(o),
+            Object::Node(o) => c.nodes.push(o),
+            Object::NetworkPolicy(o) => c.network_policies.push(o),
+            Object::Admin(o) => c.admin_policies.push(o),
         }
     }
 
     fn finish(mut self, options: LoadOptions) -> Result<Loaded, LoadError> {
+        self.decode_all();
         if !self.errors.is_empty() && !options.skip_invalid {
             self.errors
                 .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
@@ -371,4 +327,134 @@ impl Loader {
             c.namespaces.push(core::implied_namespace(&ns));
         }
     }
+}
+
+/// Collects the objects of a document: itself, or the items of a `List` / `*List`.
+fn flatten<'d>(
+    value: &'d Value,
+    lines: &'d LineMap,
+    prefix: String,
+    origin: Origin,
+    out: &mut Vec<Item<'d>>,
+) {
+    let kind = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let is_list = kind == "List" || (kind.ends_with("List") && value.get("items").is_some());
+    if !is_list || value.get("apiVersion").and_then(Value::as_str).is_none() {
+        out.push(Item {
+            value,
+            lines,
+            prefix,
+            origin,
+        });
+        return;
+    }
+    for (i, item) in value
+        .get("items")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        let p = if prefix.is_empty() {
+            format!("items[{i}]")
+        } else {
+            format!("{prefix}.items[{i}]")
+        };
+        let line = lines.line_of(&p).unwrap_or(origin.line);
+        flatten(
+            item,
+            lines,
+            p,
+            Origin {
+                file: origin.file.clone(),
+                line,
+            },
+            out,
+        );
+    }
+}
+
+/// Decodes and validates one object: its diagnostics, and the object with its kind.
+fn decode(item: &Item<'_>) -> Decoded {
+    let value = item.value;
+    let mut ctx = Ctx::new(item.origin.clone(), item.lines, item.prefix.clone());
+    let (Some(api), Some(kind)) = (
+        value.get("apiVersion").and_then(Value::as_str),
+        value.get("kind").and_then(Value::as_str),
+    ) else {
+        let field = if value.get("kind").is_none() {
+            "kind"
+        } else {
+            "apiVersion"
+        };
+        ctx.error(
+            field,
+            "Required value: every object must have apiVersion and kind",
+        );
+        return (ctx.diags, None);
+    };
+    let name = value
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    ctx.object = match value.pointer("/metadata/namespace").and_then(Value::as_str) {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    };
+    let origin = item.origin.clone();
+    let object = match (api, kind) {
+        ("v1", "Namespace") => core::namespace(&mut ctx, value, origin).map(Object::Namespace),
+        ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(Object::Pod),
+        ("v1", "Node") => core::node(&mut ctx, value, origin).map(Object::Node),
+        ("networking.k8s.io/v1" | "extensions/v1beta1", "NetworkPolicy") => {
+            let version = if api == "extensions/v1beta1" {
+                NetworkPolicyApi::ExtensionsV1beta1
+            } else {
+                NetworkPolicyApi::V1
+            };
+            netpol::network_policy(&mut ctx, value, version, origin).map(Object::NetworkPolicy)
+        }
+        (
+            "policy.networking.k8s.io/v1alpha1",
+            "AdminNetworkPolicy" | "BaselineAdminNetworkPolicy",
+        )
+        | ("policy.networking.k8s.io/v1alpha2", "ClusterNetworkPolicy") => {
+            let k = match kind {
+                "AdminNetworkPolicy" => PolicyKind::AdminNetworkPolicy,
+                "BaselineAdminNetworkPolicy" => PolicyKind::BaselineAdminNetworkPolicy,
+                _ => PolicyKind::ClusterNetworkPolicy,
+            };
+            admin::admin_policy(&mut ctx, value, k, origin).map(Object::Admin)
+        }
+        (
+            _,
+            "Namespace"
+            | "Pod"
+            | "Node"
+            | "NetworkPolicy"
+            | "AdminNetworkPolicy"
+            | "BaselineAdminNetworkPolicy"
+            | "ClusterNetworkPolicy",
+        ) => {
+            // A policy we cannot read must not vanish silently: that would fail open.
+            ctx.error(
+                "apiVersion",
+                format!(
+                    "Unsupported value: {api:?}: Palisade does not read {kind} in this API version"
+                ),
+            );
+            None
+        }
+        _ => {
+            ctx.notice(
+                "kind",
+                format!("{api} {kind} is not a kind Palisade reads; skipped"),
+            );
+            None
+        }
+    };
+    (ctx.diags, object.map(|o| (kind.to_string(), o)))
 }

@@ -16,24 +16,81 @@ pub struct Document {
     pub value: Value,
     /// Line (1-based) of the document's first node.
     pub line: usize,
-    /// Line of every field and list item, by path (`spec.ingress[0].from`).
+    /// Line of every field and list item.
     pub lines: LineMap,
 }
 
-/// Field path → 1-based line of the node at that path.
+/// The line of every node of a document, in the document's shape; asked by field path
+/// (`spec.ingress[0].from`). Built alongside the value, paths are only formed when asked.
 #[derive(Debug, Clone, Default)]
-pub struct LineMap(HashMap<String, usize>);
+pub struct LineMap(Option<Lines>);
+
+#[derive(Debug, Clone)]
+enum Lines {
+    Leaf(usize),
+    Seq(usize, Vec<Lines>),
+    /// Entries: a hash of the key, the key's line, and the value's lines (hashes, not
+    /// keys, keep building cheap; a collision could only misplace a line number).
+    Map(usize, Vec<(u64, usize, Lines)>),
+}
+
+impl Lines {
+    fn line(&self) -> usize {
+        match self {
+            Lines::Leaf(l) | Lines::Seq(l, _) | Lines::Map(l, _) => *l,
+        }
+    }
+}
 
 impl LineMap {
     /// The line of `path`, or of its nearest ancestor that has one.
     pub fn line_of(&self, path: &str) -> Option<usize> {
-        let mut p = path;
+        let mut node = self.0.as_ref()?;
+        let mut best = node.line();
+        let mut rest = path;
         loop {
-            if let Some(l) = self.0.get(p) {
-                return Some(*l);
+            rest = rest.strip_prefix('.').unwrap_or(rest);
+            if rest.is_empty() {
+                return Some(best);
             }
-            let cut = p.rfind(['.', '['])?;
-            p = &p[..cut];
+            match node {
+                Lines::Seq(_, items) if rest.starts_with('[') => {
+                    let close = rest.find(']')?;
+                    let Some(item) = rest[1..close]
+                        .parse::<usize>()
+                        .ok()
+                        .and_then(|i| items.get(i))
+                    else {
+                        return Some(best);
+                    };
+                    node = item;
+                    best = node.line();
+                    rest = &rest[close + 1..];
+                }
+                Lines::Map(_, entries) => {
+                    // Keys may contain dots (label keys): try the longest prefix first.
+                    let ends = rest
+                        .match_indices(['.', '['])
+                        .map(|(i, _)| i)
+                        .chain([rest.len()]);
+                    let mut found = None;
+                    for end in ends.collect::<Vec<_>>().into_iter().rev() {
+                        let h = key_hash(&rest[..end]);
+                        if let Some((_, key_line, child)) = entries.iter().find(|(k, _, _)| *k == h)
+                        {
+                            found = Some((end, *key_line, child));
+                            break;
+                        }
+                    }
+                    let Some((end, key_line, child)) = found else {
+                        return Some(best);
+                    };
+                    best = key_line;
+                    node = child;
+                    rest = &rest[end..];
+                }
+                _ => return Some(best),
+            }
         }
     }
 }
@@ -49,11 +106,82 @@ pub struct SyntaxError {
 }
 
 /// Parses every document of `text`. Empty documents (`---` with nothing after) are dropped.
+/// Large texts are split at document markers and parsed in parallel.
 pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
-    let mut builder = Builder::default();
+    const CHUNK: usize = 256 * 1024;
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    if text.len() < CHUNK || threads < 2 {
+        return parse_chunk(text, 0);
+    }
+    // A line that starts with `---` begins a document wherever it appears, so the text
+    // can be cut there: each piece is whole documents.
+    let want = threads.max(text.len() / CHUNK);
+    let mut cuts = vec![0];
+    for k in 1..want {
+        let from = (text.len() * k / want).max(*cuts.last().unwrap_or(&0));
+        if let Some(pos) = next_document_marker(text, from)
+            && pos > *cuts.last().unwrap_or(&0)
+        {
+            cuts.push(pos);
+        }
+    }
+    cuts.push(text.len());
+    let pieces: Vec<(&str, usize)> = cuts
+        .windows(2)
+        .map(|w| {
+            (
+                &text[w[0]..w[1]],
+                text[..w[0]].bytes().filter(|b| *b == b'\n').count(),
+            )
+        })
+        .collect();
+    let results: Vec<Result<Vec<Document>, SyntaxError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = pieces
+            .iter()
+            .map(|&(piece, offset)| s.spawn(move || parse_chunk(piece, offset)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(SyntaxError {
+                        line: 0,
+                        message: "parser thread failed".into(),
+                    })
+                })
+            })
+            .collect()
+    });
+    let mut docs = Vec::new();
+    for r in results {
+        docs.extend(r?);
+    }
+    Ok(docs)
+}
+
+/// The offset of the first line at or after `from` that is a document marker (`---`
+/// followed by a space, a tab or the end of the line).
+fn next_document_marker(text: &str, from: usize) -> Option<usize> {
+    let mut at = from;
+    while let Some(p) = text[at..].find("\n---") {
+        let start = at + p + 1;
+        match text.as_bytes().get(start + 3) {
+            None | Some(b' ' | b'\t' | b'\r' | b'\n') => return Some(start),
+            _ => at = start,
+        }
+    }
+    None
+}
+
+/// Parses a piece of text whose first line is line `offset + 1` of the file.
+fn parse_chunk(text: &str, offset: usize) -> Result<Vec<Document>, SyntaxError> {
+    let mut builder = Builder {
+        offset,
+        ..Builder::default()
+    };
     for event in Parser::new_from_str(text) {
         let (event, span) = event.map_err(|e| SyntaxError {
-            line: e.marker().line(),
+            line: e.marker().line() + offset,
             message: e.info().to_string(),
         })?;
         builder.event(event, span)?;
@@ -72,23 +200,25 @@ const MAX_DEPTH: usize = 128;
 struct Builder {
     documents: Vec<Document>,
     stack: Vec<Frame>,
-    lines: LineMap,
-    anchors: HashMap<usize, Value>,
+    anchors: HashMap<usize, (Value, Lines)>,
     /// Nodes in the current document, aliases counted at their expanded size.
     nodes: usize,
     doc_line: usize,
+    /// Lines before the parsed text (when a file is parsed in pieces).
+    offset: usize,
 }
 
 enum Frame {
     Seq {
-        path: String,
+        line: usize,
         items: Vec<Value>,
+        lines: Vec<Lines>,
         anchor: usize,
     },
     Map {
-        path: String,
+        line: usize,
         map: Map<String, Value>,
-        /// The pending key and the line it is on (a field's line is its key's).
+        lines: Vec<(u64, usize, Lines)>,
         key: Option<(String, usize)>,
         anchor: usize,
     },
@@ -96,20 +226,19 @@ enum Frame {
 
 impl Builder {
     fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), SyntaxError> {
-        let line = span.start.line();
+        let line = span.start.line() + self.offset;
         match event {
             Event::DocumentStart(_) => {
-                self.lines = LineMap::default();
                 self.anchors.clear();
                 self.nodes = 0;
                 self.doc_line = line;
             }
             Event::Scalar(text, style, anchor, tag) => {
-                let is_key = matches!(self.stack.last(), Some(Frame::Map { key: None, .. }));
-                if is_key {
-                    if let Some(Frame::Map { key, .. }) = self.stack.last_mut() {
-                        *key = Some((text.into_owned(), line));
-                    }
+                if let Some(Frame::Map {
+                    key: key @ None, ..
+                }) = self.stack.last_mut()
+                {
+                    *key = Some((text.into_owned(), line));
                     return Ok(());
                 }
                 let forced_string = tag.as_ref().is_some_and(|t| t.suffix == "str");
@@ -119,23 +248,23 @@ impl Builder {
                     Value::String(text.into_owned())
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, value.clone());
+                    self.anchors
+                        .insert(anchor, (value.clone(), Lines::Leaf(line)));
                 }
-                self.push_value(value, line);
+                self.attach(value, Lines::Leaf(line), line)?;
             }
             Event::Alias(id) => {
-                let size = self.anchors.get(&id).map_or(0, node_count);
-                self.nodes += size;
+                let (value, lines) = self.anchors.get(&id).cloned().ok_or(SyntaxError {
+                    line,
+                    message: format!("unknown alias {id}"),
+                })?;
+                self.nodes += node_count(&value);
                 if self.nodes > MAX_NODES {
                     return Err(SyntaxError {
                         line,
                         message: format!("more than {MAX_NODES} nodes once aliases are expanded"),
                     });
                 }
-                let value = self.anchors.get(&id).cloned().ok_or(SyntaxError {
-                    line,
-                    message: format!("unknown alias {id}"),
-                })?;
                 if let Some(Frame::Map {
                     key: key @ None, ..
                 }) = self.stack.last_mut()
@@ -143,93 +272,113 @@ impl Builder {
                     *key = Some((scalar_key(&value), line));
                     return Ok(());
                 }
-                self.push_value(value, line);
+                self.attach(value, lines, line)?;
             }
             Event::SequenceStart(anchor, _) => {
-                let path = self.child_path(line)?;
+                self.check_depth(line)?;
                 self.stack.push(Frame::Seq {
-                    path,
+                    line,
                     items: Vec::new(),
+                    lines: Vec::new(),
                     anchor,
                 });
             }
             Event::MappingStart(anchor, _) => {
-                let path = self.child_path(line)?;
+                self.check_depth(line)?;
                 self.stack.push(Frame::Map {
-                    path,
+                    line,
                     map: Map::new(),
+                    lines: Vec::new(),
                     key: None,
                     anchor,
                 });
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (value, anchor) = match self.stack.pop() {
-                    Some(Frame::Seq { items, anchor, .. }) => (Value::Array(items), anchor),
-                    Some(Frame::Map { map, anchor, .. }) => (Value::Object(map), anchor),
+                let (value, lines, anchor, start) = match self.stack.pop() {
+                    Some(Frame::Seq {
+                        line,
+                        items,
+                        lines,
+                        anchor,
+                    }) => (Value::Array(items), Lines::Seq(line, lines), anchor, line),
+                    Some(Frame::Map {
+                        line,
+                        map,
+                        lines,
+                        anchor,
+                        ..
+                    }) => (Value::Object(map), Lines::Map(line, lines), anchor, line),
                     None => return Ok(()),
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, value.clone());
+                    self.anchors.insert(anchor, (value.clone(), lines.clone()));
                 }
-                self.attach(value);
+                self.attach(value, lines, start)?;
             }
             Event::DocumentEnd | Event::StreamStart | Event::StreamEnd | Event::Nothing => {}
         }
         Ok(())
     }
 
-    /// Records the line of the node about to be pushed and returns its path.
-    fn child_path(&mut self, line: usize) -> Result<String, SyntaxError> {
+    fn check_depth(&self, line: usize) -> Result<(), SyntaxError> {
         if self.stack.len() >= MAX_DEPTH {
             return Err(SyntaxError {
                 line,
                 message: format!("nesting deeper than {MAX_DEPTH} levels"),
             });
         }
-        let (path, line) = match self.stack.last() {
-            None => (String::new(), line),
-            Some(Frame::Seq { path, items, .. }) => (format!("{path}[{}]", items.len()), line),
-            Some(Frame::Map {
-                path,
-                key: Some((k, key_line)),
-                ..
-            }) => (join(path, k), *key_line),
-            Some(Frame::Map { key: None, .. }) => {
-                return Err(SyntaxError {
-                    line,
-                    message: "mapping keys must be scalars".into(),
-                });
-            }
-        };
-        self.lines.0.entry(path.clone()).or_insert(line);
-        Ok(path)
+        if let Some(Frame::Map { key: None, .. }) = self.stack.last() {
+            return Err(SyntaxError {
+                line,
+                message: "mapping keys must be scalars".into(),
+            });
+        }
+        Ok(())
     }
 
-    fn push_value(&mut self, value: Value, line: usize) {
-        // Scalars record their line like containers do; a key-less position cannot occur here.
-        let _ = self.child_path(line);
-        self.attach(value);
-    }
-
-    fn attach(&mut self, value: Value) {
+    /// Adds a finished node to its parent (or finishes the document).
+    fn attach(&mut self, value: Value, lines: Lines, line: usize) -> Result<(), SyntaxError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(SyntaxError {
+                line,
+                message: format!("more than {MAX_NODES} nodes"),
+            });
+        }
         match self.stack.last_mut() {
             None => {
                 if !value.is_null() {
                     self.documents.push(Document {
                         value,
                         line: self.doc_line.max(1),
-                        lines: std::mem::take(&mut self.lines),
+                        lines: LineMap(Some(lines)),
                     });
                 }
             }
-            Some(Frame::Seq { items, .. }) => items.push(value),
-            Some(Frame::Map { map, key, .. }) => {
-                if let Some((k, _)) = key.take() {
+            Some(Frame::Seq {
+                items, lines: l, ..
+            }) => {
+                items.push(value);
+                l.push(lines);
+            }
+            Some(Frame::Map {
+                map, lines: l, key, ..
+            }) => {
+                if let Some((k, key_line)) = key.take() {
+                    l.push((key_hash(&k), key_line, lines));
                     map.insert(k, value);
                 }
             }
         }
+        Ok(())
     }
+}
+
+/// FNV-1a of a mapping key.
+fn key_hash(key: &str) -> u64 {
+    key.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn node_count(v: &Value) -> usize {
@@ -237,14 +386,6 @@ fn node_count(v: &Value) -> usize {
         Value::Array(a) => 1 + a.iter().map(node_count).sum::<usize>(),
         Value::Object(m) => 1 + m.values().map(node_count).sum::<usize>(),
         _ => 1,
-    }
-}
-
-fn join(path: &str, key: &str) -> String {
-    if path.is_empty() {
-        key.to_string()
-    } else {
-        format!("{path}.{key}")
     }
 }
 
@@ -340,6 +481,26 @@ mod tests {
         }
         let err = parse_documents(&text).unwrap_err();
         assert!(err.message.contains("aliases"), "{err}");
+    }
+
+    #[test]
+    fn large_texts_parse_in_pieces_with_the_right_lines() {
+        let doc =
+            |i: usize| format!("---\nkind: Pod\nmetadata:\n  name: p{i}\n  labels: {{a: b}}\n");
+        let text: String = (0..20_000).map(doc).collect();
+        assert!(text.len() > 512 * 1024);
+        let docs = parse_documents(&text).unwrap();
+        assert_eq!(docs.len(), 20_000);
+        for (i, d) in docs.iter().enumerate().step_by(997) {
+            assert_eq!(d.value["metadata"]["name"], format!("p{i}"));
+            assert_eq!(
+                d.lines.line_of("metadata.name"),
+                Some(5 * i + 4),
+                "document {i}"
+            );
+        }
+        let bad = format!("{text}---\nx: [1,\n");
+        assert_eq!(parse_documents(&bad).unwrap_err().line, 100_003);
     }
 
     #[test]

@@ -58,7 +58,10 @@ pub struct SgRule {
 impl SgRule {
     /// The rule without its description, for deduplication.
     pub(crate) fn key(&self) -> SgRule {
-        SgRule { description: String::new(), ..self.clone() }
+        SgRule {
+            description: String::new(),
+            ..self.clone()
+        }
     }
 }
 

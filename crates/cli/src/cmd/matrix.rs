@@ -33,6 +33,8 @@ enum Format {
     Jsonl,
     Csv,
     Md,
+    /// Pods grouped into classes no policy tells apart; connectivity between classes.
+    Summary,
 }
 
 /// The probes asked for: `--ports` × `--protocols` (TCP by default), or the container ports.
@@ -72,6 +74,12 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Format::Json => json(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
         Format::Csv => csv(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
         Format::Md => md(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
+        Format::Summary => summary(
+            &mut std::io::BufWriter::new(stdout.lock()),
+            &engine,
+            &m,
+            &names,
+        )?,
     }
     Ok(())
 }
@@ -143,6 +151,65 @@ fn md(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()>
             writeln!(out, "| {from} | {} |", row.join(" | "))?;
         }
         writeln!(out)?;
+    }
+    out.flush()
+}
+
+/// Classes of equivalent pods, then per probe which classes each class reaches.
+fn summary(
+    out: &mut impl Write,
+    engine: &Engine,
+    m: &Matrix,
+    names: &[String],
+) -> std::io::Result<()> {
+    let members = m.class_members();
+    writeln!(
+        out,
+        "{} pods in {} classes (pods no policy can tell apart)",
+        names.len(),
+        members.len()
+    )?;
+    for (c, rows) in members.iter().enumerate() {
+        let pod = &engine.cluster().pods[m.pods[rows[0]]];
+        let labels: Vec<String> = pod.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let example: Vec<&str> = rows.iter().take(3).map(|&r| names[r].as_str()).collect();
+        let more = if rows.len() > 3 {
+            format!(", ... ({} pods)", rows.len())
+        } else {
+            String::new()
+        };
+        writeln!(
+            out,
+            "C{c}: namespace {} {{{}}}: {}{more}",
+            pod.namespace,
+            labels.join(","),
+            example.join(", ")
+        )?;
+    }
+    for (pi, probe) in m.probes.iter().enumerate() {
+        writeln!(out, "\n{}/{}:", probe.protocol, probe.port)?;
+        for (from, rows) in members.iter().enumerate() {
+            let reach: Vec<usize> = (0..members.len())
+                .filter(|&to| m.class_allowed(pi, from, to))
+                .collect();
+            let pods: usize = reach.iter().map(|&to| members[to].len()).sum();
+            let list = if reach.len() == members.len() {
+                "all classes".to_string()
+            } else if reach.is_empty() {
+                "no class".to_string()
+            } else {
+                reach
+                    .iter()
+                    .map(|c| format!("C{c}"))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            };
+            writeln!(
+                out,
+                "  C{from} ({} pods) -> {pods} pods: {list}",
+                rows.len()
+            )?;
+        }
     }
     out.flush()
 }

@@ -5,5 +5,6 @@ pub mod compile_neutron;
 pub mod compile_nftables;
 pub mod eval;
 pub mod explain;
+pub mod generate;
 pub mod matrix;
 pub mod tenancy;

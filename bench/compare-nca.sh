@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Times network-config-analyzer and `palisade matrix` on the same generated
+# NetworkPolicy-only clusters, in the same run, and prints the ratio per size.
+#
+#   bench/compare-nca.sh              # 200, 500, 1000 and 2000 pods (NCA needs ~12 min in all)
+#   bench/compare-nca.sh 200 1000     # chosen sizes
+#
+# Policies per size: 200->40, 500->100, 1000->200, 2000->500 (others: pods/5).
+# NCA is installed from PyPI into bench/.venv on first use.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+venv=bench/.venv
+if [ ! -x "$venv/bin/nca" ]; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q network-config-analyzer
+fi
+cargo build -q --release -p palisade-cli
+palisade=target/release/palisade
+sizes=("$@")
+[ ${#sizes[@]} -gt 0 ] || sizes=(200 500 1000 2000)
+out=bench/out
+mkdir -p "$out"
+now() { python3 -c 'import time; print(time.monotonic())'; }
+printf '%-6s %-9s %-10s %-12s %-12s %s\n' pods policies nca_s palisade_s ratio nca_version
+for pods in "${sizes[@]}"; do
+  case $pods in
+    200) policies=40 ;; 500) policies=100 ;; 1000) policies=200 ;; 2000) policies=500 ;; *) policies=$((pods / 5)) ;;
+  esac
+  dir=$out/np-$pods
+  rm -rf "$dir"
+  $palisade gen --pods "$pods" --policies "$policies" --seed 1 --mix np -o "$dir" 2>/dev/null
+  t0=$(now)
+  "$venv/bin/nca" --connectivity "$dir/policies" --pod_list "$dir/nca/pods.yaml" --ns_list "$dir/nca/namespaces.yaml" > "$dir/nca.out" 2>&1
+  t1=$(now)
+  # Palisade prints every pod pair on every container port: more output than NCA's summary.
+  $palisade matrix -f "$dir/cluster" -f "$dir/policies" -o jsonl > "$dir/palisade.jsonl"
+  t2=$(now)
+  python3 - "$pods" "$policies" "$t0" "$t1" "$t2" "$("$venv/bin/nca" --version 2>&1 | tail -1)" <<'PY'
+import sys
+pods, policies, t0, t1, t2, version = sys.argv[1:7]
+nca, pal = float(t1) - float(t0), float(t2) - float(t1)
+print(f"{pods:<6} {policies:<9} {nca:<10.2f} {pal:<12.4f} {nca / pal:<12.0f} {version}")
+PY
+done

@@ -1,0 +1,66 @@
+//! `palisade gen`: a deterministic synthetic cluster for benchmarks.
+
+use std::path::PathBuf;
+
+use palisade_gen::{Spec, generate};
+
+use crate::error::CliError;
+
+/// Arguments of `gen`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Number of pods.
+    #[arg(long, default_value_t = 1000)]
+    pods: usize,
+    /// Number of policies.
+    #[arg(long, default_value_t = 200)]
+    policies: usize,
+    /// Random seed (same seed and sizes, same files).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Mix: `np` (NetworkPolicies only) or `all` (about one policy in ten is an ANP, BANP or CNP).
+    #[arg(long, value_enum, default_value = "np")]
+    mix: Mix,
+    /// Output directory: writes cluster/cluster.yaml, policies/policies.yaml and, for
+    /// network-config-analyzer, nca/pods.yaml and nca/namespaces.yaml.
+    #[arg(short = 'o', long = "output")]
+    output: PathBuf,
+}
+
+/// Policy mixes.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Mix {
+    /// NetworkPolicies only.
+    Np,
+    /// NetworkPolicies and admin policies.
+    All,
+}
+
+/// Writes the cluster.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let g = generate(&Spec {
+        pods: args.pods,
+        policies: args.policies,
+        seed: args.seed,
+        admin: matches!(args.mix, Mix::All),
+    });
+    for (dir, file, text) in [
+        ("cluster", "cluster.yaml", g.cluster_yaml()),
+        ("policies", "policies.yaml", g.policies_yaml()),
+        ("nca", "pods.yaml", g.pod_list()),
+        ("nca", "namespaces.yaml", g.namespace_list()),
+    ] {
+        let d = args.output.join(dir);
+        std::fs::create_dir_all(&d)
+            .map_err(|e| CliError::Failed(format!("{}: {e}", d.display())))?;
+        let path = d.join(file);
+        std::fs::write(&path, text)
+            .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))?;
+    }
+    let dir = args.output.display();
+    eprintln!(
+        "wrote {} pods and {} policies to {dir} (palisade matrix -f {dir}/cluster -f {dir}/policies)",
+        args.pods, args.policies
+    );
+    Ok(())
+}

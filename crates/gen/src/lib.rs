@@ -1,0 +1,277 @@
+//! Deterministic synthetic clusters: namespaces, nodes, pods and a mix of NetworkPolicies
+//! (and, on request, AdminNetworkPolicies, a BaselineAdminNetworkPolicy and
+//! ClusterNetworkPolicies), written as kubectl-style manifests. The same seed and sizes
+//! always give the same bytes.
+//!
+//! ```
+//! let a = palisade_gen::generate(&palisade_gen::Spec { pods: 40, policies: 10, seed: 7, admin: true });
+//! let b = palisade_gen::generate(&palisade_gen::Spec { pods: 40, policies: 10, seed: 7, admin: true });
+//! assert_eq!(a.cluster_yaml(), b.cluster_yaml());
+//! let loaded = palisade_model::load_sources([("c", a.cluster_yaml().as_str()), ("p", a.policies_yaml().as_str())], Default::default()).unwrap();
+//! assert_eq!(loaded.cluster.pods.len(), 40);
+//! ```
+
+use serde_json::{Value, json};
+
+/// What to generate.
+#[derive(Debug, Clone, Copy)]
+pub struct Spec {
+    /// Number of pods.
+    pub pods: usize,
+    /// Number of policies (NetworkPolicies, plus admin policies when `admin`).
+    pub policies: usize,
+    /// Random seed.
+    pub seed: u64,
+    /// Include AdminNetworkPolicies, a BaselineAdminNetworkPolicy and ClusterNetworkPolicies
+    /// (about one policy in ten).
+    pub admin: bool,
+}
+
+/// A generated cluster.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// Namespaces, nodes and pods.
+    pub cluster: Vec<Value>,
+    /// The policies.
+    pub policies: Vec<Value>,
+}
+
+impl Generated {
+    /// The cluster objects as multi-document YAML.
+    pub fn cluster_yaml(&self) -> String {
+        docs(&self.cluster)
+    }
+    /// The policies as multi-document YAML.
+    pub fn policies_yaml(&self) -> String {
+        docs(&self.policies)
+    }
+    /// Namespaces as a `v1 NamespaceList` (the form network-config-analyzer's `--ns_list` reads).
+    pub fn namespace_list(&self) -> String {
+        list(
+            "NamespaceList",
+            self.cluster.iter().filter(|o| o["kind"] == "Namespace"),
+        )
+    }
+    /// Pods as a `v1 PodList` (for `--pod_list`).
+    pub fn pod_list(&self) -> String {
+        list(
+            "PodList",
+            self.cluster.iter().filter(|o| o["kind"] == "Pod"),
+        )
+    }
+}
+
+fn docs(objects: &[Value]) -> String {
+    objects
+        .iter()
+        .map(|o| format!("---\n{}", palisade_model::yaml::to_yaml(o)))
+        .collect()
+}
+
+fn list<'a>(kind: &str, items: impl Iterator<Item = &'a Value>) -> String {
+    let items: Vec<&Value> = items.collect();
+    palisade_model::yaml::to_yaml(&json!({"apiVersion": "v1", "kind": kind, "items": items}))
+}
+
+/// SplitMix64: small, fast, and stable across platforms and versions.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+const APPS: usize = 20;
+const TIERS: [&str; 3] = ["web", "api", "db"];
+const TEAMS: usize = 5;
+
+/// Generates a cluster.
+pub fn generate(spec: &Spec) -> Generated {
+    let mut rng = Rng(spec.seed);
+    let namespaces = (spec.pods / 50).clamp(1, 200);
+    let nodes = (spec.pods / 100).clamp(1, 100);
+    let mut cluster = Vec::new();
+    for n in 0..nodes {
+        cluster.push(json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": format!("node-{n}"), "labels": {"kubernetes.io/hostname": format!("node-{n}"), "zone": format!("z{}", n % 3)}},
+            "status": {"addresses": [{"type": "InternalIP", "address": format!("192.168.{}.{}", n / 250, n % 250 + 1)}]}
+        }));
+    }
+    for n in 0..namespaces {
+        cluster.push(json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": format!("ns-{n}"), "labels": {"team": format!("t{}", n % TEAMS), "env": if n % 3 == 0 { "prod" } else { "dev" }}}
+        }));
+    }
+    // Pods come in deployments of 1-20 replicas that share namespace, labels and ports,
+    // as in real clusters.
+    let mut i = 0;
+    let mut deployment = 0;
+    while i < spec.pods {
+        let replicas = (1 + rng.below(20)).min(spec.pods - i);
+        let ns = format!("ns-{}", deployment % namespaces);
+        let labels = json!({"app": format!("a{}", rng.below(APPS)), "tier": TIERS[rng.below(3)], "deployment": format!("d{deployment}")});
+        let mut ports = vec![
+            json!({"name": "http", "containerPort": 80 + (deployment % 2) as i64, "protocol": "TCP"}),
+        ];
+        if rng.chance(50) {
+            ports.push(json!({"name": "dns", "containerPort": 53, "protocol": "UDP"}));
+        }
+        if rng.chance(30) {
+            ports.push(json!({"name": "metrics", "containerPort": 9090, "protocol": "TCP"}));
+        }
+        for r in 0..replicas {
+            let ip = format!("10.{}.{}.{}", 1 + i / 65536, (i / 256) % 256, i % 256);
+            cluster.push(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("d{deployment}-{r}"), "namespace": ns, "labels": labels},
+                "spec": {"nodeName": format!("node-{}", i % nodes), "containers": [{"name": "main", "image": "registry.k8s.io/pause:3.9", "ports": ports}]},
+                "status": {"podIP": ip, "podIPs": [{"ip": ip}]}
+            }));
+            i += 1;
+        }
+        deployment += 1;
+    }
+    let mut policies = Vec::new();
+    let admin_count = if spec.admin { spec.policies / 10 } else { 0 };
+    for p in 0..spec.policies - admin_count {
+        policies.push(network_policy(&mut rng, p, namespaces));
+    }
+    for p in 0..admin_count {
+        policies.push(admin_policy(&mut rng, p));
+    }
+    Generated { cluster, policies }
+}
+
+fn pod_selector(rng: &mut Rng) -> Value {
+    match rng.below(4) {
+        0 => json!({}),
+        1 => json!({"matchLabels": {"app": format!("a{}", rng.below(APPS))}}),
+        2 => json!({"matchLabels": {"tier": TIERS[rng.below(3)]}}),
+        _ => {
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": [format!("a{}", rng.below(APPS)), format!("a{}", rng.below(APPS))]}]})
+        }
+    }
+}
+
+fn ports(rng: &mut Rng) -> Value {
+    match rng.below(5) {
+        0 => json!([{"port": 80, "protocol": "TCP"}]),
+        1 => json!([{"port": "http"}]),
+        2 => json!([{"port": 8000, "endPort": 8080}, {"port": 53, "protocol": "UDP"}]),
+        3 => json!([{"protocol": "UDP"}]),
+        _ => Value::Null,
+    }
+}
+
+fn np_peer(rng: &mut Rng) -> Value {
+    match rng.below(4) {
+        0 => json!({"podSelector": pod_selector(rng)}),
+        1 => {
+            json!({"namespaceSelector": {"matchLabels": {"team": format!("t{}", rng.below(TEAMS))}}})
+        }
+        2 => {
+            json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}, "podSelector": pod_selector(rng)})
+        }
+        _ => {
+            json!({"ipBlock": {"cidr": "10.0.0.0/8", "except": [format!("10.1.{}.0/24", rng.below(40))]}})
+        }
+    }
+}
+
+fn np_rule(rng: &mut Rng, peers_key: &str) -> Value {
+    let mut rule = serde_json::Map::new();
+    if rng.chance(85) {
+        rule.insert(
+            peers_key.into(),
+            Value::Array((0..1 + rng.below(2)).map(|_| np_peer(rng)).collect()),
+        );
+    }
+    let p = ports(rng);
+    if !p.is_null() {
+        rule.insert("ports".into(), p);
+    }
+    Value::Object(rule)
+}
+
+fn network_policy(rng: &mut Rng, p: usize, namespaces: usize) -> Value {
+    let types = match rng.below(3) {
+        0 => vec!["Ingress"],
+        1 => vec!["Egress"],
+        _ => vec!["Ingress", "Egress"],
+    };
+    // Rules only for the listed directions (some analyzers reject the others).
+    let mut spec = serde_json::Map::new();
+    spec.insert("podSelector".into(), pod_selector(rng));
+    if types.contains(&"Ingress") {
+        spec.insert(
+            "ingress".into(),
+            (0..rng.below(3)).map(|_| np_rule(rng, "from")).collect(),
+        );
+    }
+    if types.contains(&"Egress") {
+        spec.insert(
+            "egress".into(),
+            (0..rng.below(3)).map(|_| np_rule(rng, "to")).collect(),
+        );
+    }
+    spec.insert("policyTypes".into(), json!(types));
+    json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": format!("np-{p}"), "namespace": format!("ns-{}", rng.below(namespaces))},
+        "spec": spec
+    })
+}
+
+fn admin_policy(rng: &mut Rng, p: usize) -> Value {
+    let subject = if rng.chance(50) {
+        json!({"namespaces": {"matchLabels": {"team": format!("t{}", rng.below(TEAMS))}}})
+    } else {
+        json!({"pods": {"namespaceSelector": {"matchLabels": {"env": "prod"}}, "podSelector": {"matchLabels": {"tier": TIERS[rng.below(3)]}}}})
+    };
+    let peer = |rng: &mut Rng| match rng.below(3) {
+        0 => json!({"namespaces": {"matchLabels": {"team": format!("t{}", rng.below(TEAMS))}}}),
+        1 => {
+            json!({"pods": {"namespaceSelector": {}, "podSelector": {"matchLabels": {"app": format!("a{}", rng.below(APPS))}}}})
+        }
+        _ => json!({"namespaces": {}}),
+    };
+    match p % 3 {
+        0 if p == 0 => json!({
+            "apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "BaselineAdminNetworkPolicy",
+            "metadata": {"name": "default"},
+            "spec": {"subject": subject, "ingress": [{"name": "baseline-deny", "action": "Deny", "from": [peer(rng)]}]}
+        }),
+        0 | 1 => {
+            let actions = ["Allow", "Deny", "Pass"];
+            json!({
+                "apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "AdminNetworkPolicy",
+                "metadata": {"name": format!("anp-{p}")},
+                "spec": {"priority": rng.below(100), "subject": subject,
+                    "ingress": [{"name": "r0", "action": actions[rng.below(3)], "from": [peer(rng)], "ports": [{"portNumber": {"protocol": "TCP", "port": 80}}]}],
+                    "egress": [{"name": "r1", "action": actions[rng.below(3)], "to": [peer(rng)]}]}
+            })
+        }
+        _ => {
+            let actions = ["Accept", "Deny", "Pass"];
+            json!({
+                "apiVersion": "policy.networking.k8s.io/v1alpha2", "kind": "ClusterNetworkPolicy",
+                "metadata": {"name": format!("cnp-{p}")},
+                "spec": {"tier": if rng.chance(50) { "Admin" } else { "Baseline" }, "priority": rng.below(100), "subject": subject,
+                    "ingress": [{"name": "r0", "action": actions[rng.below(3)], "from": [peer(rng)], "protocols": [{"tcp": {"destinationPort": {"range": {"start": 80, "end": 81}}}}]}]}
+            })
+        }
+    }
+}
