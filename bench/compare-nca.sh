@@ -20,8 +20,10 @@ sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(200 500 1000 2000)
 out=bench/out
 mkdir -p "$out"
-now() { python3 -c 'import time; print(time.monotonic())'; }
-printf '%-6s %-9s %-10s %-12s %-12s %s\n' pods policies nca_s palisade_s ratio nca_version
+now() { echo "$EPOCHREALTIME"; }
+nca_version=$("$venv/bin/pip" show network-config-analyzer 2>/dev/null | awk '/^Version/ {print $2}')
+echo "network-config-analyzer $nca_version; palisade $(git rev-parse --short HEAD 2>/dev/null || echo '?'); $(nproc) cores"
+printf '%-6s %-9s %-10s %-18s %-18s %-14s %s\n' pods policies nca_s palisade_summary_s palisade_jsonl_s ratio_summary ratio_jsonl
 for pods in "${sizes[@]}"; do
   case $pods in
     200) policies=40 ;; 500) policies=100 ;; 1000) policies=200 ;; 2000) policies=500 ;; *) policies=$((pods / 5)) ;;
@@ -32,13 +34,17 @@ for pods in "${sizes[@]}"; do
   t0=$(now)
   "$venv/bin/nca" --connectivity "$dir/policies" --pod_list "$dir/nca/pods.yaml" --ns_list "$dir/nca/namespaces.yaml" > "$dir/nca.out" 2>&1
   t1=$(now)
-  # Palisade prints every pod pair on every container port: more output than NCA's summary.
-  $palisade matrix -f "$dir/cluster" -f "$dir/policies" -o jsonl > "$dir/palisade.jsonl"
+  # Grouped output, like NCA's connectivity map ...
+  $palisade matrix -f "$dir/cluster" -f "$dir/policies" -o summary > "$dir/palisade.summary"
   t2=$(now)
-  python3 - "$pods" "$policies" "$t0" "$t1" "$t2" "$("$venv/bin/nca" --version 2>&1 | tail -1)" <<'PY'
+  # ... and every pod pair on every container port, one JSON line each (much more output).
+  $palisade matrix -f "$dir/cluster" -f "$dir/policies" -o jsonl > "$dir/palisade.jsonl"
+  t3=$(now)
+  python3 - "$pods" "$policies" "$t0" "$t1" "$t2" "$t3" <<'PY'
 import sys
-pods, policies, t0, t1, t2, version = sys.argv[1:7]
-nca, pal = float(t1) - float(t0), float(t2) - float(t1)
-print(f"{pods:<6} {policies:<9} {nca:<10.2f} {pal:<12.4f} {nca / pal:<12.0f} {version}")
+pods, policies = sys.argv[1:3]
+t0, t1, t2, t3 = map(float, sys.argv[3:7])
+nca, summary, jsonl = t1 - t0, t2 - t1, t3 - t2
+print(f"{pods:<6} {policies:<9} {nca:<10.2f} {summary:<18.4f} {jsonl:<18.4f} {nca / summary:<14.0f} {nca / jsonl:.0f}")
 PY
 done
