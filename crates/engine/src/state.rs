@@ -115,6 +115,11 @@ pub(crate) enum Owner {
     Node(usize),
 }
 
+/// Name → position.
+pub(crate) fn by_name<'a>(names: impl Iterator<Item = &'a String>) -> HashMap<String, usize> {
+    names.enumerate().map(|(i, n)| (n.clone(), i)).collect()
+}
+
 /// Which namespaces a pod selection covers.
 pub(crate) enum NsScope<'a> {
     /// One namespace, by name.
@@ -248,20 +253,8 @@ impl Engine {
     // ------------------------------------------------------------------ indexes
 
     pub(crate) fn index_namespaces_and_nodes(&mut self) {
-        self.ns_index = self
-            .cluster
-            .namespaces
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
-        self.node_index = self
-            .cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
+        self.ns_index = by_name(self.cluster.namespaces.iter().map(|n| &n.name));
+        self.node_index = by_name(self.cluster.nodes.iter().map(|n| &n.name));
         self.ns_pods
             .resize(self.cluster.namespaces.len(), BitSet::default());
     }

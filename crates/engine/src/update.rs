@@ -320,13 +320,7 @@ impl Engine {
     }
 
     fn reindex_nodes(&mut self) {
-        self.node_index = self
-            .cluster
-            .nodes
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (n.name.clone(), i))
-            .collect();
+        self.node_index = crate::state::by_name(self.cluster.nodes.iter().map(|n| &n.name));
         for (i, p) in self.cluster.pods.iter().enumerate() {
             self.pod_node[i] = p
                 .node_name
