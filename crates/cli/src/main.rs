@@ -31,6 +31,9 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Compile the policies into a data plane's shape (nftables, Neutron security groups).
     Compile(cmd::compile::Args),
+    /// A network-namespace node enforcing the ruleset, probed with real packets (root).
+    #[command(subcommand)]
+    Lab(cmd::lab::Args),
     /// Write a deterministic synthetic cluster (for benchmarks).
     Gen(cmd::generate::Args),
     /// Grouped, admin-managed policies for tools, compiled into NetworkPolicies.
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Compile(args) => cmd::compile::run(args),
         Command::Tenancy(args) => cmd::tenancy::run(args),
         Command::Gen(args) => cmd::generate::run(args),
+        Command::Lab(args) => cmd::lab::run(args),
     };
     error::exit(result)
 }

@@ -161,7 +161,11 @@ impl Engine {
 
     /// The NetworkPolicies of `pod` that count in `dir` (those whose policyTypes name it;
     /// in legacy mode, for ingress, all that select it).
-    fn counting_nps(&self, pod: PodId, dir: Direction) -> impl Iterator<Item = u32> + '_ {
+    pub(crate) fn counting_nps(
+        &self,
+        pod: PodId,
+        dir: Direction,
+    ) -> impl Iterator<Item = u32> + '_ {
         let legacy_ingress =
             self.options.semantics == Semantics::Legacy && dir == Direction::Ingress;
         self.policies(pod, dir)
@@ -355,7 +359,12 @@ impl Engine {
     }
 
     /// KEP namespace relations between the subject pod's namespace and the peer pod's.
-    fn namespace_related(&self, m: &NamespaceMatch, subject: PodId, peer: PodId) -> bool {
+    pub(crate) fn namespace_related(
+        &self,
+        m: &NamespaceMatch,
+        subject: PodId,
+        peer: PodId,
+    ) -> bool {
         let (sn, pn) = (self.pod_ns[subject], self.pod_ns[peer]);
         let labels = |i: usize| self.cluster.namespaces.get(i).map(|n| &n.labels);
         let same = |keys: &[String]| {

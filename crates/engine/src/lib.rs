@@ -35,6 +35,7 @@
 //! ```
 
 mod bitset;
+mod concrete;
 mod eval;
 mod explain;
 mod index;
@@ -44,6 +45,7 @@ mod update;
 mod verdict;
 
 pub use bitset::BitSet;
+pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use matrix::{Matrix, Probe};
 pub use state::{Engine, Options, PodId, Semantics};

@@ -9,8 +9,7 @@ use palisade_engine::{Change, Engine, Flow, Options};
 use palisade_model::*;
 use proptest::prelude::*;
 
-mod common;
-use common::generate::{admin_policy, cluster, labels, network_policy, pod};
+use palisade_gen::strategies::{admin_policy, cluster, labels, network_policy, pod};
 
 /// The same change applied to a plain cluster: the reference for what `apply` must mean.
 fn apply_to_cluster(c: &mut Cluster, change: &Change) {

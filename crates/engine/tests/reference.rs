@@ -9,8 +9,7 @@ use palisade_engine::{EndpointKind, Engine, Flow, Options, Probe, Semantics};
 use palisade_model::*;
 use proptest::prelude::*;
 
-mod common;
-use common::generate::cluster;
+use palisade_gen::strategies::cluster;
 
 // ---------------------------------------------------------------- the naive evaluator
 
@@ -272,6 +271,51 @@ fn admin_port(x: &AdminPort, dst: Option<&Pod>, proto: Protocol, port: u16) -> b
     }
 }
 
+/// A connection decided from `Engine::side_program` alone.
+fn program_allows(e: &Engine, flow: &Flow) -> bool {
+    let side = |pod, dir, peer: IpAddr| {
+        let prog = e.side_program(pod, dir);
+        if prog.exempt.contains(&peer) {
+            return true;
+        }
+        let m = |r: &palisade_engine::ConcreteRule| {
+            r.matches(&peer, &flow.dst.ip, flow.protocol, flow.port)
+        };
+        let mut passed = false;
+        for r in &prog.admin {
+            if m(r) {
+                match r.rule.action {
+                    Action::Allow => return true,
+                    Action::Deny => return false,
+                    Action::Pass => {
+                        passed = true;
+                        break;
+                    }
+                }
+            }
+        }
+        let _ = passed;
+        if prog.isolated {
+            return prog.network.iter().any(m);
+        }
+        for r in &prog.baseline {
+            if m(r) {
+                return r.rule.action != Action::Deny;
+            }
+        }
+        true
+    };
+    let egress = match flow.src.kind {
+        EndpointKind::Pod(p) => side(p, Direction::Egress, flow.dst.ip),
+        _ => true,
+    };
+    let ingress = match flow.dst.kind {
+        EndpointKind::Pod(p) => side(p, Direction::Ingress, flow.src.ip),
+        _ => true,
+    };
+    egress && ingress
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
 
@@ -292,6 +336,9 @@ proptest! {
                         let got = engine.evaluate(&flow);
                         let want = naive.allowed(src, dst, proto, port);
                         prop_assert_eq!(got.allowed, want, "{} -> {} {}/{}\n{}", src, dst, proto, port, engine.explain(&flow));
+                        // The concrete side programs (what data planes compile) agree.
+                        let by_program = program_allows(&engine, &flow);
+                        prop_assert_eq!(by_program, want, "side programs: {} -> {} {}/{}\n{}", src, dst, proto, port, engine.explain(&flow));
                         // the explanation is consistent with the verdict
                         prop_assert_eq!(got.allowed, got.egress.allowed && got.ingress.allowed);
                         if let EndpointKind::Pod(p) = flow.dst.kind

@@ -13,6 +13,9 @@
 
 use serde_json::{Value, json};
 
+#[cfg(feature = "proptest")]
+pub mod strategies;
+
 /// What to generate.
 #[derive(Debug, Clone, Copy)]
 pub struct Spec {

@@ -27,7 +27,7 @@ pub struct Args {
 
 /// `matrix` output formats.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
-enum Format {
+pub enum Format {
     Table,
     Json,
     Jsonl,
@@ -38,7 +38,7 @@ enum Format {
 }
 
 /// The probes asked for: `--ports` × `--protocols` (TCP by default), or the container ports.
-fn probes(engine: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Probe> {
+pub fn probes(engine: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Probe> {
     if ports.is_empty() {
         return engine
             .container_probes()
@@ -57,6 +57,22 @@ fn probes(engine: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Probe> 
         .collect()
 }
 
+/// A connectivity grid to print: sources and destinations (the same names), probes, verdicts.
+pub struct Grid<'a> {
+    /// Row and column names.
+    pub names: Vec<String>,
+    /// Probes.
+    pub probes: Vec<Probe>,
+    /// `allowed(probe, from, to)`.
+    pub allowed: Box<dyn Fn(usize, usize, usize) -> bool + 'a>,
+}
+
+impl Grid<'_> {
+    fn allowed(&self, probe: usize, from: usize, to: usize) -> bool {
+        (self.allowed)(probe, from, to)
+    }
+}
+
 /// Evaluates every probe between every pair of pods and prints it.
 pub fn run(args: Args) -> Result<(), CliError> {
     let engine = args.input.engine()?;
@@ -67,44 +83,60 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .iter()
         .map(|&p| engine.cluster().pods[p].key())
         .collect();
-    let stdout = std::io::stdout();
-    match args.output {
-        Format::Table => table(&mut anstream::AutoStream::auto(stdout.lock()), &m, &names)?,
-        Format::Jsonl => jsonl(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
-        Format::Json => json(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
-        Format::Csv => csv(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
-        Format::Md => md(&mut std::io::BufWriter::new(stdout.lock()), &m, &names)?,
-        Format::Summary => summary(
-            &mut std::io::BufWriter::new(stdout.lock()),
+    if let Format::Summary = args.output {
+        summary(
+            &mut std::io::BufWriter::new(std::io::stdout().lock()),
             &engine,
             &m,
             &names,
-        )?,
+        )?;
+        return Ok(());
+    }
+    let grid = Grid {
+        names,
+        probes: m.probes.clone(),
+        allowed: Box::new(|p, f, t| m.allowed(p, f, t)),
+    };
+    print(args.output, &grid)
+}
+
+/// Prints a grid in one of the row formats (table, json, jsonl, csv, md).
+pub fn print(format: Format, g: &Grid<'_>) -> Result<(), CliError> {
+    let stdout = std::io::stdout();
+    match format {
+        Format::Table => table(&mut anstream::AutoStream::auto(stdout.lock()), g)?,
+        Format::Jsonl => jsonl(&mut std::io::BufWriter::new(stdout.lock()), g)?,
+        Format::Json => json(&mut std::io::BufWriter::new(stdout.lock()), g)?,
+        Format::Csv => csv(&mut std::io::BufWriter::new(stdout.lock()), g)?,
+        Format::Md => md(&mut std::io::BufWriter::new(stdout.lock()), g)?,
+        Format::Summary => {
+            return Err(CliError::Usage(
+                "-o summary is only for palisade matrix".into(),
+            ));
+        }
     }
     Ok(())
 }
 
 /// Every (probe, from, to) cell in output order.
-fn cells<'a>(
-    m: &'a Matrix,
-    names: &'a [String],
-) -> impl Iterator<Item = (&'a Probe, &'a str, &'a str, bool)> + 'a {
-    m.probes.iter().enumerate().flat_map(move |(pi, probe)| {
+fn cells<'a>(g: &'a Grid<'_>) -> impl Iterator<Item = (&'a Probe, &'a str, &'a str, bool)> + 'a {
+    let names = &g.names;
+    g.probes.iter().enumerate().flat_map(move |(pi, probe)| {
         (0..names.len()).flat_map(move |f| {
             (0..names.len()).map(move |t| {
                 (
                     probe,
                     names[f].as_str(),
                     names[t].as_str(),
-                    m.allowed(pi, f, t),
+                    g.allowed(pi, f, t),
                 )
             })
         })
     })
 }
 
-fn jsonl(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
-    for (probe, from, to, ok) in cells(m, names) {
+fn jsonl(out: &mut impl Write, g: &Grid<'_>) -> std::io::Result<()> {
+    for (probe, from, to, ok) in cells(g) {
         writeln!(
             out,
             "{{\"from\":{},\"to\":{},\"protocol\":\"{}\",\"port\":{},\"allowed\":{ok}}}",
@@ -117,8 +149,8 @@ fn jsonl(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<
     out.flush()
 }
 
-fn json(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
-    let rows: Vec<serde_json::Value> = cells(m, names)
+fn json(out: &mut impl Write, g: &Grid<'_>) -> std::io::Result<()> {
+    let rows: Vec<serde_json::Value> = cells(g)
         .map(|(probe, from, to, ok)| {
             serde_json::json!({"from": from, "to": to, "protocol": probe.protocol.as_str(), "port": probe.port, "allowed": ok})
         })
@@ -131,22 +163,22 @@ fn json(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<(
     out.flush()
 }
 
-fn csv(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
+fn csv(out: &mut impl Write, g: &Grid<'_>) -> std::io::Result<()> {
     writeln!(out, "from,to,protocol,port,allowed")?;
-    for (probe, from, to, ok) in cells(m, names) {
+    for (probe, from, to, ok) in cells(g) {
         writeln!(out, "{from},{to},{},{},{ok}", probe.protocol, probe.port)?;
     }
     out.flush()
 }
 
-fn md(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
-    for (pi, probe) in m.probes.iter().enumerate() {
+fn md(out: &mut impl Write, g: &Grid<'_>) -> std::io::Result<()> {
+    for (pi, probe) in g.probes.iter().enumerate() {
         writeln!(out, "### {}/{}\n", probe.protocol, probe.port)?;
-        writeln!(out, "| from \\ to | {} |", names.join(" | "))?;
-        writeln!(out, "|---|{}", "---|".repeat(names.len()))?;
-        for (f, from) in names.iter().enumerate() {
-            let row: Vec<&str> = (0..names.len())
-                .map(|t| if m.allowed(pi, f, t) { "✓" } else { "✗" })
+        writeln!(out, "| from \\ to | {} |", g.names.join(" | "))?;
+        writeln!(out, "|---|{}", "---|".repeat(g.names.len()))?;
+        for (f, from) in g.names.iter().enumerate() {
+            let row: Vec<&str> = (0..g.names.len())
+                .map(|t| if g.allowed(pi, f, t) { "✓" } else { "✗" })
                 .collect();
             writeln!(out, "| {from} | {} |", row.join(" | "))?;
         }
@@ -220,23 +252,23 @@ const RESET: &str = "\x1b[0m";
 
 /// A grid per probe: rows are sources, columns destinations; `.` allowed, `X` denied.
 /// Colour is stripped when stdout is not a terminal or `NO_COLOR` is set.
-fn table(out: &mut impl Write, m: &Matrix, names: &[String]) -> std::io::Result<()> {
-    let width = names.iter().map(String::len).max().unwrap_or(4).max(4);
-    for (pi, probe) in m.probes.iter().enumerate() {
+fn table(out: &mut impl Write, g: &Grid<'_>) -> std::io::Result<()> {
+    let width = g.names.iter().map(String::len).max().unwrap_or(4).max(4);
+    for (pi, probe) in g.probes.iter().enumerate() {
         writeln!(
             out,
             "{}/{}  (rows: from, columns: to; . allowed, X denied)",
             probe.protocol, probe.port
         )?;
         write!(out, "{:width$}", "")?;
-        for (i, _) in names.iter().enumerate() {
+        for (i, _) in g.names.iter().enumerate() {
             write!(out, " {:>3}", i)?;
         }
         writeln!(out)?;
-        for (f, from) in names.iter().enumerate() {
+        for (f, from) in g.names.iter().enumerate() {
             write!(out, "{from:width$}")?;
-            for t in 0..names.len() {
-                if m.allowed(pi, f, t) {
+            for t in 0..g.names.len() {
+                if g.allowed(pi, f, t) {
                     write!(out, "   {GREEN}.{RESET}")?;
                 } else {
                     write!(out, "   {RED}X{RESET}")?;

@@ -6,5 +6,6 @@ pub mod compile_nftables;
 pub mod eval;
 pub mod explain;
 pub mod generate;
+pub mod lab;
 pub mod matrix;
 pub mod tenancy;

@@ -3,8 +3,6 @@
 
 #![allow(dead_code, missing_docs, clippy::unwrap_used)]
 
-pub mod generate;
-
 use palisade_engine::{Engine, Flow, Options, Probe, Verdict};
 use palisade_model::Protocol;
 

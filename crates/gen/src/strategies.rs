@@ -1,6 +1,6 @@
-//! Random clusters of every kind of object, for property tests.
-
-#![allow(dead_code, missing_docs, clippy::unwrap_used)]
+//! Proptest strategies for random clusters with every kind of object and every feature
+//! (feature `proptest`): shared by the property tests of the engine and its consumers.
+#![allow(missing_docs, clippy::unwrap_used)]
 
 use palisade_model::*;
 use proptest::prelude::*;

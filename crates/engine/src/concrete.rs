@@ -1,0 +1,354 @@
+//! Each pod's decision procedure for one direction, in concrete addresses and ports: what a
+//! data plane (nftables) compiles. [`Engine::side_program`] and [`Engine::evaluate`] agree
+//! by construction and by a differential test in the nft crate.
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use palisade_model::{Action, AdminPeer, AdminPort, Direction, PortSpec, Protocol};
+
+use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId};
+use crate::verdict::{PolicyId, RuleMatch};
+
+/// The addresses a rule's peers cover (for one subject pod).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerAddrs {
+    /// Every address.
+    pub any: bool,
+    /// Single addresses (pods, nodes).
+    pub addrs: BTreeSet<IpAddr>,
+    /// CIDRs, each minus its exceptions.
+    pub blocks: Vec<(IpNet, Vec<IpNet>)>,
+}
+
+impl PeerAddrs {
+    fn any() -> PeerAddrs {
+        PeerAddrs {
+            any: true,
+            ..PeerAddrs::default()
+        }
+    }
+    /// Whether no address is covered.
+    pub fn is_empty(&self) -> bool {
+        !self.any && self.addrs.is_empty() && self.blocks.is_empty()
+    }
+    /// Whether `ip` is covered.
+    pub fn contains(&self, ip: &IpAddr) -> bool {
+        self.any
+            || self.addrs.contains(ip)
+            || self
+                .blocks
+                .iter()
+                .any(|(c, ex)| c.contains(ip) && !ex.iter().any(|e| e.contains(ip)))
+    }
+}
+
+/// One way a rule's ports can match: a protocol (or any), a range (or any), and — for a
+/// named port resolved against a destination pod — that pod's addresses.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PortAlt {
+    /// Protocol; `None` = every protocol (and port).
+    pub protocol: Option<Protocol>,
+    /// Inclusive range; `None` = every port of the protocol.
+    pub range: Option<(u16, u16)>,
+    /// Only towards these destination addresses (egress named ports).
+    pub only_to: Option<BTreeSet<IpAddr>>,
+}
+
+/// One rule in concrete terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConcreteRule {
+    /// Which rule, and what a match does (a fail-closed rule is a Deny matching everything).
+    pub rule: RuleMatch,
+    /// The peer addresses (the source for ingress, the destination for egress).
+    pub peers: PeerAddrs,
+    /// Port alternatives; `None` = every protocol and port.
+    pub ports: Option<Vec<PortAlt>>,
+}
+
+impl ConcreteRule {
+    /// Whether a connection with this peer address, destination and port matches.
+    pub fn matches(&self, peer: &IpAddr, dst: &IpAddr, protocol: Protocol, port: u16) -> bool {
+        self.peers.contains(peer)
+            && self.ports.as_ref().is_none_or(|alts| {
+                alts.iter().any(|a| {
+                    a.protocol.is_none_or(|p| p == protocol)
+                        && a.range.is_none_or(|(lo, hi)| (lo..=hi).contains(&port))
+                        && a.only_to.as_ref().is_none_or(|to| to.contains(dst))
+                })
+            })
+    }
+}
+
+/// How one pod decides one direction, in concrete terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideProgram {
+    /// Peers that are always allowed: the pod's own addresses, and for ingress the
+    /// addresses of its node (node-local traffic, when allowed).
+    pub exempt: BTreeSet<IpAddr>,
+    /// Admin tier rules in order (Allow / Deny / Pass).
+    pub admin: Vec<ConcreteRule>,
+    /// Whether NetworkPolicies isolate the pod in this direction.
+    pub isolated: bool,
+    /// The isolating policies (for explanations).
+    pub isolating: Vec<PolicyId>,
+    /// NetworkPolicy allow rules (when isolated).
+    pub network: Vec<ConcreteRule>,
+    /// Baseline tier rules in order.
+    pub baseline: Vec<ConcreteRule>,
+}
+
+impl Engine {
+    /// The pod's decision procedure for `dir` in addresses and ports.
+    pub fn side_program(&self, pod: PodId, dir: Direction) -> SideProgram {
+        let p = &self.cluster.pods[pod];
+        let mut exempt: BTreeSet<IpAddr> = p.ips.iter().copied().collect();
+        if dir == Direction::Ingress
+            && self.options.allow_node_local
+            && let Some(n) = self.pod_node[pod]
+        {
+            exempt.extend(
+                self.cluster.nodes[n]
+                    .addresses
+                    .iter()
+                    .filter(|ip| self.ip_owner.get(ip) == Some(&Owner::Node(n))),
+            );
+        }
+        let lists = self.policies(pod, dir);
+        let admin = lists
+            .admin
+            .iter()
+            .flat_map(|&i| self.admin_rules(i, pod, dir))
+            .collect();
+        let baseline = lists
+            .baseline
+            .iter()
+            .flat_map(|&i| self.admin_rules(i, pod, dir))
+            .collect();
+        let isolated = self.isolated(pod, dir);
+        let isolating = if isolated {
+            self.isolating(pod, dir)
+        } else {
+            Vec::new()
+        };
+        let network = if isolated {
+            self.counting_nps(pod, dir)
+                .flat_map(|i| self.np_rules(i, pod, dir))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        SideProgram {
+            exempt,
+            admin,
+            isolated,
+            isolating,
+            network,
+            baseline,
+        }
+    }
+
+    /// Addresses owned by the pods of a set.
+    fn pod_addrs(&self, pods: impl Iterator<Item = PodId>) -> BTreeSet<IpAddr> {
+        pods.flat_map(|i| {
+            self.cluster.pods[i]
+                .ips
+                .iter()
+                .filter(move |ip| self.ip_owner.get(ip) == Some(&Owner::Pod(i)))
+                .copied()
+        })
+        .collect()
+    }
+
+    /// Destination-pod resolutions of a named port: (protocol, number, that pod's addresses).
+    fn named_everywhere(&self, name: &str, protocol: Option<Protocol>) -> Vec<PortAlt> {
+        let mut out = Vec::new();
+        for i in self.subjects.iter() {
+            for cp in &self.cluster.pods[i].ports {
+                if cp.name.as_deref() == Some(name) && protocol.is_none_or(|p| p == cp.protocol) {
+                    let to = self.pod_addrs(std::iter::once(i));
+                    if !to.is_empty() {
+                        out.push(PortAlt {
+                            protocol: Some(cp.protocol),
+                            range: Some((cp.port.get(), cp.port.get())),
+                            only_to: Some(to),
+                        });
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// A named port resolved for a flow whose destination pod is `subject` (ingress).
+    fn named_on(&self, subject: PodId, name: &str, protocol: Option<Protocol>) -> Vec<PortAlt> {
+        self.cluster.pods[subject]
+            .ports
+            .iter()
+            .filter(|cp| {
+                cp.name.as_deref() == Some(name) && protocol.is_none_or(|p| p == cp.protocol)
+            })
+            .map(|cp| PortAlt {
+                protocol: Some(cp.protocol),
+                range: Some((cp.port.get(), cp.port.get())),
+                only_to: None,
+            })
+            .collect()
+    }
+
+    fn np_rules(&self, i: u32, pod: PodId, dir: Direction) -> Vec<ConcreteRule> {
+        let model = &self.cluster.network_policies[i as usize];
+        let compiled = match dir {
+            Direction::Ingress => &self.nps[i as usize].ingress,
+            Direction::Egress => &self.nps[i as usize].egress,
+        };
+        compiled
+            .iter()
+            .zip(model.rules(dir))
+            .enumerate()
+            .filter_map(|(index, (c, _m)): (usize, (&NpRule, _))| {
+                let peers = match &c.peers {
+                    None => PeerAddrs::any(),
+                    Some(list) => {
+                        let mut p = PeerAddrs::default();
+                        for peer in list {
+                            match peer {
+                                NpPeer::Pods(set) => p.addrs.extend(self.pod_addrs(set.iter())),
+                                NpPeer::IpBlock(b) => p.blocks.push((b.cidr, b.except.clone())),
+                            }
+                        }
+                        p
+                    }
+                };
+                let ports = c.ports.as_ref().map(|entries| {
+                    entries
+                        .iter()
+                        .flat_map(|e| match &e.port {
+                            PortSpec::Any => vec![PortAlt {
+                                protocol: Some(e.protocol),
+                                range: None,
+                                only_to: None,
+                            }],
+                            PortSpec::Range(r) => vec![PortAlt {
+                                protocol: Some(e.protocol),
+                                range: Some((r.start.get(), r.end.get())),
+                                only_to: None,
+                            }],
+                            PortSpec::Named(n) => match dir {
+                                Direction::Ingress => self.named_on(pod, n, Some(e.protocol)),
+                                Direction::Egress => self.named_everywhere(n, Some(e.protocol)),
+                            },
+                        })
+                        .collect::<Vec<_>>()
+                });
+                let rule = RuleMatch {
+                    policy: PolicyId::Network(i),
+                    direction: dir,
+                    index: index as u32,
+                    action: Action::Allow,
+                    fail_closed: false,
+                };
+                let useless = peers.is_empty() || ports.as_ref().is_some_and(Vec::is_empty);
+                (!useless).then_some(ConcreteRule { rule, peers, ports })
+            })
+            .collect()
+    }
+
+    fn admin_rules(&self, i: u32, subject: PodId, dir: Direction) -> Vec<ConcreteRule> {
+        let policy = &self.cluster.admin_policies[i as usize];
+        let compiled = match dir {
+            Direction::Ingress => &self.admins[i as usize].ingress,
+            Direction::Egress => &self.admins[i as usize].egress,
+        };
+        let mut out = Vec::new();
+        for (index, (rule, c)) in policy.rules(dir).iter().zip(compiled).enumerate() {
+            let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
+            let mut m = RuleMatch {
+                policy: PolicyId::Admin(i),
+                direction: dir,
+                index: index as u32,
+                action: rule.action,
+                fail_closed: false,
+            };
+            // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
+            if fail_closed && rule.action != Action::Allow {
+                m.action = Action::Deny;
+                m.fail_closed = true;
+                out.push(ConcreteRule {
+                    rule: m,
+                    peers: PeerAddrs::any(),
+                    ports: None,
+                });
+                continue;
+            }
+            let mut peers = PeerAddrs::default();
+            for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
+                match peer {
+                    AdminPeerC::Pods(set) => peers.addrs.extend(self.pod_addrs(set.iter())),
+                    AdminPeerC::Related { .. } => {
+                        let members = self
+                            .subjects
+                            .iter()
+                            .filter(|&q| self.related_peer_has(model_peer, subject, q));
+                        peers.addrs.extend(self.pod_addrs(members));
+                    }
+                    AdminPeerC::Nodes(sel) => {
+                        for (n, node) in self.cluster.nodes.iter().enumerate() {
+                            if sel.matches(&node.labels) {
+                                peers.addrs.extend(
+                                    node.addresses.iter().filter(|ip| {
+                                        self.ip_owner.get(ip) == Some(&Owner::Node(n))
+                                    }),
+                                );
+                            }
+                        }
+                    }
+                    AdminPeerC::Networks(nets) => {
+                        peers.blocks.extend(nets.iter().map(|n| (*n, Vec::new())))
+                    }
+                    AdminPeerC::Unsupported => {}
+                }
+            }
+            let ports = rule.ports.as_ref().map(|entries| {
+                entries
+                    .iter()
+                    .flat_map(|e| match e {
+                        AdminPort::Ports { protocol, range } => {
+                            vec![PortAlt {
+                                protocol: Some(*protocol),
+                                range: range.map(|r| (r.start.get(), r.end.get())),
+                                only_to: None,
+                            }]
+                        }
+                        AdminPort::Named(n) => match dir {
+                            Direction::Ingress => self.named_on(subject, n, None),
+                            Direction::Egress => self.named_everywhere(n, None),
+                        },
+                    })
+                    .collect::<Vec<_>>()
+            });
+            if peers.is_empty() || ports.as_ref().is_some_and(Vec::is_empty) {
+                continue;
+            }
+            out.push(ConcreteRule {
+                rule: m,
+                peers,
+                ports,
+            });
+        }
+        out
+    }
+
+    /// Whether pod `q` is in a namespace-relative admin peer of `subject`.
+    fn related_peer_has(&self, peer: &AdminPeer, subject: PodId, q: PodId) -> bool {
+        match peer {
+            AdminPeer::Namespaces(m) => self.namespace_related(m, subject, q),
+            AdminPeer::Pods { namespaces, pods } => {
+                self.namespace_related(namespaces, subject, q)
+                    && pods.matches(&self.cluster.pods[q].labels)
+            }
+            _ => false,
+        }
+    }
+}

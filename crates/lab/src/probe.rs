@@ -1,0 +1,230 @@
+//! What runs inside the pods: a TCP and UDP responder, a concurrent prober, and a long-lived
+//! connection that reports when it stops working.
+
+use std::fmt;
+use std::io::{Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use palisade_model::Protocol;
+
+use crate::LabError;
+
+/// TCP connect timeout of a probe.
+const TCP_TIMEOUT: Duration = Duration::from_millis(700);
+/// UDP: wait per attempt, and attempts.
+const UDP_WAIT: Duration = Duration::from_millis(250);
+const UDP_ATTEMPTS: usize = 3;
+
+/// Serves every `(port, protocol)`: TCP connections are echoed until closed, UDP datagrams
+/// echoed back. SCTP is not served (this kernel has none). Creates `ready` once bound, then
+/// runs until killed.
+pub fn serve(ports: &[(u16, Protocol)], ready: Option<&Path>) -> Result<(), LabError> {
+    let mut handles = Vec::new();
+    for &(port, protocol) in ports {
+        match protocol {
+            Protocol::Tcp => {
+                let l = TcpListener::bind(("0.0.0.0", port))?;
+                handles.push(std::thread::spawn(move || {
+                    for stream in l.incoming().flatten() {
+                        std::thread::spawn(move || echo(stream));
+                    }
+                }));
+            }
+            Protocol::Udp => {
+                let s = UdpSocket::bind(("0.0.0.0", port))?;
+                handles.push(std::thread::spawn(move || {
+                    let mut buf = [0u8; 1500];
+                    while let Ok((n, from)) = s.recv_from(&mut buf) {
+                        let _ = s.send_to(&buf[..n], from);
+                    }
+                }));
+            }
+            Protocol::Sctp => {}
+        }
+    }
+    if let Some(r) = ready {
+        std::fs::write(r, b"ready")?;
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    Ok(())
+}
+
+fn echo(mut s: TcpStream) {
+    let mut buf = [0u8; 512];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 || s.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// A probe target: address, port, protocol (`10.0.0.1:80/TCP`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// Address.
+    pub ip: IpAddr,
+    /// Port.
+    pub port: u16,
+    /// Protocol.
+    pub protocol: Protocol,
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}/{}",
+            SocketAddr::new(self.ip, self.port),
+            self.protocol
+        )
+    }
+}
+
+impl FromStr for Target {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (addr, proto) = s
+            .rsplit_once('/')
+            .ok_or_else(|| format!("{s:?}: want ADDR:PORT/PROTOCOL"))?;
+        let addr: SocketAddr = addr.parse().map_err(|e| format!("{s:?}: {e}"))?;
+        Ok(Target {
+            ip: addr.ip(),
+            port: addr.port(),
+            protocol: proto.parse()?,
+        })
+    }
+}
+
+/// One probe's outcome, with when it ran (microseconds since the epoch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProbeResult {
+    /// What was probed.
+    pub target: Target,
+    /// Whether the connection got through (an answer, or a refusal from the destination).
+    pub reached: bool,
+    /// Start.
+    pub start_us: u128,
+    /// End.
+    pub end_us: u128,
+}
+
+impl ProbeResult {
+    /// Reads a line of `probe-batch` output.
+    pub fn parse(line: &str) -> Option<ProbeResult> {
+        let mut w = line.split_whitespace();
+        Some(ProbeResult {
+            target: w.next()?.parse().ok()?,
+            reached: w.next()? == "1",
+            start_us: w.next()?.parse().ok()?,
+            end_us: w.next()?.parse().ok()?,
+        })
+    }
+}
+
+impl fmt::Display for ProbeResult {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} {} {} {}",
+            self.target,
+            u8::from(self.reached),
+            self.start_us,
+            self.end_us
+        )
+    }
+}
+
+fn now_us() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros())
+}
+
+/// Probes every target concurrently from the current network namespace.
+pub fn probe_batch(targets: &[Target]) -> Vec<ProbeResult> {
+    let handles: Vec<_> = targets
+        .iter()
+        .map(|&t| {
+            std::thread::spawn(move || {
+                let start_us = now_us();
+                let reached = match t.protocol {
+                    Protocol::Tcp => probe_tcp(t),
+                    Protocol::Udp => probe_udp(t),
+                    Protocol::Sctp => false,
+                };
+                ProbeResult {
+                    target: t,
+                    reached,
+                    start_us,
+                    end_us: now_us(),
+                }
+            })
+        })
+        .collect();
+    handles.into_iter().filter_map(|h| h.join().ok()).collect()
+}
+
+fn probe_tcp(t: Target) -> bool {
+    match TcpStream::connect_timeout(&SocketAddr::new(t.ip, t.port), TCP_TIMEOUT) {
+        Ok(_) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionRefused,
+    }
+}
+
+fn probe_udp(t: Target) -> bool {
+    let Ok(s) = UdpSocket::bind(if t.ip.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }) else {
+        return false;
+    };
+    if s.connect(SocketAddr::new(t.ip, t.port)).is_err()
+        || s.set_read_timeout(Some(UDP_WAIT)).is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    for _ in 0..UDP_ATTEMPTS {
+        if s.send(b"palisade").is_err() {
+            return false;
+        }
+        match s.recv(&mut buf) {
+            Ok(_) => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => return true,
+            Err(_) => {}
+        }
+    }
+    false
+}
+
+/// Keeps one TCP connection to `to` and exchanges a byte every `interval` for `duration`,
+/// printing `ok <unix ms>` or `fail <unix ms>` per exchange; returns when done.
+pub fn hold(
+    to: SocketAddr,
+    duration: Duration,
+    interval: Duration,
+    out: &mut impl Write,
+) -> Result<(), LabError> {
+    let mut s = TcpStream::connect_timeout(&to, TCP_TIMEOUT)?;
+    s.set_read_timeout(Some(interval.max(Duration::from_millis(100))))?;
+    let end = Instant::now() + duration;
+    let mut buf = [0u8; 1];
+    while Instant::now() < end {
+        let ok = s.write_all(b"x").is_ok() && matches!(s.read(&mut buf), Ok(1));
+        writeln!(
+            out,
+            "{} {}",
+            if ok { "ok" } else { "fail" },
+            now_us() / 1000
+        )?;
+        out.flush()?;
+        std::thread::sleep(interval);
+    }
+    Ok(())
+}

@@ -1,0 +1,291 @@
+//! The engine's side programs for the pods of one node → a [`Ruleset`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use palisade_engine::{ConcreteRule, Engine, PodId, SideProgram};
+use palisade_model::{Action, Direction, Protocol};
+
+use crate::NftError;
+use crate::ir::{Chain, Field, Match, Rule, Ruleset, Verdict};
+
+/// Compiles the pods of `node` (every pod when `None`) into a ruleset.
+pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError> {
+    let cluster = engine.cluster();
+    if let Some(n) = node
+        && engine.node_id(n).is_none()
+    {
+        return Err(NftError::UnknownNode(n.to_string()));
+    }
+    let host_addrs = cluster
+        .nodes
+        .iter()
+        .filter(|n| node.is_none_or(|want| n.name == want))
+        .flat_map(|n| n.addresses.iter().copied())
+        .collect();
+    let mut rs = Ruleset { host_addrs, ..Ruleset::default() };
+    let mut pods: Vec<PodId> = (0..cluster.pods.len())
+        .filter(|&p| {
+            let pod = &cluster.pods[p];
+            !pod.host_network
+                && !pod.ips.is_empty()
+                && node.is_none_or(|n| pod.node_name.as_deref() == Some(n))
+        })
+        .collect();
+    pods.sort_by_key(|&p| cluster.pods[p].key());
+    let mut logs = Logs::default();
+    let mut seen = BTreeSet::new();
+    for p in pods {
+        let mut id = chain_id(&cluster.pods[p].key());
+        while !seen.insert(id.clone()) {
+            id.push('x'); // a digest collision: still unique, still not user text
+        }
+        for (dir, prefix) in [(Direction::Egress, "e"), (Direction::Ingress, "i")] {
+            let name = format!("{prefix}{id}");
+            let program = engine.side_program(p, dir);
+            side_chains(engine, p, dir, &name, &program, &mut logs, &mut rs.chains);
+            let dispatch = if dir == Direction::Egress {
+                &mut rs.egress
+            } else {
+                &mut rs.ingress
+            };
+            dispatch.extend(cluster.pods[p].ips.iter().map(|ip| (*ip, name.clone())));
+        }
+    }
+    rs.log_names = logs.names;
+    Ok(rs)
+}
+
+/// A chain name part from a pod's `namespace/name`: 12 hex digits of FNV-1a.
+fn chain_id(key: &str) -> String {
+    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{:012x}", h & 0xffff_ffff_ffff)
+}
+
+#[derive(Default)]
+struct Logs {
+    names: Vec<String>,
+    index: BTreeMap<String, u32>,
+}
+
+impl Logs {
+    fn id(&mut self, name: String) -> u32 {
+        let next = self.names.len() as u32;
+        *self.index.entry(name.clone()).or_insert_with(|| {
+            self.names.push(name);
+            next
+        })
+    }
+}
+
+/// The three chains of one side: `<name>` (exemptions, admin tier), `<name>_np`
+/// (NetworkPolicy isolation) and `<name>_bl` (baseline).
+fn side_chains(
+    engine: &Engine,
+    pod: PodId,
+    dir: Direction,
+    name: &str,
+    prog: &SideProgram,
+    logs: &mut Logs,
+    out: &mut Vec<Chain>,
+) {
+    let peer = if dir == Direction::Egress {
+        Field::Daddr
+    } else {
+        Field::Saddr
+    };
+    let (np, bl) = (format!("{name}_np"), format!("{name}_bl"));
+    let mut main = Vec::new();
+    for (v6, nets) in by_family(prog.exempt.iter().copied()) {
+        main.push(Rule {
+            matches: vec![Match::Addr {
+                field: peer,
+                v6,
+                nets,
+                negate: false,
+            }],
+            verdict: Verdict::Return,
+            log: None,
+        });
+    }
+    for r in &prog.admin {
+        let verdict = match r.rule.action {
+            Action::Allow => Verdict::Return,
+            Action::Deny => Verdict::Drop,
+            Action::Pass => Verdict::Goto(np.clone()),
+        };
+        let log = Some(logs.id(format!("Admin tier: {}", engine.describe_rule(&r.rule))));
+        expand(r, peer, verdict, log, &mut main);
+    }
+    main.push(Rule {
+        matches: vec![],
+        verdict: Verdict::Goto(np.clone()),
+        log: None,
+    });
+    let mut np_rules = Vec::new();
+    if prog.isolated {
+        for r in &prog.network {
+            expand(r, peer, Verdict::Return, None, &mut np_rules);
+        }
+        let who = &engine.cluster().pods[pod];
+        let isolating: Vec<String> = prog
+            .isolating
+            .iter()
+            .map(|id| engine.policy_ref(*id).to_string())
+            .collect();
+        let log = logs.id(format!(
+            "NetworkPolicy tier: {} isolated for {} by {}",
+            who.key(),
+            dir.as_str().to_lowercase(),
+            isolating.join(", ")
+        ));
+        np_rules.push(Rule {
+            matches: vec![],
+            verdict: Verdict::Drop,
+            log: Some(log),
+        });
+    } else {
+        np_rules.push(Rule {
+            matches: vec![],
+            verdict: Verdict::Goto(bl.clone()),
+            log: None,
+        });
+    }
+    let mut bl_rules = Vec::new();
+    for r in &prog.baseline {
+        let (verdict, log) = match r.rule.action {
+            Action::Deny => (
+                Verdict::Drop,
+                Some(logs.id(format!("Baseline tier: {}", engine.describe_rule(&r.rule)))),
+            ),
+            // Allow, and a baseline Pass (which falls through to the default: allowed)
+            _ => (Verdict::Return, None),
+        };
+        expand(r, peer, verdict, log, &mut bl_rules);
+    }
+    out.push(Chain {
+        name: name.to_string(),
+        rules: main,
+    });
+    out.push(Chain {
+        name: np,
+        rules: np_rules,
+    });
+    out.push(Chain {
+        name: bl,
+        rules: bl_rules,
+    });
+}
+
+/// Addresses as host prefixes, grouped by family (IPv4 first).
+fn by_family(addrs: impl Iterator<Item = IpAddr>) -> Vec<(bool, Vec<IpNet>)> {
+    let (v4, v6): (Vec<IpAddr>, Vec<IpAddr>) = addrs.partition(IpAddr::is_ipv4);
+    [(false, v4), (true, v6)]
+        .into_iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(f, v)| (f, v.into_iter().map(IpNet::from).collect()))
+        .collect()
+}
+
+/// Ports of one protocol (or all), towards some addresses (or any): ranges, `None` = all.
+type PortGroup = (Option<Protocol>, Option<BTreeSet<IpAddr>>, Vec<Option<(u16, u16)>>);
+
+/// One concrete rule as nft rules: (peer pieces) × (port groups), each of one family.
+fn expand(r: &ConcreteRule, peer: Field, verdict: Verdict, log: Option<u32>, out: &mut Vec<Rule>) {
+    // Peer pieces: (family or None for any, matches).
+    let mut pieces: Vec<(Option<bool>, Vec<Match>)> = Vec::new();
+    if r.peers.any {
+        pieces.push((None, vec![]));
+    } else {
+        for (v6, nets) in by_family(r.peers.addrs.iter().copied()) {
+            pieces.push((
+                Some(v6),
+                vec![Match::Addr {
+                    field: peer,
+                    v6,
+                    nets,
+                    negate: false,
+                }],
+            ));
+        }
+        for (cidr, except) in &r.peers.blocks {
+            let v6 = cidr.addr().is_ipv6();
+            let mut m = vec![Match::Addr {
+                field: peer,
+                v6,
+                nets: vec![*cidr],
+                negate: false,
+            }];
+            if !except.is_empty() {
+                m.push(Match::Addr {
+                    field: peer,
+                    v6,
+                    nets: except.clone(),
+                    negate: true,
+                });
+            }
+            pieces.push((Some(v6), m));
+        }
+    }
+    // Port groups: (protocol, only-to addresses) → ranges; a None range means every port.
+    let mut groups: Vec<PortGroup> = Vec::new();
+    match &r.ports {
+        None => groups.push((None, None, vec![None])),
+        Some(alts) => {
+            for a in alts {
+                match groups
+                    .iter_mut()
+                    .find(|(p, t, _)| *p == a.protocol && *t == a.only_to)
+                {
+                    Some(g) => g.2.push(a.range),
+                    None => groups.push((a.protocol, a.only_to.clone(), vec![a.range])),
+                }
+            }
+        }
+    }
+    for (family, peer_matches) in &pieces {
+        for (protocol, only_to, ranges) in &groups {
+            let mut port_matches = Vec::new();
+            if let Some(p) = protocol {
+                port_matches.push(Match::Proto(*p));
+                if ranges.iter().all(Option::is_some) {
+                    port_matches.push(Match::DPort(ranges.iter().flatten().copied().collect()));
+                }
+            }
+            match only_to {
+                None => {
+                    let mut matches = peer_matches.clone();
+                    matches.extend(port_matches);
+                    out.push(Rule {
+                        matches,
+                        verdict: verdict.clone(),
+                        log,
+                    });
+                }
+                Some(to) => {
+                    for (v6, nets) in by_family(to.iter().copied()) {
+                        if family.is_some_and(|f| f != v6) {
+                            continue;
+                        }
+                        let mut matches = peer_matches.clone();
+                        matches.push(Match::Addr {
+                            field: Field::Daddr,
+                            v6,
+                            nets,
+                            negate: false,
+                        });
+                        matches.extend(port_matches.clone());
+                        out.push(Rule {
+                            matches,
+                            verdict: verdict.clone(),
+                            log,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! The ruleset as data: what `render` writes for `nft -f` and what `lookup` interprets.
+
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use palisade_model::Protocol;
+
+/// Which address of the packet a match reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Field {
+    /// Source address.
+    Saddr,
+    /// Destination address.
+    Daddr,
+}
+
+/// One condition of a rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Match {
+    /// The address is (or, negated, is not) in one of these prefixes, all of one family.
+    Addr {
+        /// Which address.
+        field: Field,
+        /// IPv6 prefixes (else IPv4).
+        v6: bool,
+        /// The prefixes.
+        nets: Vec<IpNet>,
+        /// `!=`.
+        negate: bool,
+    },
+    /// The transport protocol.
+    Proto(Protocol),
+    /// The destination port is in one of these inclusive ranges.
+    DPort(Vec<(u16, u16)>),
+}
+
+/// What a matching rule does.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// Back to the calling base chain (this side allows).
+    Return,
+    /// Drop the packet.
+    Drop,
+    /// Continue in another chain (by name).
+    Goto(String),
+}
+
+/// One rule.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Rule {
+    /// All must hold.
+    pub matches: Vec<Match>,
+    /// Then this.
+    pub verdict: Verdict,
+    /// Count and log (nflog group 100) with this log id.
+    pub log: Option<u32>,
+}
+
+/// A regular chain.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Chain {
+    /// Name (derived from a digest of the pod, never from user text).
+    pub name: String,
+    /// Rules in order; falling off the end returns.
+    pub rules: Vec<Rule>,
+}
+
+/// The whole `inet palisade` table.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Ruleset {
+    /// Per-pod chains.
+    pub chains: Vec<Chain>,
+    /// Egress dispatch: source address → chain.
+    pub egress: Vec<(IpAddr, String)>,
+    /// Ingress dispatch: destination address → chain.
+    pub ingress: Vec<(IpAddr, String)>,
+    /// This node's own addresses (traffic from them takes the output hook, to them the input hook).
+    pub host_addrs: Vec<IpAddr>,
+    /// Log id → what it stands for (tier, policy, rule).
+    pub log_names: Vec<String>,
+}
+
+impl Ruleset {
+    /// The chain named `name`.
+    pub fn chain(&self, name: &str) -> Option<&Chain> {
+        self.chains.iter().find(|c| c.name == name)
+    }
+
+    /// Log id → description, for mapping nflog prefixes back to policies.
+    pub fn log_prefix_names(&self) -> Vec<(String, String)> {
+        self.log_names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (format!("pal-{i}"), n.clone()))
+            .collect()
+    }
+}

@@ -1,0 +1,43 @@
+//! Enforcement with nftables: the evaluator's decisions for the pods of one node, compiled
+//! into one `inet palisade` table.
+//!
+//! [`compile`] turns each pod's [`palisade_engine::SideProgram`]s into chains reached
+//! through verdict maps keyed by pod address (`egress4/6` by source, `ingress4/6` by
+//! destination), so the per-packet cost does not grow with the number of pods. Each side is
+//! three chains: exemptions and the admin tier (accept = `return`, deny = `drop`, pass =
+//! `goto …_np`), NetworkPolicy isolation (allow-list then `drop`), baseline. Connections,
+//! not packets: `ct state established,related accept` comes first. Every drop and admin
+//! decision is counted and logged to nflog group 100 with a `pal-<id>` prefix that
+//! [`Ruleset::log_prefix_names`] maps back to tier, policy and rule.
+//!
+//! [`Ruleset::render`] writes the `nft -f` script (one atomic transaction);
+//! [`Ruleset::lookup`] interprets exactly that ruleset in userspace, so tests compare it
+//! with the engine on thousands of cases without a kernel; [`apply`], [`update`] (changed
+//! chains and map elements only, one transaction, then conntrack cleanup) and [`remove`]
+//! talk to the kernel. See `docs/nftables.md`.
+
+mod apply;
+mod compile;
+mod ir;
+mod lookup;
+mod render;
+
+pub use apply::{UpdateStats, apply, check, cut_forbidden, remove, update, update_script};
+pub use compile::compile;
+pub use ir::{Chain, Field, Match, Rule, Ruleset, Verdict};
+pub use lookup::{NftVerdict, Packet};
+pub use render::{LOG_GROUP, TABLE};
+
+/// Why compiling or loading a ruleset failed.
+#[derive(Debug, thiserror::Error)]
+pub enum NftError {
+    /// `--node` names no node of the input.
+    #[error("no node {0:?} in the input")]
+    UnknownNode(String),
+    /// A command could not be run.
+    #[error("could not run {0}: {1}")]
+    Spawn(String, #[source] std::io::Error),
+    /// nft refused the ruleset.
+    #[error("nft rejected the ruleset: {0}")]
+    Rejected(String),
+}

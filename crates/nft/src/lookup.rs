@@ -1,0 +1,111 @@
+//! A userspace interpreter of exactly the generated ruleset, for tests without a kernel
+//! and for deciding which tracked connections an update must cut.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use palisade_model::Protocol;
+
+use crate::ir::{Chain, Field, Match, Rule, Ruleset, Verdict};
+
+/// The first packet of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Packet {
+    /// Source address.
+    pub src: IpAddr,
+    /// Destination address.
+    pub dst: IpAddr,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Destination port.
+    pub dport: u16,
+}
+
+/// What the ruleset does with a new connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NftVerdict {
+    /// Accepted.
+    Accept,
+    /// Dropped, by the rule with this log id (if it logs).
+    Drop(Option<u32>),
+}
+
+enum Flow {
+    Continue,
+    Drop(Option<u32>),
+}
+
+impl Ruleset {
+    /// Decides a new connection as the kernel would with this ruleset loaded: the forward
+    /// hook (egress dispatch, then ingress dispatch), or input/output for this node's own
+    /// addresses.
+    pub fn lookup(&self, p: &Packet) -> NftVerdict {
+        let chains: HashMap<&str, &Chain> =
+            self.chains.iter().map(|c| (c.name.as_str(), c)).collect();
+        let from_host = self.host_addrs.contains(&p.src);
+        let to_host = self.host_addrs.contains(&p.dst);
+        let egress = !from_host; // output hook: no egress dispatch
+        let ingress = !to_host; // input hook: no ingress dispatch
+        if egress
+            && let Some((_, c)) = self.egress.iter().find(|(ip, _)| *ip == p.src)
+            && let Flow::Drop(log) = run(&chains, c, p)
+        {
+            return NftVerdict::Drop(log);
+        }
+        if ingress
+            && let Some((_, c)) = self.ingress.iter().find(|(ip, _)| *ip == p.dst)
+            && let Flow::Drop(log) = run(&chains, c, p)
+        {
+            return NftVerdict::Drop(log);
+        }
+        NftVerdict::Accept
+    }
+}
+
+fn run(chains: &HashMap<&str, &Chain>, name: &str, p: &Packet) -> Flow {
+    let mut current = name;
+    'chain: loop {
+        let Some(chain) = chains.get(current) else {
+            return Flow::Continue;
+        };
+        for rule in &chain.rules {
+            if matches(rule, p) {
+                match &rule.verdict {
+                    Verdict::Return => return Flow::Continue,
+                    Verdict::Drop => return Flow::Drop(rule.log),
+                    Verdict::Goto(next) => {
+                        current = next;
+                        continue 'chain;
+                    }
+                }
+            }
+        }
+        return Flow::Continue;
+    }
+}
+
+fn matches(rule: &Rule, p: &Packet) -> bool {
+    let mut proto: Option<Protocol> = None;
+    rule.matches.iter().all(|m| match m {
+        Match::Addr {
+            field,
+            v6,
+            nets,
+            negate,
+        } => {
+            let ip = match field {
+                Field::Saddr => p.src,
+                Field::Daddr => p.dst,
+            };
+            // `ip daddr` / `ip6 daddr` never match a packet of the other family, negated or not.
+            ip.is_ipv6() == *v6 && nets.iter().any(|n| n.contains(&ip)) != *negate
+        }
+        Match::Proto(x) => {
+            proto = Some(*x);
+            p.protocol == *x
+        }
+        Match::DPort(ranges) => {
+            proto.is_some() && ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&p.dport))
+        }
+    })
+}

@@ -1,0 +1,202 @@
+//! The generated ruleset, interpreted, decides every connection as the engine does; and
+//! the kernel accepts its text.
+
+#![allow(missing_docs, clippy::unwrap_used)]
+
+use std::net::IpAddr;
+
+use palisade_engine::{Engine, Flow, Options};
+use palisade_model::Protocol;
+use palisade_nft::{NftVerdict, Packet, compile};
+use proptest::prelude::*;
+
+fn addresses(c: &palisade_model::Cluster) -> Vec<IpAddr> {
+    let mut ips: Vec<IpAddr> = c.pods.iter().flat_map(|p| p.ips.clone()).collect();
+    ips.extend(
+        [
+            "192.168.0.1",
+            "192.168.0.2",
+            "203.0.113.7",
+            "10.0.5.5",
+            "10.0.0.3",
+        ]
+        .iter()
+        .map(|s| s.parse::<IpAddr>().unwrap()),
+    );
+    ips.sort();
+    ips.dedup();
+    ips
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    #[test]
+    fn ruleset_agrees_with_the_engine(c in palisade_gen::strategies::cluster(), node_local in any::<bool>()) {
+        let engine = Engine::new(c.clone(), Options { allow_node_local: node_local, ..Options::default() });
+        let rs = compile(&engine, None).unwrap();
+        for &src in &addresses(&c) {
+            for &dst in &addresses(&c) {
+                for protocol in Protocol::ALL {
+                    for port in [79u16, 80, 81] {
+                        let flow = Flow { src: engine.endpoint_for_ip(src), dst: engine.endpoint_for_ip(dst), protocol, port };
+                        let want = engine.evaluate(&flow).allowed;
+                        let got = rs.lookup(&Packet { src, dst, protocol, dport: port }) == NftVerdict::Accept;
+                        prop_assert_eq!(got, want, "{} -> {} {}/{}\n{}\n{}", src, dst, protocol, port, engine.explain(&flow), rs.render());
+                    }
+                }
+            }
+        }
+    }
+}
+
+const XYZ: &str = include_str!("../../../examples/xyz/cluster.yaml");
+
+fn xyz_engine(policies: &str) -> Engine {
+    let loaded =
+        palisade_model::load_sources([("c", XYZ), ("p", policies)], Default::default()).unwrap();
+    Engine::new(loaded.cluster, Options::default())
+}
+
+#[test]
+fn drops_are_logged_with_ids_that_name_the_policy() {
+    let e = xyz_engine(
+        &[
+            include_str!("../../../examples/xyz/policies/01-deny-ingress-x.yaml"),
+            include_str!("../../../examples/xyz/policies/02-anp.yaml"),
+            include_str!("../../../examples/xyz/policies/03-banp.yaml"),
+        ]
+        .join("\n---\n"),
+    );
+    let rs = compile(&e, None).unwrap();
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let v = rs.lookup(&Packet {
+        src: ip("10.0.1.10"),
+        dst: ip("10.0.2.12"),
+        protocol: Protocol::Tcp,
+        dport: 80,
+    });
+    let NftVerdict::Drop(Some(id)) = v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(
+        rs.log_names[id as usize],
+        "Baseline tier: BaselineAdminNetworkPolicy default, egress rule 0 \"no-y-to-z\" (Deny)"
+    );
+    let v = rs.lookup(&Packet {
+        src: ip("10.0.1.10"),
+        dst: ip("10.0.0.10"),
+        protocol: Protocol::Tcp,
+        dport: 80,
+    });
+    let NftVerdict::Drop(Some(id)) = v else {
+        panic!("{v:?}")
+    };
+    assert_eq!(
+        rs.log_names[id as usize],
+        "NetworkPolicy tier: x/a isolated for ingress by NetworkPolicy x/allow-from-y-b"
+    );
+    let text = rs.render();
+    assert!(text.contains("log prefix \"pal-") && text.contains("group 100"));
+    // SCTP rules are rendered (they cannot be probed in this kernel).
+    let sctp = xyz_engine(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: s, namespace: x}\nspec:\n  podSelector: {}\n  ingress: [{ports: [{protocol: SCTP, port: 80}]}]\n",
+    );
+    assert!(
+        compile(&sctp, None)
+            .unwrap()
+            .render()
+            .contains("meta l4proto sctp th dport { 80 }")
+    );
+}
+
+#[test]
+fn names_and_labels_never_reach_the_ruleset() {
+    let hostile = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: evil, labels: {x: "a"}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: "p.drop", namespace: evil, labels: {app: "drop"}}
+status: {podIP: 10.9.9.9}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: "accept.all", namespace: evil}
+spec: {podSelector: {matchLabels: {app: drop}}}
+"#;
+    let rs = compile(&xyz_engine(hostile), None).unwrap();
+    let text = rs.render();
+    for word in ["evil", "p.drop", "accept.all"] {
+        assert!(!text.contains(word), "{word} leaked into the ruleset");
+    }
+}
+
+#[test]
+fn one_node_only() {
+    let e = xyz_engine("");
+    assert_eq!(compile(&e, Some("node-1")).unwrap().egress.len(), 9);
+    assert!(compile(&e, Some("nope")).is_err());
+}
+
+/// `nft -c` in a fresh network namespace (root only; CI runs as root).
+#[test]
+fn the_kernel_accepts_the_rendered_rulesets() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a network namespace");
+        return;
+    }
+    let ns = format!("palisade-nftc-{}", std::process::id());
+    assert!(
+        std::process::Command::new("ip")
+            .args(["netns", "add", &ns])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let result = std::panic::catch_unwind(|| {
+        let policies = std::fs::read_dir(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/xyz/policies"
+        ))
+        .unwrap()
+        .map(|f| std::fs::read_to_string(f.unwrap().path()).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+        let rs = compile(&xyz_engine(&policies), None).unwrap();
+        palisade_nft::check(&rs.render(), Some(&ns)).unwrap();
+        palisade_nft::check(&rs.render_linear(), Some(&ns)).unwrap();
+        for seed in 0..5 {
+            let g = palisade_gen::generate(&palisade_gen::Spec {
+                pods: 60,
+                policies: 30,
+                seed,
+                admin: true,
+            });
+            let (c, p) = (g.cluster_yaml(), g.policies_yaml());
+            let loaded = palisade_model::load_sources(
+                [("c", c.as_str()), ("p", p.as_str())],
+                Default::default(),
+            )
+            .unwrap();
+            let rs = compile(&Engine::new(loaded.cluster, Options::default()), None).unwrap();
+            palisade_nft::check(&rs.render(), Some(&ns))
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        }
+    });
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "del", &ns])
+        .status();
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
+
+fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
