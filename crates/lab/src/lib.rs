@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use palisade_model::{Cluster, Protocol};
 
-pub use probe::{ProbeResult, Target, hold, probe_batch, serve};
+pub use probe::{ConnectStats, ProbeResult, Target, connect_bench, hold, probe_batch, serve};
 
 /// The external test host's address.
 pub const EXTERNAL_IP: &str = "192.0.2.10";

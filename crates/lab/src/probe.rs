@@ -228,3 +228,52 @@ pub fn hold(
     }
     Ok(())
 }
+
+/// New-connection latency towards `to` for `duration`, one connection at a time (each
+/// connect is a new conntrack entry, so it walks the ruleset).
+pub fn connect_bench(to: SocketAddr, duration: Duration) -> Result<ConnectStats, LabError> {
+    let end = Instant::now() + duration;
+    let mut samples = Vec::new();
+    let mut timeouts = 0;
+    while Instant::now() < end {
+        let t = Instant::now();
+        match TcpStream::connect_timeout(&to, Duration::from_millis(200)) {
+            Ok(s) => {
+                samples.push(t.elapsed().as_micros());
+                drop(s);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut && timeouts < 1000 => timeouts += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    samples.sort_unstable();
+    let pct = |q: f64| {
+        samples
+            .get(((samples.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let mean = samples.iter().sum::<u128>() / samples.len().max(1) as u128;
+    Ok(ConnectStats {
+        connections: samples.len(),
+        timeouts,
+        p50_us: pct(0.5),
+        p99_us: pct(0.99),
+        mean_us: mean,
+    })
+}
+
+/// What [`connect_bench`] measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnectStats {
+    /// Connections established.
+    pub connections: usize,
+    /// Connects that timed out (lost SYNs; they also happen with no ruleset loaded).
+    pub timeouts: usize,
+    /// Median connect time.
+    pub p50_us: u128,
+    /// 99th percentile connect time.
+    pub p99_us: u128,
+    /// Mean connect time of established connections.
+    pub mean_us: u128,
+}

@@ -106,6 +106,22 @@ pub fn update_script(old: &Ruleset, new: &Ruleset) -> (String, UpdateStats) {
         old.chains.iter().map(|c| (c.name.as_str(), c)).collect();
     let news: BTreeMap<&str, &crate::ir::Chain> =
         new.chains.iter().map(|c| (c.name.as_str(), c)).collect();
+    // Sets are named by their content: add the new ones, delete the unused ones last.
+    let old_sets: std::collections::BTreeSet<&str> =
+        old.sets.iter().map(|x| x.name.as_str()).collect();
+    let new_sets: std::collections::BTreeSet<&str> =
+        new.sets.iter().map(|x| x.name.as_str()).collect();
+    for set in new
+        .sets
+        .iter()
+        .filter(|x| !old_sets.contains(x.name.as_str()))
+    {
+        s += &format!(
+            "add set {TABLE} {} {{ {} }}\n",
+            set.name,
+            crate::render::set_body(set, "; ")
+        );
+    }
     for name in news.keys().filter(|n| !olds.contains_key(*n)) {
         s += &format!("add chain {TABLE} {name}\n");
     }
@@ -164,6 +180,9 @@ pub fn update_script(old: &Ruleset, new: &Ruleset) -> (String, UpdateStats) {
     }
     for name in olds.keys().filter(|n| !news.contains_key(*n)) {
         s += &format!("delete chain {TABLE} {name}\n");
+    }
+    for name in old_sets.difference(&new_sets) {
+        s += &format!("delete set {TABLE} {name}\n");
     }
     (s, stats)
 }

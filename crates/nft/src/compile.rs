@@ -24,7 +24,10 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
         .filter(|n| node.is_none_or(|want| n.name == want))
         .flat_map(|n| n.addresses.iter().copied())
         .collect();
-    let mut rs = Ruleset { host_addrs, ..Ruleset::default() };
+    let mut rs = Ruleset {
+        host_addrs,
+        ..Ruleset::default()
+    };
     let mut pods: Vec<PodId> = (0..cluster.pods.len())
         .filter(|&p| {
             let pod = &cluster.pods[p];
@@ -54,7 +57,61 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
         }
     }
     rs.log_names = logs.names;
+    intern_sets(&mut rs);
     Ok(rs)
+}
+
+/// Address lists longer than this become named sets shared across chains.
+const INLINE_MAX: usize = 4;
+
+/// Moves long address lists into named sets, one per distinct content: a peer that selects
+/// many pods is stored once, not once per subject pod's chain.
+fn intern_sets(rs: &mut Ruleset) {
+    let mut sets: BTreeMap<(bool, Vec<IpNet>), String> = BTreeMap::new();
+    for chain in &mut rs.chains {
+        for rule in &mut chain.rules {
+            for m in &mut rule.matches {
+                let Match::Addr {
+                    field,
+                    v6,
+                    nets,
+                    negate,
+                } = m
+                else {
+                    continue;
+                };
+                if nets.len() <= INLINE_MAX {
+                    continue;
+                }
+                let mut key = nets.clone();
+                key.sort();
+                key.dedup();
+                let name = sets
+                    .entry((*v6, key))
+                    .or_insert_with_key(|(v6, k)| {
+                        let text: Vec<String> = k.iter().map(ToString::to_string).collect();
+                        let h = text
+                            .join(",")
+                            .bytes()
+                            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+                                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                            });
+                        format!("s{}{:012x}", if *v6 { 6 } else { 4 }, h & 0xffff_ffff_ffff)
+                    })
+                    .clone();
+                *m = Match::Set {
+                    field: *field,
+                    v6: *v6,
+                    set: name,
+                    negate: *negate,
+                };
+            }
+        }
+    }
+    rs.sets = sets
+        .into_iter()
+        .map(|((v6, elements), name)| crate::ir::NamedSet { name, v6, elements })
+        .collect();
 }
 
 /// A chain name part from a pod's `namespace/name`: 12 hex digits of FNV-1a.
@@ -191,7 +248,11 @@ fn by_family(addrs: impl Iterator<Item = IpAddr>) -> Vec<(bool, Vec<IpNet>)> {
 }
 
 /// Ports of one protocol (or all), towards some addresses (or any): ranges, `None` = all.
-type PortGroup = (Option<Protocol>, Option<BTreeSet<IpAddr>>, Vec<Option<(u16, u16)>>);
+type PortGroup = (
+    Option<Protocol>,
+    Option<BTreeSet<IpAddr>>,
+    Vec<Option<(u16, u16)>>,
+);
 
 /// One concrete rule as nft rules: (peer pieces) × (port groups), each of one family.
 fn expand(r: &ConcreteRule, peer: Field, verdict: Verdict, log: Option<u32>, out: &mut Vec<Rule>) {

@@ -28,6 +28,17 @@ pub enum Match {
         /// `!=`.
         negate: bool,
     },
+    /// The address is (or is not) in a named set of [`Ruleset::sets`] (of one family).
+    Set {
+        /// Which address.
+        field: Field,
+        /// IPv6 set (else IPv4).
+        v6: bool,
+        /// The set's name.
+        set: String,
+        /// `!=`.
+        negate: bool,
+    },
     /// The transport protocol.
     Proto(Protocol),
     /// The destination port is in one of these inclusive ranges.
@@ -65,9 +76,32 @@ pub struct Chain {
     pub rules: Vec<Rule>,
 }
 
+/// A named address set, shared by every rule that needs the same addresses (its name is
+/// a digest of its content, so an update never has to change a set in place).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NamedSet {
+    /// Name.
+    pub name: String,
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+    /// Prefixes (host prefixes for single addresses).
+    pub elements: Vec<IpNet>,
+}
+
+impl NamedSet {
+    /// Whether the set needs `flags interval` (it holds a prefix wider than one address).
+    pub fn interval(&self) -> bool {
+        self.elements
+            .iter()
+            .any(|n| n.prefix_len() < n.max_prefix_len())
+    }
+}
+
 /// The whole `inet palisade` table.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ruleset {
+    /// Address sets referenced by rules.
+    pub sets: Vec<NamedSet>,
     /// Per-pod chains.
     pub chains: Vec<Chain>,
     /// Egress dispatch: source address → chain.

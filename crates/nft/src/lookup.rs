@@ -40,8 +40,14 @@ impl Ruleset {
     /// hook (egress dispatch, then ingress dispatch), or input/output for this node's own
     /// addresses.
     pub fn lookup(&self, p: &Packet) -> NftVerdict {
-        let chains: HashMap<&str, &Chain> =
-            self.chains.iter().map(|c| (c.name.as_str(), c)).collect();
+        let chains = Tables {
+            chains: self.chains.iter().map(|c| (c.name.as_str(), c)).collect(),
+            sets: self
+                .sets
+                .iter()
+                .map(|s| (s.name.as_str(), s.elements.as_slice()))
+                .collect(),
+        };
         let from_host = self.host_addrs.contains(&p.src);
         let to_host = self.host_addrs.contains(&p.dst);
         let egress = !from_host; // output hook: no egress dispatch
@@ -62,14 +68,20 @@ impl Ruleset {
     }
 }
 
-fn run(chains: &HashMap<&str, &Chain>, name: &str, p: &Packet) -> Flow {
+/// The ruleset's chains and sets by name.
+struct Tables<'r> {
+    chains: HashMap<&'r str, &'r Chain>,
+    sets: HashMap<&'r str, &'r [ipnet::IpNet]>,
+}
+
+fn run(t: &Tables<'_>, name: &str, p: &Packet) -> Flow {
     let mut current = name;
     'chain: loop {
-        let Some(chain) = chains.get(current) else {
+        let Some(chain) = t.chains.get(current) else {
             return Flow::Continue;
         };
         for rule in &chain.rules {
-            if matches(rule, p) {
+            if matches(t, rule, p) {
                 match &rule.verdict {
                     Verdict::Return => return Flow::Continue,
                     Verdict::Drop => return Flow::Drop(rule.log),
@@ -84,7 +96,7 @@ fn run(chains: &HashMap<&str, &Chain>, name: &str, p: &Packet) -> Flow {
     }
 }
 
-fn matches(rule: &Rule, p: &Packet) -> bool {
+fn matches(t: &Tables<'_>, rule: &Rule, p: &Packet) -> bool {
     let mut proto: Option<Protocol> = None;
     rule.matches.iter().all(|m| match m {
         Match::Addr {
@@ -99,6 +111,19 @@ fn matches(rule: &Rule, p: &Packet) -> bool {
             };
             // `ip daddr` / `ip6 daddr` never match a packet of the other family, negated or not.
             ip.is_ipv6() == *v6 && nets.iter().any(|n| n.contains(&ip)) != *negate
+        }
+        Match::Set {
+            field,
+            v6,
+            set,
+            negate,
+        } => {
+            let ip = match field {
+                Field::Saddr => p.src,
+                Field::Daddr => p.dst,
+            };
+            let members = t.sets.get(set.as_str()).copied().unwrap_or_default();
+            ip.is_ipv6() == *v6 && members.iter().any(|n| n.contains(&ip)) != *negate
         }
         Match::Proto(x) => {
             proto = Some(*x);

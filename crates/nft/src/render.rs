@@ -40,6 +40,9 @@ impl Ruleset {
             }
             s += "  }\n";
         }
+        for set in &self.sets {
+            s += &set_text(set);
+        }
         let base = |hook: &str, egress: bool, ingress: bool| {
             let mut c = format!(
                 "  chain {hook} {{\n    type filter hook {hook} priority filter; policy accept;\n"
@@ -67,36 +70,67 @@ impl Ruleset {
         s
     }
 
-    /// The same decisions as a flat list of rules in the forward chain (the iptables-style
-    /// layout), for benchmarks only: every rule is reached linearly.
+    /// A flat list of rules in the forward chain (the iptables-style layout) with the same
+    /// ingress decisions, for benchmarks only: every pod's ingress rules are walked in order
+    /// (`ip daddr <pod> ...`), allow → `accept`, deny → `drop`. Egress chains are left out,
+    /// so it equals [`Ruleset::render`] only for policy sets without egress isolation.
     pub fn render_linear(&self) -> String {
         let mut s = format!("add table {TABLE}\ndelete table {TABLE}\ntable {TABLE} {{\n");
+        for set in &self.sets {
+            s += &set_text(set);
+        }
         s += "  chain forward {\n    type filter hook forward priority filter; policy accept;\n";
         s += "    ct state established,related accept\n";
-        for (dispatch, field) in [(&self.egress, "saddr"), (&self.ingress, "daddr")] {
-            for (ip, chain) in dispatch {
-                let fam = if ip.is_ipv6() { "ip6" } else { "ip" };
-                if let Some(c) = self.chain(chain) {
-                    for r in &c.rules {
-                        // Jumps and returns become "no decision here": keep walking the list.
-                        let mut flat = r.clone();
-                        if !matches!(flat.verdict, Verdict::Drop) {
-                            flat.log = None;
-                            let _ = writeln!(
-                                s,
-                                "    {fam} {field} {ip} {} counter",
-                                matches_text(&flat)
-                            );
-                        } else {
-                            let _ = writeln!(s, "    {fam} {field} {ip} {}", rule_text(&flat));
-                        }
-                    }
+        for (ip, chain) in &self.ingress {
+            let fam = if ip.is_ipv6() { "ip6" } else { "ip" };
+            for name in [chain.clone(), format!("{chain}_np"), format!("{chain}_bl")] {
+                let Some(c) = self.chain(&name) else { continue };
+                for r in &c.rules {
+                    let verdict = match r.verdict {
+                        Verdict::Return => "accept",
+                        Verdict::Drop => "drop",
+                        Verdict::Goto(_) => continue,
+                    };
+                    let _ = writeln!(s, "    {fam} daddr {ip} {} {verdict}", matches_text(r));
                 }
             }
         }
         s += "  }\n}\n";
         s
     }
+}
+
+/// A set's body: type, flags, elements, joined by `sep`.
+pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
+    let mut parts = vec![format!(
+        "type {}",
+        if set.v6 { "ipv6_addr" } else { "ipv4_addr" }
+    )];
+    if set.interval() {
+        parts.push("flags interval".into());
+    }
+    let elems: Vec<String> = set
+        .elements
+        .iter()
+        .map(|n| {
+            if n.prefix_len() == n.max_prefix_len() {
+                n.addr().to_string()
+            } else {
+                n.to_string()
+            }
+        })
+        .collect();
+    parts.push(format!("elements = {{ {} }}", elems.join(", ")));
+    parts.join(sep)
+}
+
+/// A set definition (inside the table).
+pub(crate) fn set_text(set: &crate::ir::NamedSet) -> String {
+    format!(
+        "  set {} {{\n    {}\n  }}\n",
+        set.name,
+        set_body(set, "\n    ")
+    )
 }
 
 fn matches_text(r: &Rule) -> String {
@@ -117,6 +151,19 @@ fn matches_text(r: &Rule) -> String {
                 let op = if *negate { "!= " } else { "" };
                 let list: Vec<String> = nets.iter().map(ToString::to_string).collect();
                 format!("{fam} {f} {op}{{ {} }}", list.join(", "))
+            }
+            Match::Set {
+                field,
+                v6,
+                set,
+                negate,
+            } => {
+                let fam = if *v6 { "ip6" } else { "ip" };
+                let f = match field {
+                    Field::Saddr => "saddr",
+                    Field::Daddr => "daddr",
+                };
+                format!("{fam} {f} {}@{set}", if *negate { "!= " } else { "" })
             }
             Match::Proto(p) => format!("meta l4proto {}", p.as_str().to_lowercase()),
             Match::DPort(ranges) => {

@@ -73,6 +73,16 @@ pub enum Args {
         /// `ADDR:PORT/PROTOCOL` targets.
         targets: Vec<String>,
     },
+    /// Measure new-connection latency (runs inside a pod namespace; for benchmarks).
+    #[command(hide = true)]
+    ConnectBench {
+        /// `ADDR:PORT`.
+        #[arg(long)]
+        to: std::net::SocketAddr,
+        /// How long, in milliseconds.
+        #[arg(long, default_value_t = 2000)]
+        millis: u64,
+    },
     /// Hold a TCP connection and report every exchange (runs inside a pod namespace).
     #[command(hide = true)]
     Hold {
@@ -200,6 +210,17 @@ pub fn run(args: Args) -> Result<(), CliError> {
             for r in palisade_lab::probe_batch(&targets) {
                 println!("{r}");
             }
+            Ok(())
+        }
+        Args::ConnectBench { to, millis } => {
+            let s =
+                palisade_lab::connect_bench(to, Duration::from_millis(millis)).map_err(failed)?;
+            // connects per second of connect time (timeouts are lost SYNs, counted apart)
+            let rate = 1e6 / s.mean_us.max(1) as f64;
+            println!(
+                "connections {} timeouts {} per_second {rate:.0} p50_us {} p99_us {}",
+                s.connections, s.timeouts, s.p50_us, s.p99_us
+            );
             Ok(())
         }
         Args::Hold { to, millis } => palisade_lab::hold(

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Kernel benchmarks (root): new-connection latency between two lab pods with 0, 100, 1,000
+# and 10,000 policy rules loaded (rules selecting other pods), palisade's ruleset (verdict
+# maps to per-pod chains) against the same rules as one linear list; then compile + apply
+# time for generated clusters of 1,000 and 10,000 pods.
+#
+#   bench/kernel.sh [RULE COUNTS...]     (default: 0 100 1000 10000)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build -q --release -p palisade-cli
+P=$PWD/target/release/palisade
+out=bench/out/kernel
+mkdir -p "$out"
+counts=("$@")
+[ ${#counts[@]} -gt 0 ] || counts=(0 100 1000 10000)
+python3 - "$out" "${counts[@]}" <<'PY'
+import sys
+out, counts = sys.argv[1], [int(c) for c in sys.argv[2:]]
+pod = lambda name, ip, labels: f"""---
+apiVersion: v1
+kind: Pod
+metadata: {{name: {name}, namespace: bench, labels: {{{labels}}}}}
+spec: {{containers: [{{name: c, ports: [{{containerPort: 80}}]}}]}}
+status: {{podIP: {ip}}}
+"""
+small = "apiVersion: v1\nkind: Namespace\nmetadata: {name: bench}\n" + pod("zz-a", "10.50.0.1", "app: a") + pod("zz-b", "10.50.0.2", "app: b")
+open(f"{out}/small.yaml", "w").write(small)
+for n in counts:
+    text = small
+    for i in range(n):
+        text += pod(f"o-{i}", f"10.60.{i // 250}.{i % 250 + 1}", f"app: o{i}")
+        text += f"""---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: np-{i}, namespace: bench}}
+spec:
+  podSelector: {{matchLabels: {{app: o{i}}}}}
+  ingress: [{{from: [{{ipBlock: {{cidr: 10.70.{i // 250}.{i % 250 + 1}/32}}}}], ports: [{{port: 8080}}]}}]
+"""
+    open(f"{out}/rules-{n}.yaml", "w").write(text)
+PY
+$P lab down --name bk >/dev/null 2>&1 || true
+$P lab up -f "$out/small.yaml" --name bk 2>/dev/null
+trap '$P lab down --name bk >/dev/null 2>&1 || true' EXIT
+echo "new-connection latency zz-a -> zz-b:80, one client, 2 s per cell (conn_per_s = 1 / mean connect time)"
+printf '%-8s %-8s %-10s %-12s %-10s %-10s %s\n' rules layout nft_rules conn_per_s p50_us p99_us timeouts
+for n in "${counts[@]}"; do
+  for layout in nft linear; do
+    $P compile --target nftables -f "$out/rules-$n.yaml" -o "$layout" 2>/dev/null | grep -v '^#' > "$out/ruleset-$n-$layout.nft"
+    ip netns exec bk-node nft -f "$out/ruleset-$n-$layout.nft"
+    rules=$(ip netns exec bk-node nft list table inet palisade | grep -cE '^\s+(ip|ip6|meta|th|counter|goto|return|drop|accept)')
+    ip netns exec bk-p0 "$P" lab connect-bench --to 10.50.0.2:80 --millis 500 >/dev/null   # warm up
+    read -r _ conns _ timeouts _ rate _ p50 _ p99 < <(ip netns exec bk-p0 "$P" lab connect-bench --to 10.50.0.2:80 --millis 2000)
+    printf '%-8s %-8s %-10s %-12s %-10s %-10s %s\n' "$n" "$layout" "$rules" "$rate" "$p50" "$p99" "$timeouts"
+  done
+done
+echo
+echo "compile + apply (generated clusters, policies = pods / 5, --mix all)"
+printf '%-8s %-9s %-12s %-10s %-10s\n' pods policies compile_s apply_s chains
+for pods in 1000 10000; do
+  dir=$out/gen-$pods
+  rm -rf "$dir"
+  $P gen --pods "$pods" --policies $((pods / 5)) --mix all -o "$dir" 2>/dev/null
+  t0=$EPOCHREALTIME
+  $P compile --target nftables -f "$dir/cluster" -f "$dir/policies" 2>/dev/null | grep -v '^#' > "$dir/ruleset.nft"
+  t1=$EPOCHREALTIME
+  ip netns add bk-apply
+  ip netns exec bk-apply nft -f "$dir/ruleset.nft"
+  t2=$EPOCHREALTIME
+  chains=$(ip netns exec bk-apply nft list chains inet palisade | grep -c 'chain ')
+  ip netns del bk-apply
+  python3 -c "import sys; a,b,c=map(float,sys.argv[1:4]); print(f'{sys.argv[4]:<8} {sys.argv[5]:<9} {b-a:<12.3f} {c-b:<10.3f} {sys.argv[6]:<10}')" "$t0" "$t1" "$t2" "$pods" $((pods / 5)) "$chains"
+done
