@@ -79,7 +79,11 @@ fn main() {
             let mut ta = Vec::new();
             for _ in 0..3 {
                 let t = Instant::now();
-                palisade_nft::apply(&rs, Some(&ns)).unwrap();
+                if let Err(e) = palisade_nft::apply(&rs, Some(&ns)) {
+                    std::fs::write("/tmp/palisade-nft-bench.nft", &text).unwrap();
+                    eprintln!("apply failed ({e}); script in /tmp/palisade-nft-bench.nft");
+                    break;
+                }
                 ta.push(t.elapsed());
             }
             Command::new("ip")
