@@ -90,7 +90,11 @@ fn main() {
                 .args(["netns", "del", &ns])
                 .status()
                 .unwrap();
-            format!("{:.0}", median(ta).as_secs_f64() * 1e3)
+            if ta.is_empty() {
+                "failed".into()
+            } else {
+                format!("{:.0}", median(ta).as_secs_f64() * 1e3)
+            }
         } else {
             "n/a (not root)".into()
         };
