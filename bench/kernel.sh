@@ -42,15 +42,17 @@ PY
 $P lab down --name bk >/dev/null 2>&1 || true
 $P lab up -f "$out/small.yaml" --name bk 2>/dev/null
 trap '$P lab down --name bk >/dev/null 2>&1 || true' EXIT
-echo "new-connection latency zz-a -> zz-b:80, one client, 2 s per cell (conn_per_s = 1 / mean connect time)"
+echo "new-connection latency zz-a -> zz-b:80, one client, 1.5 s per cell (conn_per_s = 1 / mean connect time)"
 printf '%-8s %-8s %-10s %-12s %-10s %-10s %s\n' rules layout nft_rules conn_per_s p50_us p99_us timeouts
 for n in "${counts[@]}"; do
   for layout in nft linear; do
     $P compile --target nftables -f "$out/rules-$n.yaml" -o "$layout" 2>/dev/null | grep -v '^#' > "$out/ruleset-$n-$layout.nft"
     ip netns exec bk-node nft -f "$out/ruleset-$n-$layout.nft"
     rules=$(ip netns exec bk-node nft list table inet palisade | grep -cE '^\s+(ip|ip6|meta|th|counter|goto|return|drop|accept)')
-    ip netns exec bk-p0 "$P" lab connect-bench --to 10.50.0.2:80 --millis 500 >/dev/null   # warm up
-    read -r _ conns _ timeouts _ rate _ p50 _ p99 < <(ip netns exec bk-p0 "$P" lab connect-bench --to 10.50.0.2:80 --millis 2000)
+    ip netns exec bk-node conntrack -F >/dev/null 2>&1 || true    # a full conntrack table would skew later cells
+    ip netns exec bk-p0 "$P" lab connect-bench --to 10.50.0.2:80 --millis 300 >/dev/null   # warm up
+    ip netns exec bk-node conntrack -F >/dev/null 2>&1 || true
+    read -r _ conns _ timeouts _ rate _ p50 _ p99 < <(ip netns exec bk-p0 "$P" lab connect-bench --to 10.50.0.2:80 --millis 1500)
     printf '%-8s %-8s %-10s %-12s %-10s %-10s %s\n' "$n" "$layout" "$rules" "$rate" "$p50" "$p99" "$timeouts"
   done
 done

@@ -161,24 +161,30 @@ impl Engine {
         .collect()
     }
 
-    /// Destination-pod resolutions of a named port: (protocol, number, that pod's addresses).
+    /// Destination-pod resolutions of a named port: one alternative per (protocol, number),
+    /// towards the addresses of every pod that resolves it so.
     fn named_everywhere(&self, name: &str, protocol: Option<Protocol>) -> Vec<PortAlt> {
-        let mut out = Vec::new();
+        let mut by_number: std::collections::BTreeMap<(Protocol, u16), BTreeSet<IpAddr>> =
+            std::collections::BTreeMap::new();
         for i in self.subjects.iter() {
             for cp in &self.cluster.pods[i].ports {
                 if cp.name.as_deref() == Some(name) && protocol.is_none_or(|p| p == cp.protocol) {
-                    let to = self.pod_addrs(std::iter::once(i));
-                    if !to.is_empty() {
-                        out.push(PortAlt {
-                            protocol: Some(cp.protocol),
-                            range: Some((cp.port.get(), cp.port.get())),
-                            only_to: Some(to),
-                        });
-                    }
+                    by_number
+                        .entry((cp.protocol, cp.port.get()))
+                        .or_default()
+                        .extend(self.pod_addrs(std::iter::once(i)));
                 }
             }
         }
-        out
+        by_number
+            .into_iter()
+            .filter(|(_, to)| !to.is_empty())
+            .map(|((p, n), to)| PortAlt {
+                protocol: Some(p),
+                range: Some((n, n)),
+                only_to: Some(to),
+            })
+            .collect()
     }
 
     /// A named port resolved for a flow whose destination pod is `subject` (ingress).
