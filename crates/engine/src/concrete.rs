@@ -2,8 +2,10 @@
 //! data plane (nftables) compiles. [`Engine::side_program`] and [`Engine::evaluate`] agree
 //! by construction and by a differential test in the nft crate.
 
-use std::collections::BTreeSet;
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_model::{Action, AdminPeer, AdminPort, Direction, PortSpec, Protocol};
@@ -17,7 +19,7 @@ pub struct PeerAddrs {
     /// Every address.
     pub any: bool,
     /// Single addresses (pods, nodes).
-    pub addrs: BTreeSet<IpAddr>,
+    pub addrs: Arc<BTreeSet<IpAddr>>,
     /// CIDRs, each minus its exceptions.
     pub blocks: Vec<(IpNet, Vec<IpNet>)>,
 }
@@ -53,7 +55,7 @@ pub struct PortAlt {
     /// Inclusive range; `None` = every port of the protocol.
     pub range: Option<(u16, u16)>,
     /// Only towards these destination addresses (egress named ports).
-    pub only_to: Option<BTreeSet<IpAddr>>,
+    pub only_to: Option<Arc<BTreeSet<IpAddr>>>,
 }
 
 /// One rule in concrete terms.
@@ -102,6 +104,20 @@ pub struct SideProgram {
 impl Engine {
     /// The pod's decision procedure for `dir` in addresses and ports.
     pub fn side_program(&self, pod: PodId, dir: Direction) -> SideProgram {
+        self.side_program_with(pod, dir, &ProgramCache::default())
+    }
+
+    /// The decision procedures of many pods: address sets that do not depend on the pod
+    /// are computed once and shared (`Arc`), so a peer selecting every pod costs its
+    /// addresses once, not once per subject.
+    pub fn side_programs(&self, pods: &[PodId], dir: Direction) -> Vec<SideProgram> {
+        let cache = ProgramCache::default();
+        pods.iter()
+            .map(|&p| self.side_program_with(p, dir, &cache))
+            .collect()
+    }
+
+    fn side_program_with(&self, pod: PodId, dir: Direction, cache: &ProgramCache) -> SideProgram {
         let p = &self.cluster.pods[pod];
         let mut exempt: BTreeSet<IpAddr> = p.ips.iter().copied().collect();
         if dir == Direction::Ingress
@@ -119,12 +135,12 @@ impl Engine {
         let admin = lists
             .admin
             .iter()
-            .flat_map(|&i| self.admin_rules(i, pod, dir))
+            .flat_map(|&i| self.admin_rules(i, pod, dir, cache))
             .collect();
         let baseline = lists
             .baseline
             .iter()
-            .flat_map(|&i| self.admin_rules(i, pod, dir))
+            .flat_map(|&i| self.admin_rules(i, pod, dir, cache))
             .collect();
         let isolated = self.isolated(pod, dir);
         let isolating = if isolated {
@@ -134,7 +150,7 @@ impl Engine {
         };
         let network = if isolated {
             self.counting_nps(pod, dir)
-                .flat_map(|i| self.np_rules(i, pod, dir))
+                .flat_map(|i| self.np_rules(i, pod, dir, cache))
                 .collect()
         } else {
             Vec::new()
@@ -163,7 +179,16 @@ impl Engine {
 
     /// Destination-pod resolutions of a named port: one alternative per (protocol, number),
     /// towards the addresses of every pod that resolves it so.
-    fn named_everywhere(&self, name: &str, protocol: Option<Protocol>) -> Vec<PortAlt> {
+    fn named_everywhere(
+        &self,
+        name: &str,
+        protocol: Option<Protocol>,
+        cache: &ProgramCache,
+    ) -> Vec<PortAlt> {
+        let key = (name.to_string(), protocol);
+        if let Some(hit) = cache.named.borrow().get(&key) {
+            return hit.clone();
+        }
         let mut by_number: std::collections::BTreeMap<(Protocol, u16), BTreeSet<IpAddr>> =
             std::collections::BTreeMap::new();
         for i in self.subjects.iter() {
@@ -176,15 +201,17 @@ impl Engine {
                 }
             }
         }
-        by_number
+        let alts: Vec<PortAlt> = by_number
             .into_iter()
             .filter(|(_, to)| !to.is_empty())
             .map(|((p, n), to)| PortAlt {
                 protocol: Some(p),
                 range: Some((n, n)),
-                only_to: Some(to),
+                only_to: Some(Arc::new(to)),
             })
-            .collect()
+            .collect();
+        cache.named.borrow_mut().insert(key, alts.clone());
+        alts
     }
 
     /// A named port resolved for a flow whose destination pod is `subject` (ingress).
@@ -203,7 +230,13 @@ impl Engine {
             .collect()
     }
 
-    fn np_rules(&self, i: u32, pod: PodId, dir: Direction) -> Vec<ConcreteRule> {
+    fn np_rules(
+        &self,
+        i: u32,
+        pod: PodId,
+        dir: Direction,
+        cache: &ProgramCache,
+    ) -> Vec<ConcreteRule> {
         let model = &self.cluster.network_policies[i as usize];
         let compiled = match dir {
             Direction::Ingress => &self.nps[i as usize].ingress,
@@ -214,19 +247,25 @@ impl Engine {
             .zip(model.rules(dir))
             .enumerate()
             .filter_map(|(index, (c, _m)): (usize, (&NpRule, _))| {
-                let peers = match &c.peers {
+                // NetworkPolicy peers do not depend on the subject pod: computed once.
+                let peers = cache.peers(PolicyId::Network(i), dir, index, || match &c.peers {
                     None => PeerAddrs::any(),
                     Some(list) => {
-                        let mut p = PeerAddrs::default();
+                        let mut addrs = BTreeSet::new();
+                        let mut blocks = Vec::new();
                         for peer in list {
                             match peer {
-                                NpPeer::Pods(set) => p.addrs.extend(self.pod_addrs(set.iter())),
-                                NpPeer::IpBlock(b) => p.blocks.push((b.cidr, b.except.clone())),
+                                NpPeer::Pods(set) => addrs.extend(self.pod_addrs(set.iter())),
+                                NpPeer::IpBlock(b) => blocks.push((b.cidr, b.except.clone())),
                             }
                         }
-                        p
+                        PeerAddrs {
+                            any: false,
+                            addrs: Arc::new(addrs),
+                            blocks,
+                        }
                     }
-                };
+                });
                 let ports = c.ports.as_ref().map(|entries| {
                     entries
                         .iter()
@@ -243,7 +282,9 @@ impl Engine {
                             }],
                             PortSpec::Named(n) => match dir {
                                 Direction::Ingress => self.named_on(pod, n, Some(e.protocol)),
-                                Direction::Egress => self.named_everywhere(n, Some(e.protocol)),
+                                Direction::Egress => {
+                                    self.named_everywhere(n, Some(e.protocol), cache)
+                                }
                             },
                         })
                         .collect::<Vec<_>>()
@@ -261,7 +302,13 @@ impl Engine {
             .collect()
     }
 
-    fn admin_rules(&self, i: u32, subject: PodId, dir: Direction) -> Vec<ConcreteRule> {
+    fn admin_rules(
+        &self,
+        i: u32,
+        subject: PodId,
+        dir: Direction,
+        cache: &ProgramCache,
+    ) -> Vec<ConcreteRule> {
         let policy = &self.cluster.admin_policies[i as usize];
         let compiled = match dir {
             Direction::Ingress => &self.admins[i as usize].ingress,
@@ -288,34 +335,50 @@ impl Engine {
                 });
                 continue;
             }
-            let mut peers = PeerAddrs::default();
-            for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
-                match peer {
-                    AdminPeerC::Pods(set) => peers.addrs.extend(self.pod_addrs(set.iter())),
-                    AdminPeerC::Related { .. } => {
-                        let members = self
-                            .subjects
-                            .iter()
-                            .filter(|&q| self.related_peer_has(model_peer, subject, q));
-                        peers.addrs.extend(self.pod_addrs(members));
-                    }
-                    AdminPeerC::Nodes(sel) => {
-                        for (n, node) in self.cluster.nodes.iter().enumerate() {
-                            if sel.matches(&node.labels) {
-                                peers.addrs.extend(
-                                    node.addresses.iter().filter(|ip| {
+            let related = c
+                .peers
+                .iter()
+                .any(|p| matches!(p, AdminPeerC::Related { .. }));
+            let compute = || {
+                let mut addrs = BTreeSet::new();
+                let mut blocks = Vec::new();
+                for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
+                    match peer {
+                        AdminPeerC::Pods(set) => addrs.extend(self.pod_addrs(set.iter())),
+                        AdminPeerC::Related { .. } => {
+                            let members = self
+                                .subjects
+                                .iter()
+                                .filter(|&q| self.related_peer_has(model_peer, subject, q));
+                            addrs.extend(self.pod_addrs(members));
+                        }
+                        AdminPeerC::Nodes(sel) => {
+                            for (n, node) in self.cluster.nodes.iter().enumerate() {
+                                if sel.matches(&node.labels) {
+                                    addrs.extend(node.addresses.iter().filter(|ip| {
                                         self.ip_owner.get(ip) == Some(&Owner::Node(n))
-                                    }),
-                                );
+                                    }));
+                                }
                             }
                         }
+                        AdminPeerC::Networks(nets) => {
+                            blocks.extend(nets.iter().map(|n| (*n, Vec::new())))
+                        }
+                        AdminPeerC::Unsupported => {}
                     }
-                    AdminPeerC::Networks(nets) => {
-                        peers.blocks.extend(nets.iter().map(|n| (*n, Vec::new())))
-                    }
-                    AdminPeerC::Unsupported => {}
                 }
-            }
+                PeerAddrs {
+                    any: false,
+                    addrs: Arc::new(addrs),
+                    blocks,
+                }
+            };
+            // Peers relative to the subject's namespace are per subject; the others are shared.
+            let peers = if related {
+                compute()
+            } else {
+                cache.peers(PolicyId::Admin(i), dir, index, compute)
+            };
             let ports = rule.ports.as_ref().map(|entries| {
                 entries
                     .iter()
@@ -329,7 +392,7 @@ impl Engine {
                         }
                         AdminPort::Named(n) => match dir {
                             Direction::Ingress => self.named_on(subject, n, None),
-                            Direction::Egress => self.named_everywhere(n, None),
+                            Direction::Egress => self.named_everywhere(n, None, cache),
                         },
                     })
                     .collect::<Vec<_>>()
@@ -356,5 +419,31 @@ impl Engine {
             }
             _ => false,
         }
+    }
+}
+
+/// Address sets that do not depend on the subject pod, computed once per compile.
+#[derive(Default)]
+struct ProgramCache {
+    rules: RefCell<HashMap<(PolicyId, Direction, usize), PeerAddrs>>,
+    named: RefCell<HashMap<(String, Option<Protocol>), Vec<PortAlt>>>,
+}
+
+impl ProgramCache {
+    fn peers(
+        &self,
+        policy: PolicyId,
+        dir: Direction,
+        rule: usize,
+        compute: impl FnOnce() -> PeerAddrs,
+    ) -> PeerAddrs {
+        if let Some(hit) = self.rules.borrow().get(&(policy, dir, rule)) {
+            return hit.clone();
+        }
+        let value = compute();
+        self.rules
+            .borrow_mut()
+            .insert((policy, dir, rule), value.clone());
+        value
     }
 }

@@ -1,7 +1,8 @@
 //! The engine's side programs for the pods of one node → a [`Ruleset`].
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_engine::{ConcreteRule, Engine, PodId, SideProgram};
@@ -39,15 +40,32 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
     pods.sort_by_key(|&p| cluster.pods[p].key());
     let mut logs = Logs::default();
     let mut seen = BTreeSet::new();
-    for p in pods {
+    let mut interner = Interner::default();
+    // Programs for all pods at once share their address sets (see Engine::side_programs).
+    let egress = engine.side_programs(&pods, Direction::Egress);
+    let ingress = engine.side_programs(&pods, Direction::Ingress);
+    for (k, &p) in pods.iter().enumerate() {
         let mut id = chain_id(&cluster.pods[p].key());
         while !seen.insert(id.clone()) {
             id.push('x'); // a digest collision: still unique, still not user text
         }
         for (dir, prefix) in [(Direction::Egress, "e"), (Direction::Ingress, "i")] {
             let name = format!("{prefix}{id}");
-            let program = engine.side_program(p, dir);
-            side_chains(engine, p, dir, &name, &program, &mut logs, &mut rs.chains);
+            let program = if dir == Direction::Egress {
+                &egress[k]
+            } else {
+                &ingress[k]
+            };
+            side_chains(
+                engine,
+                p,
+                dir,
+                &name,
+                program,
+                &mut logs,
+                &mut interner,
+                &mut rs.chains,
+            );
             let dispatch = if dir == Direction::Egress {
                 &mut rs.egress
             } else {
@@ -57,6 +75,7 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
         }
     }
     rs.log_names = logs.names;
+    rs.sets = interner.sets.into_values().collect();
     intern_sets(&mut rs);
     Ok(rs)
 }
@@ -64,10 +83,80 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
 /// Address lists longer than this become named sets shared across chains.
 const INLINE_MAX: usize = 4;
 
+/// A named set's name: `s4`/`s6` and 12 hex digits of a digest of its elements.
+fn set_name(v6: bool, nets: &[IpNet]) -> String {
+    let h = nets
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+    format!("s{}{:012x}", if v6 { 6 } else { 4 }, h & 0xffff_ffff_ffff)
+}
+
+/// Address-set matches, computed once per shared set (by identity) and stored as named
+/// sets when long.
+#[derive(Default)]
+struct Interner {
+    by_set: HashMap<(*const BTreeSet<IpAddr>, bool), Vec<(bool, Match)>>,
+    sets: BTreeMap<String, crate::ir::NamedSet>,
+}
+
+impl Interner {
+    /// `ip saddr|daddr` matches for `addrs`, one per family present.
+    fn matches(&mut self, addrs: &Arc<BTreeSet<IpAddr>>, field: Field) -> Vec<(bool, Match)> {
+        let key = (Arc::as_ptr(addrs), field == Field::Saddr);
+        if let Some(hit) = self.by_set.get(&key) {
+            return hit.clone();
+        }
+        let mut out = Vec::new();
+        for (v6, nets) in by_family(addrs.iter().copied()) {
+            if nets.len() <= INLINE_MAX {
+                out.push((
+                    v6,
+                    Match::Addr {
+                        field,
+                        v6,
+                        nets,
+                        negate: false,
+                    },
+                ));
+            } else {
+                let name = set_name(v6, &nets);
+                self.sets
+                    .entry(name.clone())
+                    .or_insert_with(|| crate::ir::NamedSet {
+                        name: name.clone(),
+                        v6,
+                        elements: nets,
+                    });
+                out.push((
+                    v6,
+                    Match::Set {
+                        field,
+                        v6,
+                        set: name,
+                        negate: false,
+                    },
+                ));
+            }
+        }
+        self.by_set.insert(key, out.clone());
+        out
+    }
+}
+
 /// Moves long address lists into named sets, one per distinct content: a peer that selects
 /// many pods is stored once, not once per subject pod's chain.
 fn intern_sets(rs: &mut Ruleset) {
-    let mut sets: BTreeMap<(bool, Vec<IpNet>), String> = BTreeMap::new();
+    let mut sets: BTreeMap<(bool, Vec<IpNet>), String> = rs
+        .sets
+        .drain(..)
+        .map(|s| ((s.v6, s.elements), s.name))
+        .collect();
     for chain in &mut rs.chains {
         for rule in &mut chain.rules {
             for m in &mut rule.matches {
@@ -88,16 +177,7 @@ fn intern_sets(rs: &mut Ruleset) {
                 key.dedup();
                 let name = sets
                     .entry((*v6, key))
-                    .or_insert_with_key(|(v6, k)| {
-                        let text: Vec<String> = k.iter().map(ToString::to_string).collect();
-                        let h = text
-                            .join(",")
-                            .bytes()
-                            .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-                                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                            });
-                        format!("s{}{:012x}", if *v6 { 6 } else { 4 }, h & 0xffff_ffff_ffff)
-                    })
+                    .or_insert_with_key(|(v6, k)| set_name(*v6, k))
                     .clone();
                 *m = Match::Set {
                     field: *field,
@@ -147,6 +227,7 @@ fn side_chains(
     name: &str,
     prog: &SideProgram,
     logs: &mut Logs,
+    interner: &mut Interner,
     out: &mut Vec<Chain>,
 ) {
     let peer = if dir == Direction::Egress {
@@ -175,7 +256,7 @@ fn side_chains(
             Action::Pass => Verdict::Goto(np.clone()),
         };
         let log = Some(logs.id(format!("Admin tier: {}", engine.describe_rule(&r.rule))));
-        expand(r, peer, verdict, log, &mut main);
+        expand(r, peer, verdict, log, interner, &mut main);
     }
     main.push(Rule {
         matches: vec![],
@@ -185,7 +266,7 @@ fn side_chains(
     let mut np_rules = Vec::new();
     if prog.isolated {
         for r in &prog.network {
-            expand(r, peer, Verdict::Return, None, &mut np_rules);
+            expand(r, peer, Verdict::Return, None, interner, &mut np_rules);
         }
         let who = &engine.cluster().pods[pod];
         let isolating: Vec<String> = prog
@@ -221,7 +302,7 @@ fn side_chains(
             // Allow, and a baseline Pass (which falls through to the default: allowed)
             _ => (Verdict::Return, None),
         };
-        expand(r, peer, verdict, log, &mut bl_rules);
+        expand(r, peer, verdict, log, interner, &mut bl_rules);
     }
     out.push(Chain {
         name: name.to_string(),
@@ -250,27 +331,26 @@ fn by_family(addrs: impl Iterator<Item = IpAddr>) -> Vec<(bool, Vec<IpNet>)> {
 /// Ports of one protocol (or all), towards some addresses (or any): ranges, `None` = all.
 type PortGroup = (
     Option<Protocol>,
-    Option<BTreeSet<IpAddr>>,
+    Option<Arc<BTreeSet<IpAddr>>>,
     Vec<Option<(u16, u16)>>,
 );
 
 /// One concrete rule as nft rules: (peer pieces) × (port groups), each of one family.
-fn expand(r: &ConcreteRule, peer: Field, verdict: Verdict, log: Option<u32>, out: &mut Vec<Rule>) {
+fn expand(
+    r: &ConcreteRule,
+    peer: Field,
+    verdict: Verdict,
+    log: Option<u32>,
+    interner: &mut Interner,
+    out: &mut Vec<Rule>,
+) {
     // Peer pieces: (family or None for any, matches).
     let mut pieces: Vec<(Option<bool>, Vec<Match>)> = Vec::new();
     if r.peers.any {
         pieces.push((None, vec![]));
     } else {
-        for (v6, nets) in by_family(r.peers.addrs.iter().copied()) {
-            pieces.push((
-                Some(v6),
-                vec![Match::Addr {
-                    field: peer,
-                    v6,
-                    nets,
-                    negate: false,
-                }],
-            ));
+        for (v6, m) in interner.matches(&r.peers.addrs, peer) {
+            pieces.push((Some(v6), vec![m]));
         }
         for (cidr, except) in &r.peers.blocks {
             let v6 = cidr.addr().is_ipv6();
@@ -327,17 +407,12 @@ fn expand(r: &ConcreteRule, peer: Field, verdict: Verdict, log: Option<u32>, out
                     });
                 }
                 Some(to) => {
-                    for (v6, nets) in by_family(to.iter().copied()) {
+                    for (v6, m) in interner.matches(to, Field::Daddr) {
                         if family.is_some_and(|f| f != v6) {
                             continue;
                         }
                         let mut matches = peer_matches.clone();
-                        matches.push(Match::Addr {
-                            field: Field::Daddr,
-                            v6,
-                            nets,
-                            negate: false,
-                        });
+                        matches.push(m);
                         matches.extend(port_matches.clone());
                         out.push(Rule {
                             matches,
