@@ -422,11 +422,14 @@ impl Engine {
     }
 }
 
+/// A named port and the protocol it must have (`None`: any).
+type NamedKey = (String, Option<Protocol>);
+
 /// Address sets that do not depend on the subject pod, computed once per compile.
 #[derive(Default)]
 struct ProgramCache {
     rules: RefCell<HashMap<(PolicyId, Direction, usize), PeerAddrs>>,
-    named: RefCell<HashMap<(String, Option<Protocol>), Vec<PortAlt>>>,
+    named: RefCell<HashMap<NamedKey, Vec<PortAlt>>>,
 }
 
 impl ProgramCache {
