@@ -278,3 +278,45 @@ fn admin_policy(rng: &mut Rng, p: usize) -> Value {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(seed: u64, admin: bool) -> Spec {
+        Spec {
+            pods: 300,
+            policies: 60,
+            seed,
+            admin,
+        }
+    }
+
+    #[test]
+    fn same_seed_same_output() {
+        for admin in [false, true] {
+            let a = generate(&spec(7, admin));
+            let b = generate(&spec(7, admin));
+            assert_eq!(a.cluster_yaml(), b.cluster_yaml());
+            assert_eq!(a.policies_yaml(), b.policies_yaml());
+            assert_eq!(a.pod_list(), b.pod_list());
+            assert_eq!(a.namespace_list(), b.namespace_list());
+        }
+    }
+
+    #[test]
+    fn different_seed_different_output() {
+        let a = generate(&spec(1, false));
+        let b = generate(&spec(2, false));
+        assert_ne!(a.policies_yaml(), b.policies_yaml());
+    }
+
+    #[test]
+    fn sizes_as_requested() {
+        let g = generate(&spec(3, false));
+        let pods = g.cluster.iter().filter(|o| o["kind"] == "Pod").count();
+        assert_eq!(pods, 300);
+        assert_eq!(g.policies.len(), 60);
+        assert!(g.policies.iter().all(|p| p["kind"] == "NetworkPolicy"));
+    }
+}
