@@ -97,11 +97,14 @@ fn set_name(v6: bool, nets: &[IpNet]) -> String {
     format!("s{}{:012x}", if v6 { 6 } else { 4 }, h & 0xffff_ffff_ffff)
 }
 
+/// A shared address set (by identity) and whether it is matched as the source.
+type SetKey = (*const BTreeSet<IpAddr>, bool);
+
 /// Address-set matches, computed once per shared set (by identity) and stored as named
 /// sets when long.
 #[derive(Default)]
 struct Interner {
-    by_set: HashMap<(*const BTreeSet<IpAddr>, bool), Vec<(bool, Match)>>,
+    by_set: HashMap<SetKey, Vec<(bool, Match)>>,
     sets: BTreeMap<String, crate::ir::NamedSet>,
 }
 
@@ -218,6 +221,7 @@ impl Logs {
     }
 }
 
+#[allow(clippy::too_many_arguments)] // the compile's state, threaded explicitly
 /// The three chains of one side: `<name>` (exemptions, admin tier), `<name>_np`
 /// (NetworkPolicy isolation) and `<name>_bl` (baseline).
 fn side_chains(
