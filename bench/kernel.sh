@@ -4,7 +4,7 @@
 # maps to per-pod chains) against the same rules as one linear list; then compile + apply
 # time for generated clusters of 1,000 and 10,000 pods.
 #
-#   bench/kernel.sh [RULE COUNTS...]     (default: 0 100 1000 10000)
+#   bench/kernel.sh [RULE COUNTS...]     (default: 0 100 1000 10000; SKIP_APPLY=1: latency only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build -q --release -p palisade-cli
@@ -56,6 +56,7 @@ for n in "${counts[@]}"; do
     printf '%-8s %-8s %-10s %-12s %-10s %-10s %s\n' "$n" "$layout" "$rules" "$rate" "$p50" "$p99" "$timeouts"
   done
 done
+[ -z "${SKIP_APPLY:-}" ] || exit 0
 echo
 echo "compile + apply (generated clusters, policies = pods / 5, --mix all)"
 printf '%-8s %-9s %-12s %-10s %-10s\n' pods policies compile_s apply_s chains
