@@ -21,6 +21,9 @@ use palisade_lab::{Lab, LabPod, ProbeResult, Target};
 use palisade_model::Protocol;
 use palisade_nft::Ruleset;
 
+/// A kernel test.
+type Test = fn(&Fixture);
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.get(1).map(String::as_str) == Some("lab") {
@@ -29,7 +32,7 @@ fn main() {
     }
     let filter: Vec<&String> = args[1..].iter().filter(|a| !a.starts_with('-')).collect();
     let wanted = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
-    let tests: [(&str, fn(&Fixture)); 3] = [
+    let tests: [(&str, Test); 3] = [
         (
             "kernel_matrix_equals_evaluator",
             kernel_matrix_equals_evaluator,
