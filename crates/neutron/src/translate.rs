@@ -438,29 +438,28 @@ impl<'e> Translator<'e> {
         if !has_named {
             return;
         }
-        // Named ports resolve against each destination pod: per-pod prefixes. With no
-        // peers, every pod is a destination; ipBlocks never have named ports.
+        // Named ports resolve against each destination pod: per-pod prefixes. The
+        // destinations are the pods the peers cover: every pod (no peers), the selected pods,
+        // and the pods whose address an ipBlock contains.
         let named: Vec<&NetworkPolicyPort> = rule
             .ports
             .iter()
             .flatten()
             .filter(|p| matches!(p.port, PortSpec::Named(_)))
             .collect();
-        let destinations: Vec<PodId> = if remotes
-            .iter()
-            .any(|(r, p)| *r == Remote::Any && p.is_none())
-        {
-            (0..self.pods().len())
-                .filter(|&i| self.is_port(i))
-                .collect()
-        } else {
-            remotes
-                .iter()
-                .filter_map(|(_, p)| *p)
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect()
-        };
+        let destinations: Vec<PodId> = (0..self.pods().len())
+            .filter(|&i| self.is_port(i))
+            .filter(|&i| {
+                remotes.iter().any(|(r, marker)| match r {
+                    Remote::Any => marker.is_none_or(|m| m == i),
+                    Remote::Prefix(n) => {
+                        marker.is_none_or(|m| m == i)
+                            && self.pods()[i].ips.iter().any(|ip| n.contains(ip))
+                    }
+                    Remote::Group(..) => false, // its members come as per-pod markers
+                })
+            })
+            .collect();
         for pod in destinations {
             for p in &named {
                 let PortSpec::Named(n) = &p.port else {
