@@ -10,41 +10,7 @@ use palisade_model::*;
 use palisade_neutron::{PeerMode, SgEvaluator, TranslateOptions, translate};
 use proptest::prelude::*;
 
-const KEYS: [&str; 2] = ["app", "tier"];
-const VALUES: [&str; 2] = ["a", "b"];
-
-fn labels() -> impl Strategy<Value = Labels> {
-    proptest::collection::btree_map(
-        prop::sample::select(&KEYS[..]).prop_map(String::from),
-        prop::sample::select(&VALUES[..]).prop_map(String::from),
-        0..=2,
-    )
-}
-
-fn selector() -> impl Strategy<Value = Selector> {
-    let expr = (
-        prop::sample::select(&KEYS[..]),
-        0..4u8,
-        prop::sample::select(&VALUES[..]),
-    )
-        .prop_map(|(k, op, v)| Requirement {
-            key: k.into(),
-            op: match op {
-                0 => SelectorOp::In(vec![v.into()]),
-                1 => SelectorOp::NotIn(vec![v.into()]),
-                2 => SelectorOp::Exists,
-                _ => SelectorOp::DoesNotExist,
-            },
-        });
-    (
-        labels().prop_map(|l| if l.len() > 1 { Labels::new() } else { l }),
-        proptest::collection::vec(expr, 0..=1),
-    )
-        .prop_map(|(match_labels, expressions)| Selector {
-            match_labels,
-            expressions,
-        })
-}
+use palisade_gen::strategies::{labels, selector};
 
 fn cidr() -> impl Strategy<Value = ipnet::IpNet> {
     prop_oneof![

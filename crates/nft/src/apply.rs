@@ -24,22 +24,21 @@ fn command(netns: Option<&str>, program: &str) -> Command {
     }
 }
 
-fn nft(script: &str, netns: Option<&str>) -> Result<(), NftError> {
+/// Runs `nft <flags> -f -` with `script` on stdin.
+fn run_nft(flags: &[&str], script: &str, netns: Option<&str>) -> Result<(), NftError> {
+    let spawn_err = |e| NftError::Spawn("nft".into(), e);
     let mut child = command(netns, "nft")
+        .args(flags)
         .args(["-f", "-"])
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| NftError::Spawn("nft".into(), e))?;
+        .map_err(spawn_err)?;
     if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(script.as_bytes())
-            .map_err(|e| NftError::Spawn("nft".into(), e))?;
+        stdin.write_all(script.as_bytes()).map_err(spawn_err)?;
     }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| NftError::Spawn("nft".into(), e))?;
+    let out = child.wait_with_output().map_err(spawn_err)?;
     if out.status.success() {
         Ok(())
     } else {
@@ -49,30 +48,13 @@ fn nft(script: &str, netns: Option<&str>) -> Result<(), NftError> {
     }
 }
 
+fn nft(script: &str, netns: Option<&str>) -> Result<(), NftError> {
+    run_nft(&[], script, netns)
+}
+
 /// Checks a script with `nft -c` (nothing is changed).
 pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
-    let mut child = command(netns, "nft")
-        .args(["-c", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| NftError::Spawn("nft".into(), e))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(script.as_bytes())
-            .map_err(|e| NftError::Spawn("nft".into(), e))?;
-    }
-    let out = child
-        .wait_with_output()
-        .map_err(|e| NftError::Spawn("nft".into(), e))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(NftError::Rejected(
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ))
-    }
+    run_nft(&["-c"], script, netns)
 }
 
 /// Replaces the table in one transaction.
