@@ -19,6 +19,7 @@
 
 mod convert;
 mod diag;
+pub mod digest;
 mod load;
 mod objects;
 mod types;

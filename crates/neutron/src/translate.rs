@@ -133,13 +133,6 @@ fn dedupe(mut g: SecurityGroup) -> SecurityGroup {
     g
 }
 
-/// FNV-1a, 64 bits: a stable tag from a policy's namespace/name.
-fn fnv64(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 struct Translator<'e> {
     engine: &'e Engine,
     options: TranslateOptions,
@@ -230,7 +223,7 @@ impl<'e> Translator<'e> {
         let base = format!("np-{}-{}", np.namespace, np.name);
         let tag = format!(
             "np-{:016x}",
-            fnv64(&format!("{}/{}", np.namespace, np.name))
+            palisade_model::digest::fnv64(&format!("{}/{}", np.namespace, np.name))
         );
         let many = classes.len() > 1;
         for (n, (resolution, members)) in classes.into_iter().enumerate() {

@@ -71,18 +71,11 @@ pub fn k8s_name(name: &str) -> String {
     out.trim_matches('-').to_string()
 }
 
-/// FNV-1a, 64 bits: a stable content id (not a security boundary).
-fn fnv64(text: &str) -> u64 {
-    text.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// The id of a policy: a digest of its rules, so renaming a policy does not rename its
 /// NetworkPolicies or the labels that select its tools.
 fn content_id(ingress: &Option<Vec<Rule>>, egress: &Option<Vec<Rule>>) -> String {
     let text = serde_json::json!({"ingress": ingress, "egress": egress}).to_string();
-    format!("{:012x}", fnv64(&text) & 0xffff_ffff_ffff)
+    format!("{:012x}", palisade_model::digest::fnv64(&text) & 0xffff_ffff_ffff)
 }
 
 /// A base policy's name and rule lists.
