@@ -1,32 +1,64 @@
-//! The one place errors become messages and exit codes: 0 ok, 1 invalid input, 2 usage.
+//! The one place errors become messages and exit codes: 0 ok, 1 invalid input or a failed
+//! operation, 2 usage.
 
+use std::io;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use palisade_model::{Diagnostic, LoadError};
 
 /// Why a command failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CliError {
     /// The command line is wrong (exit 2).
+    #[error("{0}")]
     Usage(String),
     /// The input is invalid (exit 1); every problem listed.
+    #[error("{} error(s) in the input", .0.len())]
     Invalid(Vec<Diagnostic>),
+    /// Reading or writing a named file failed (exit 1).
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        #[source]
+        source: io::Error,
+    },
+    /// Writing to standard output failed (exit 1; a closed pipe is not an error).
+    #[error("writing the output: {0}")]
+    Output(#[from] io::Error),
+    /// The output could not be serialized (exit 1).
+    #[error("serializing the output: {0}")]
+    Serialize(#[from] serde_json::Error),
+    /// The nftables backend failed (exit 1).
+    #[error(transparent)]
+    Nft(#[from] palisade_nft::NftError),
+    /// The Neutron translation failed (exit 1).
+    #[error(transparent)]
+    Neutron(#[from] palisade_neutron::NeutronError),
+    /// The lab failed (exit 1).
+    #[error(transparent)]
+    Lab(#[from] palisade_lab::LabError),
     /// Anything else that stops the command (exit 1).
+    #[error("{0}")]
     Failed(String),
+}
+
+impl CliError {
+    /// An I/O error on `path`.
+    pub fn file(path: impl Into<PathBuf>) -> impl FnOnce(io::Error) -> CliError {
+        let path = path.into();
+        move |source| CliError::File { path, source }
+    }
 }
 
 impl From<LoadError> for CliError {
     fn from(e: LoadError) -> Self {
         match e {
             LoadError::Invalid(diags) => CliError::Invalid(diags),
-            io @ LoadError::Io { .. } => CliError::Failed(io.to_string()),
+            LoadError::Io { path, source } => CliError::File { path, source },
         }
-    }
-}
-
-impl From<std::io::Error> for CliError {
-    fn from(e: std::io::Error) -> Self {
-        CliError::Failed(e.to_string())
     }
 }
 
@@ -34,7 +66,7 @@ impl From<std::io::Error> for CliError {
 pub fn exit(result: Result<(), CliError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(CliError::Failed(msg)) if msg.contains("Broken pipe") => ExitCode::SUCCESS,
+        Err(CliError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(CliError::Usage(msg)) => {
             eprintln!("palisade: error: {msg}");
             ExitCode::from(2)
@@ -50,8 +82,8 @@ pub fn exit(result: Result<(), CliError>) -> ExitCode {
             eprintln!("palisade: {n} error(s) in the input; nothing was evaluated");
             ExitCode::from(1)
         }
-        Err(CliError::Failed(msg)) => {
-            eprintln!("palisade: error: {msg}");
+        Err(e) => {
+            eprintln!("palisade: error: {e}");
             ExitCode::from(1)
         }
     }

@@ -1,6 +1,6 @@
 //! The command-line contract: formats, exit codes, stdin, colour.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
@@ -207,6 +207,74 @@ fn explain_walks_the_tiers() {
         "{out}"
     );
     assert!(out.contains("Pass"), "{out}");
+}
+
+#[test]
+fn explain_json_is_the_verdict_plus_its_walk() {
+    let args = [
+        "explain",
+        "-f",
+        "examples/xyz",
+        "--from",
+        "z/a",
+        "--to",
+        "z/c",
+        "--port",
+        "80",
+    ];
+    let o = palisade(&[&args[..], &["-o", "json"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["from"]["name"], "z/a");
+    assert_eq!(v["to"]["ip"], "10.0.2.12");
+    assert_eq!(v["allowed"], true);
+    assert_eq!(v["ingress"]["passedBy"][0]["rule"]["name"], "pass-from-z");
+    let admin = &v["walk"]["ingress"][0];
+    assert_eq!(admin["tier"], "Admin");
+    assert_eq!(admin["policies"][0]["policy"]["name"], "protect-z-c");
+    assert_eq!(admin["policies"][0]["outcome"], "Matched");
+    assert_eq!(admin["policies"][0]["action"], "Pass");
+    assert_eq!(v["walk"]["ingress"][1]["tier"], "NetworkPolicy");
+    assert_eq!(v["walk"]["ingress"][1]["isolated"], false);
+    // The same verdict as eval's JSON.
+    let e = palisade(&[&["eval"], &args[1..], &["-o", "json"]].concat());
+    let ev: serde_json::Value = serde_json::from_slice(&e.stdout).unwrap();
+    assert_eq!(ev["ingress"], v["ingress"]);
+    assert_eq!(ev["egress"], v["egress"]);
+}
+
+#[test]
+fn compile_output_formats_are_checked_per_target() {
+    let o = palisade(&[
+        "compile",
+        "--target",
+        "nftables",
+        "-f",
+        "examples/xyz",
+        "-o",
+        "yaml",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nft or linear"), "{}", stderr(&o));
+    let o = palisade(&[
+        "compile",
+        "--target",
+        "nftables",
+        "-f",
+        "examples/xyz",
+        "--node",
+        "nope",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = palisade(&["compile", "--target", "nftables", "-f", "examples/xyz"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(
+            "pal-0: ingress NetworkPolicy tier: isolated by NetworkPolicy x/allow-from-y-b"
+        ),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]

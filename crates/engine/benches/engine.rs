@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p palisade-engine` (results in docs/performance.md).
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a benchmark over generated, known-valid input
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use palisade_engine::{Change, Engine, Options, Probe};

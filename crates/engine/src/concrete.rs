@@ -10,8 +10,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use palisade_model::{Action, AdminPeer, AdminPort, Direction, PortSpec, Protocol};
 
-use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId};
-use crate::verdict::{PolicyId, RuleMatch};
+use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, PolicySlot};
+use crate::verdict::{PolicyInfo, RuleMatch};
 
 /// The addresses a rule's peers cover (for one subject pod).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -94,7 +94,7 @@ pub struct SideProgram {
     /// Whether NetworkPolicies isolate the pod in this direction.
     pub isolated: bool,
     /// The isolating policies (for explanations).
-    pub isolating: Vec<PolicyId>,
+    pub isolating: Vec<Arc<PolicyInfo>>,
     /// NetworkPolicy allow rules (when isolated).
     pub network: Vec<ConcreteRule>,
     /// Baseline tier rules in order.
@@ -248,7 +248,7 @@ impl Engine {
             .enumerate()
             .filter_map(|(index, (c, _m)): (usize, (&NpRule, _))| {
                 // NetworkPolicy peers do not depend on the subject pod: computed once.
-                let peers = cache.peers(PolicyId::Network(i), dir, index, || match &c.peers {
+                let peers = cache.peers(PolicySlot::Network(i), dir, index, || match &c.peers {
                     None => PeerAddrs::any(),
                     Some(list) => {
                         let mut addrs = BTreeSet::new();
@@ -290,7 +290,7 @@ impl Engine {
                         .collect::<Vec<_>>()
                 });
                 let rule = RuleMatch {
-                    policy: PolicyId::Network(i),
+                    policy: self.nps[i as usize].info.clone(),
                     direction: dir,
                     index: index as u32,
                     action: Action::Allow,
@@ -318,7 +318,7 @@ impl Engine {
         for (index, (rule, c)) in policy.rules(dir).iter().zip(compiled).enumerate() {
             let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
             let mut m = RuleMatch {
-                policy: PolicyId::Admin(i),
+                policy: self.admins[i as usize].info.clone(),
                 direction: dir,
                 index: index as u32,
                 action: rule.action,
@@ -377,7 +377,7 @@ impl Engine {
             let peers = if related {
                 compute()
             } else {
-                cache.peers(PolicyId::Admin(i), dir, index, compute)
+                cache.peers(PolicySlot::Admin(i), dir, index, compute)
             };
             let ports = rule.ports.as_ref().map(|entries| {
                 entries
@@ -428,14 +428,14 @@ type NamedKey = (String, Option<Protocol>);
 /// Address sets that do not depend on the subject pod, computed once per compile.
 #[derive(Default)]
 struct ProgramCache {
-    rules: RefCell<HashMap<(PolicyId, Direction, usize), PeerAddrs>>,
+    rules: RefCell<HashMap<(PolicySlot, Direction, usize), PeerAddrs>>,
     named: RefCell<HashMap<NamedKey, Vec<PortAlt>>>,
 }
 
 impl ProgramCache {
     fn peers(
         &self,
-        policy: PolicyId,
+        policy: PolicySlot,
         dir: Direction,
         rule: usize,
         compute: impl FnOnce() -> PeerAddrs,

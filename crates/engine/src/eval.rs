@@ -1,13 +1,14 @@
 //! Deciding a connection: egress at the source, ingress at the destination, each by tiers.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use palisade_model::{
     Action, AdminPort, Direction, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
 };
 
 use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, Semantics};
-use crate::verdict::{Decision, Exemption, PolicyId, RuleMatch, SideVerdict, Tier, Verdict};
+use crate::verdict::{Decision, Exemption, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
 
 /// What an address is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -141,7 +142,12 @@ impl Engine {
         if self.isolated(pod, dir) {
             return match self.first_np_match(pod, dir, flow) {
                 Some(m) => verdict(true, Tier::NetworkPolicy, Decision::Rule(m), passes),
-                None => verdict(false, Tier::NetworkPolicy, Decision::Isolated, passes),
+                None => verdict(
+                    false,
+                    Tier::NetworkPolicy,
+                    Decision::Isolated(self.isolating(pod, dir)),
+                    passes,
+                ),
             };
         }
         // Tier 3: baseline; Pass (v1alpha2) falls through.
@@ -202,13 +208,19 @@ impl Engine {
     }
 
     /// The policies that isolate `pod` in `dir` (the explanation of an isolation deny).
-    pub fn isolating(&self, pod: PodId, dir: Direction) -> Vec<PolicyId> {
+    pub fn isolating(&self, pod: PodId, dir: Direction) -> Vec<Arc<PolicyInfo>> {
         let mut out = Vec::new();
-        if dir == Direction::Ingress && self.policies(pod, dir).annotation {
-            out.push(PolicyId::NamespaceAnnotation(self.pod_ns[pod] as u32));
+        if dir == Direction::Ingress
+            && self.policies(pod, dir).annotation
+            && let Some(ns) = self.cluster.namespaces.get(self.pod_ns[pod])
+        {
+            out.push(Arc::new(PolicyInfo::namespace_annotation(ns)));
         }
         if !(self.options.semantics == Semantics::Legacy && dir == Direction::Ingress) {
-            out.extend(self.counting_nps(pod, dir).map(PolicyId::Network));
+            out.extend(
+                self.counting_nps(pod, dir)
+                    .map(|i| self.nps[i as usize].info.clone()),
+            );
         }
         out
     }
@@ -227,7 +239,7 @@ impl Engine {
                 .iter()
                 .position(|r| self.np_rule_matches(r, peer, flow))?;
             Some(RuleMatch {
-                policy: PolicyId::Network(i),
+                policy: self.nps[i as usize].info.clone(),
                 direction: dir,
                 index: index as u32,
                 action: Action::Allow,
@@ -305,7 +317,7 @@ impl Engine {
                     // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
                     if fail_closed && rule.action != Action::Allow {
                         return Some(RuleMatch {
-                            policy: PolicyId::Admin(i),
+                            policy: self.admins[i as usize].info.clone(),
                             direction: dir,
                             index: index as u32,
                             action: Action::Deny,
@@ -320,8 +332,8 @@ impl Engine {
                         .peers
                         .iter()
                         .any(|p| self.admin_peer_matches(p, pod, peer));
-                    (ports_ok && peer_ok).then_some(RuleMatch {
-                        policy: PolicyId::Admin(i),
+                    (ports_ok && peer_ok).then(|| RuleMatch {
+                        policy: self.admins[i as usize].info.clone(),
                         direction: dir,
                         index: index as u32,
                         action: rule.action,

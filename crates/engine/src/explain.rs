@@ -1,16 +1,96 @@
-//! Human-readable renderings of verdicts: one-line summaries and the tier-by-tier walk.
+//! Explanations: the verdict on a flow with the tier-by-tier walk that led to it, as data
+//! ([`Explanation`]) that renders as text (`Display`) and serializes as JSON.
 
-use std::fmt::Write;
+use std::fmt;
+use std::net::IpAddr;
+use std::sync::Arc;
 
-use palisade_model::{AdminTier, Direction};
+use palisade_model::{Direction, Protocol};
 
 use crate::eval::{EndpointKind, Flow};
 use crate::state::{Engine, PodId};
-use crate::verdict::{Decision, PolicyId, RuleMatch, SideVerdict, Tier};
+use crate::verdict::{Decision, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
+
+/// An endpoint as explanations print it: `x/a`, `node n1 (10.0.0.1)`, or the address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NamedEndpoint {
+    /// The name.
+    pub name: String,
+    /// The address on the wire.
+    pub ip: IpAddr,
+}
+
+/// What one policy of an admin tier did for a flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PolicyOutcome {
+    /// This rule matched (it decided, or passed to a later tier).
+    Matched(RuleMatch),
+    /// The policy was evaluated and none of its rules matched.
+    NoRuleMatched,
+    /// An earlier policy of the tier decided first.
+    NotReached,
+}
+
+/// One policy of an admin tier, in evaluation order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyStep {
+    /// The policy.
+    pub policy: Arc<PolicyInfo>,
+    /// What it did.
+    pub outcome: PolicyOutcome,
+}
+
+/// One tier the evaluation of a side went through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TierStep {
+    /// The Admin or Baseline tier: the policies selecting the pod, in evaluation order
+    /// (empty when none does).
+    AdminTier {
+        /// [`Tier::Admin`] or [`Tier::Baseline`].
+        tier: Tier,
+        /// The policies.
+        policies: Vec<PolicyStep>,
+    },
+    /// The NetworkPolicy tier: the policies isolating the pod (empty: not isolated).
+    NetworkPolicyTier {
+        /// The isolating policies.
+        isolated_by: Vec<Arc<PolicyInfo>>,
+    },
+}
+
+/// The walk of one side: the tiers visited, in order (empty when the side is exempt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideWalk {
+    /// Egress (at the source) or ingress (at the destination).
+    pub direction: Direction,
+    /// The endpoint whose policies were walked.
+    pub at: NamedEndpoint,
+    /// The tiers.
+    pub steps: Vec<TierStep>,
+}
+
+/// A flow's verdict and how each side reached it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Explanation {
+    /// The source.
+    pub from: NamedEndpoint,
+    /// The destination.
+    pub to: NamedEndpoint,
+    /// Protocol.
+    pub protocol: Protocol,
+    /// Destination port.
+    pub port: u16,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// How egress at the source was decided.
+    pub egress: SideWalk,
+    /// How ingress at the destination was decided.
+    pub ingress: SideWalk,
+}
 
 impl Engine {
     /// `x/a`, a node name, or the address.
-    pub fn endpoint_name(&self, kind: EndpointKind, ip: std::net::IpAddr) -> String {
+    pub fn endpoint_name(&self, kind: EndpointKind, ip: IpAddr) -> String {
         match kind {
             EndpointKind::Pod(p) => self.cluster.pods[p].key(),
             EndpointKind::Host(Some(n)) => format!("node {} ({ip})", self.cluster.nodes[n].name),
@@ -18,184 +98,162 @@ impl Engine {
         }
     }
 
-    /// `AdminNetworkPolicy deny-x, egress rule 0 "block" (Deny)`.
-    pub fn describe_rule(&self, m: &RuleMatch) -> String {
-        format!(
-            "{}, {}",
-            self.policy_ref(m.policy),
-            self.describe_rule_in_policy(m)
-        )
+    /// Decides `flow` and records the tier-by-tier walk of both sides.
+    pub fn explain(&self, flow: &Flow) -> Explanation {
+        let verdict = self.evaluate(flow);
+        let named = |kind, ip| NamedEndpoint {
+            name: self.endpoint_name(kind, ip),
+            ip,
+        };
+        let walk = |side: &SideVerdict, kind: EndpointKind, ip, direction| SideWalk {
+            direction,
+            at: named(kind, ip),
+            steps: match (kind, &side.decision) {
+                (_, Decision::Exempt(_)) => Vec::new(),
+                (EndpointKind::Pod(p), _) => self.walk(p, direction, side),
+                _ => Vec::new(),
+            },
+        };
+        Explanation {
+            from: named(flow.src.kind, flow.src.ip),
+            to: named(flow.dst.kind, flow.dst.ip),
+            protocol: flow.protocol,
+            port: flow.port,
+            egress: walk(
+                &verdict.egress,
+                flow.src.kind,
+                flow.src.ip,
+                Direction::Egress,
+            ),
+            ingress: walk(
+                &verdict.ingress,
+                flow.dst.kind,
+                flow.dst.ip,
+                Direction::Ingress,
+            ),
+            verdict,
+        }
     }
 
-    /// `egress rule 0 "block" (Deny)`: the rule without its policy.
-    pub fn describe_rule_in_policy(&self, m: &RuleMatch) -> String {
-        let dir = m.direction.as_str().to_lowercase();
-        let (name, action) = match m.policy {
-            PolicyId::Admin(i) => {
-                let p = &self.cluster.admin_policies[i as usize];
-                let name = p
-                    .rules(m.direction)
-                    .get(m.index as usize)
-                    .and_then(|r| r.name.clone());
-                (name, p.action_name(m.action))
-            }
-            _ => (None, "Allow"),
-        };
-        let name = name.map(|n| format!(" {n:?}")).unwrap_or_default();
-        let closed = if m.fail_closed {
-            ", failing closed on a peer it cannot evaluate"
-        } else {
-            ""
-        };
-        format!("{dir} rule {}{name} ({action}{closed})", m.index)
-    }
-
-    /// One line: what decided this side.
-    pub fn describe_side(&self, side: &SideVerdict, pod: Option<PodId>, dir: Direction) -> String {
-        let word = if side.allowed { "allowed" } else { "denied" };
-        let what = match &side.decision {
-            Decision::Exempt(e) => e.describe().to_string(),
-            Decision::Rule(m) => format!("{} tier: {}", side.tier.as_str(), self.describe_rule(m)),
-            Decision::Isolated => {
-                let names: Vec<String> = pod
-                    .map(|p| {
-                        self.isolating(p, dir)
-                            .into_iter()
-                            .map(|id| self.policy_ref(id).to_string())
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                format!(
-                    "NetworkPolicy tier: isolated by {} and no rule matched",
-                    names.join(", ")
-                )
-            }
-            Decision::NoPolicy => "no policy decided; allowed by default".to_string(),
-        };
-        let passes: Vec<String> = side
+    /// The tiers `side` went through for `pod`.
+    fn walk(&self, pod: PodId, dir: Direction, side: &SideVerdict) -> Vec<TierStep> {
+        let lists = self.policies(pod, dir);
+        let matches: Vec<&RuleMatch> = side
             .passes
             .iter()
-            .map(|m| format!(" (after Pass by {})", self.describe_rule(m)))
-            .collect();
-        format!("{word}: {what}{}", passes.join(""))
-    }
-
-    /// A walk through the tiers for both sides of `flow`.
-    pub fn explain(&self, flow: &Flow) -> String {
-        let v = self.evaluate(flow);
-        let mut out = String::new();
-        let src = self.endpoint_name(flow.src.kind, flow.src.ip);
-        let dst = self.endpoint_name(flow.dst.kind, flow.dst.ip);
-        let _ = writeln!(
-            out,
-            "{src} ({}) -> {dst} ({}) {}/{}: {}",
-            flow.src.ip,
-            flow.dst.ip,
-            flow.protocol,
-            flow.port,
-            if v.allowed { "ALLOWED" } else { "DENIED" }
-        );
-        for (side, kind, dir, who) in [
-            (&v.egress, flow.src.kind, Direction::Egress, &src),
-            (&v.ingress, flow.dst.kind, Direction::Ingress, &dst),
-        ] {
-            let _ = writeln!(out, "\n{} at {who}:", dir.as_str());
-            let pod = match kind {
-                EndpointKind::Pod(p) => Some(p),
+            .chain(match &side.decision {
+                Decision::Rule(m) => Some(m),
                 _ => None,
-            };
-            match (pod, &side.decision) {
-                (Some(p), d) if !matches!(d, Decision::Exempt(_)) => {
-                    self.walk(&mut out, p, dir, side)
-                }
-                _ => {}
-            }
-            let _ = writeln!(out, "  => {}", self.describe_side(side, pod, dir));
-        }
-        out
-    }
-
-    /// A policy's name and where it was read: `NetworkPolicy x/deny (policies.yaml:3)`.
-    fn policy_with_origin(&self, id: PolicyId) -> String {
-        let origin = match id {
-            PolicyId::Network(i) => Some(&self.cluster.network_policies[i as usize].origin),
-            PolicyId::Admin(i) => Some(&self.cluster.admin_policies[i as usize].origin),
-            PolicyId::NamespaceAnnotation(i) => self.cluster.namespaces[i as usize].origin.as_ref(),
-        };
-        match origin {
-            Some(o) => format!("{} ({}:{})", self.policy_ref(id), o.file, o.line),
-            None => self.policy_ref(id).to_string(),
-        }
-    }
-
-    fn walk(&self, out: &mut String, pod: PodId, dir: Direction, side: &SideVerdict) {
-        let lists = self.policies(pod, dir);
-        let decided_at = |tier: Tier| side.tier == tier;
-        let admin_tier = |out: &mut String, ids: &[u32], tier: AdminTier, label: &str| {
-            if ids.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "  {label} tier: no policy selects this pod for {}",
-                    dir.as_str().to_lowercase()
-                );
-                return;
-            }
-            let decisive = side
-                .passes
+            })
+            .collect();
+        let admin_tier = |tier: Tier, ids: &[u32]| {
+            let mut decided = false;
+            let policies = ids
                 .iter()
-                .chain(match &side.decision {
-                    Decision::Rule(m) => Some(m),
-                    _ => None,
+                .map(|&i| {
+                    let policy = self.admins[i as usize].info.clone();
+                    let here = matches.iter().find(|m| Arc::ptr_eq(&m.policy, &policy));
+                    let outcome = match here {
+                        _ if decided => PolicyOutcome::NotReached,
+                        Some(m) => {
+                            decided = true;
+                            PolicyOutcome::Matched((*m).clone())
+                        }
+                        None => PolicyOutcome::NoRuleMatched,
+                    };
+                    PolicyStep { policy, outcome }
                 })
-                .find(|m| matches!(m.policy, PolicyId::Admin(i) if self.cluster.admin_policies[i as usize].tier == tier));
-            let _ = writeln!(out, "  {label} tier, in priority order:");
-            for &i in ids {
-                let p = &self.cluster.admin_policies[i as usize];
-                let here = decisive.filter(|m| m.policy == PolicyId::Admin(i));
-                let status = match here {
-                    Some(m) => format!("matched {}", self.describe_rule_in_policy(m)),
-                    None if decisive.is_some_and(|m| {
-                        ids.iter().position(|&x| PolicyId::Admin(x) == m.policy)
-                            < ids.iter().position(|&x| x == i)
-                    }) =>
-                    {
-                        "not reached".to_string()
-                    }
-                    None => "no rule matched".to_string(),
-                };
-                let _ = writeln!(
-                    out,
-                    "    {} (priority {}, {}:{}): {status}",
-                    p.reference(),
-                    p.priority,
-                    p.origin.file,
-                    p.origin.line
-                );
-            }
-        };
-        admin_tier(out, &lists.admin, AdminTier::Admin, "Admin");
-        if decided_at(Tier::Admin) {
-            return;
-        }
-        let isolating = self.isolating(pod, dir);
-        if self.isolated(pod, dir) {
-            let names: Vec<String> = isolating
-                .iter()
-                .map(|id| self.policy_with_origin(*id))
                 .collect();
-            let _ = writeln!(
-                out,
-                "  NetworkPolicy tier: isolated for {} by {}",
-                dir.as_str().to_lowercase(),
-                names.join(", ")
-            );
-            return;
+            TierStep::AdminTier { tier, policies }
+        };
+        let mut steps = vec![admin_tier(Tier::Admin, &lists.admin)];
+        if side.tier == Tier::Admin {
+            return steps;
         }
-        let _ = writeln!(
-            out,
-            "  NetworkPolicy tier: not isolated for {}",
-            dir.as_str().to_lowercase()
-        );
-        admin_tier(out, &lists.baseline, AdminTier::Baseline, "Baseline");
+        let isolated_by = if self.isolated(pod, dir) {
+            self.isolating(pod, dir)
+        } else {
+            Vec::new()
+        };
+        let isolated = !isolated_by.is_empty();
+        steps.push(TierStep::NetworkPolicyTier { isolated_by });
+        if !isolated {
+            steps.push(admin_tier(Tier::Baseline, &lists.baseline));
+        }
+        steps
+    }
+}
+
+impl fmt::Display for Explanation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{} ({}) -> {} ({}) {}/{}: {}",
+            self.from.name,
+            self.from.ip,
+            self.to.name,
+            self.to.ip,
+            self.protocol,
+            self.port,
+            if self.verdict.allowed {
+                "ALLOWED"
+            } else {
+                "DENIED"
+            }
+        )?;
+        for (walk, side) in [
+            (&self.egress, &self.verdict.egress),
+            (&self.ingress, &self.verdict.ingress),
+        ] {
+            writeln!(f, "\n{} at {}:", walk.direction.as_str(), walk.at.name)?;
+            let dir = walk.direction.as_str().to_lowercase();
+            for step in &walk.steps {
+                match step {
+                    TierStep::AdminTier { tier, policies } if policies.is_empty() => writeln!(
+                        f,
+                        "  {} tier: no policy selects this pod for {dir}",
+                        tier.as_str()
+                    )?,
+                    TierStep::AdminTier { tier, policies } => {
+                        writeln!(f, "  {} tier, in priority order:", tier.as_str())?;
+                        for s in policies {
+                            let origin = s
+                                .policy
+                                .origin
+                                .as_ref()
+                                .map(|o| format!(", {}:{}", o.file, o.line))
+                                .unwrap_or_default();
+                            write!(
+                                f,
+                                "    {} (priority {}{origin}): ",
+                                s.policy,
+                                s.policy.priority.unwrap_or_default()
+                            )?;
+                            match &s.outcome {
+                                PolicyOutcome::Matched(m) => {
+                                    writeln!(f, "matched {}", m.in_policy())?
+                                }
+                                PolicyOutcome::NoRuleMatched => writeln!(f, "no rule matched")?,
+                                PolicyOutcome::NotReached => writeln!(f, "not reached")?,
+                            }
+                        }
+                    }
+                    TierStep::NetworkPolicyTier { isolated_by } if isolated_by.is_empty() => {
+                        writeln!(f, "  NetworkPolicy tier: not isolated for {dir}")?
+                    }
+                    TierStep::NetworkPolicyTier { isolated_by } => {
+                        let names: Vec<String> =
+                            isolated_by.iter().map(|p| p.with_origin()).collect();
+                        writeln!(
+                            f,
+                            "  NetworkPolicy tier: isolated for {dir} by {}",
+                            names.join(", ")
+                        )?
+                    }
+                }
+            }
+            writeln!(f, "  => {side}")?;
+        }
+        Ok(())
     }
 }

@@ -39,6 +39,7 @@ mod concrete;
 mod eval;
 mod explain;
 mod index;
+mod json;
 mod matrix;
 mod state;
 mod update;
@@ -47,7 +48,10 @@ mod verdict;
 pub use bitset::BitSet;
 pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
+pub use explain::{Explanation, NamedEndpoint, PolicyOutcome, PolicyStep, SideWalk, TierStep};
 pub use matrix::{Matrix, Probe};
 pub use state::{Engine, Options, PodId, Semantics};
 pub use update::Change;
-pub use verdict::{Decision, Exemption, PolicyId, RuleMatch, SideVerdict, Tier, Verdict};
+pub use verdict::{
+    Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
+};

@@ -4,15 +4,16 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use palisade_model::{
     AdminPeer, AdminPolicy, AdminRule, AdminTier, Cluster, Direction, NamespaceMatch,
-    NetworkPolicy, NetworkPolicyApi, NetworkPolicyPeer, PolicyRef, Selector, Subject,
+    NetworkPolicy, NetworkPolicyApi, NetworkPolicyPeer, Selector, Subject,
 };
 
 use crate::bitset::BitSet;
 use crate::index::LabelIndex;
-use crate::verdict::PolicyId;
+use crate::verdict::PolicyInfo;
 
 /// Which isolation model NetworkPolicies follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,9 +62,21 @@ pub(crate) struct NpRule {
     pub ports: Option<Vec<palisade_model::NetworkPolicyPort>>,
 }
 
+/// A compiled policy's position in the engine's vectors: valid only until the next
+/// [`crate::Engine::apply`], so it never leaves the engine (verdicts carry [`PolicyInfo`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PolicySlot {
+    /// Index into the NetworkPolicies.
+    Network(u32),
+    /// Index into the admin policies (ANP, BANP, CNP).
+    Admin(u32),
+}
+
 /// A NetworkPolicy with its subject and peers resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledNp {
+    /// The policy as verdicts name it.
+    pub info: Arc<PolicyInfo>,
     pub subject: BitSet,
     pub ingress: Vec<NpRule>,
     pub egress: Vec<NpRule>,
@@ -93,6 +106,8 @@ pub(crate) struct AdminRuleC {
 /// An admin policy with its subject and peers resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledAdmin {
+    /// The policy as verdicts name it.
+    pub info: Arc<PolicyInfo>,
     pub subject: BitSet,
     pub ingress: Vec<AdminRuleC>,
     pub egress: Vec<AdminRuleC>,
@@ -220,22 +235,6 @@ impl Engine {
     /// Looks a node up by name.
     pub fn node_id(&self, name: &str) -> Option<usize> {
         self.node_index.get(name).copied()
-    }
-
-    /// The kind, namespace and name of a policy.
-    pub fn policy_ref(&self, id: PolicyId) -> PolicyRef {
-        match id {
-            PolicyId::Network(i) => self.cluster.network_policies[i as usize].reference(),
-            PolicyId::Admin(i) => self.cluster.admin_policies[i as usize].reference(),
-            PolicyId::NamespaceAnnotation(i) => {
-                let ns = &self.cluster.namespaces[i as usize].name;
-                PolicyRef {
-                    kind: palisade_model::PolicyKind::NamespaceDefaultDeny,
-                    namespace: Some(ns.clone()),
-                    name: ns.clone(),
-                }
-            }
-        }
     }
 
     /// Whether the pod can be a policy subject (it is not host-network).
@@ -370,6 +369,7 @@ impl Engine {
                 .collect()
         };
         CompiledNp {
+            info: Arc::new(PolicyInfo::network(np)),
             subject: self.select_pods(NsScope::Named(&np.namespace), &np.pod_selector),
             ingress: rules(Direction::Ingress),
             egress: rules(Direction::Egress),
@@ -422,6 +422,7 @@ impl Engine {
             }
         };
         CompiledAdmin {
+            info: Arc::new(PolicyInfo::admin(policy)),
             subject,
             ingress: rules(&policy.ingress),
             egress: rules(&policy.egress),

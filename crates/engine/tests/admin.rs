@@ -1,6 +1,6 @@
 //! Truth tables for AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 mod common;
 use common::*;
@@ -241,10 +241,8 @@ spec: {podSelector: {}, policyTypes: [Egress]}
     );
     assert_eq!(v.egress.passes.len(), 1);
     let v = eval(&e, "y/b", "z/a", TCP80);
-    assert_eq!(
-        (v.egress.tier, v.egress.decision),
-        (Tier::NetworkPolicy, Decision::Isolated)
-    );
+    assert_eq!(v.egress.tier, Tier::NetworkPolicy);
+    assert!(matches!(v.egress.decision, Decision::Isolated(_)));
 }
 
 #[test]

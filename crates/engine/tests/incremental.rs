@@ -1,7 +1,7 @@
 //! Incremental updates equal a full recompile: random clusters, random sequences of
 //! changes to every kind of object, verdicts compared on every address pair.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use std::net::IpAddr;
 

@@ -1,6 +1,6 @@
 //! Proptest strategies for random clusters with every kind of object and every feature
 //! (feature `proptest`): shared by the property tests of the engine and its consumers.
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // proptest strategies over generated, known-valid values
 
 use palisade_model::*;
 use proptest::prelude::*;

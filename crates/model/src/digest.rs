@@ -15,7 +15,11 @@ mod tests {
     #[test]
     fn known_vectors() {
         // Reference values of FNV-1a 64 (Fowler, Noll, Vo test suite).
-        assert_eq!(fnv64(""), 0xcbf2_9ce4_8422_2325, "empty input is the offset basis");
+        assert_eq!(
+            fnv64(""),
+            0xcbf2_9ce4_8422_2325,
+            "empty input is the offset basis"
+        );
         assert_eq!(fnv64("a"), 0xaf63_dc4c_8601_ec8c, "one byte");
         assert_eq!(fnv64("foobar"), 0x8594_4171_f739_67e8, "six bytes");
     }

@@ -1,6 +1,6 @@
 //! The loader never panics: arbitrary and mutated manifests give objects or diagnostics.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use palisade_model::{LoadOptions, load_sources};
 use proptest::prelude::*;

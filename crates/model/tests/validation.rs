@@ -1,6 +1,6 @@
 //! One bad-input fixture per validation rule, each with the message and line it must produce.
 
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use palisade_model::{LoadError, LoadOptions, load_sources};
 

@@ -1,7 +1,7 @@
 //! For random clusters and NetworkPolicies, the security groups decide every connection
 //! exactly as the evaluator does (both peer modes).
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use std::net::IpAddr;
 

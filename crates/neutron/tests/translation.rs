@@ -1,6 +1,6 @@
 //! One test per translation rule, including the seed's worked examples.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use palisade_engine::{Engine, Options};
 use palisade_model::Protocol;

@@ -5,11 +5,11 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use palisade_engine::{ConcreteRule, Engine, PodId, SideProgram};
+use palisade_engine::{ConcreteRule, Decision, Engine, PodId, SideProgram, Tier};
 use palisade_model::{Action, Direction, Protocol};
 
 use crate::NftError;
-use crate::ir::{Chain, Field, Match, Rule, Ruleset, Verdict};
+use crate::ir::{Chain, Field, LoggedDecision, Match, Rule, Ruleset, Verdict};
 
 /// Compiles the pods of `node` (every pod when `None`) into a ruleset.
 pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError> {
@@ -57,8 +57,6 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
                 &ingress[k]
             };
             side_chains(
-                engine,
-                p,
                 dir,
                 &name,
                 program,
@@ -74,7 +72,7 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
             dispatch.extend(cluster.pods[p].ips.iter().map(|ip| (*ip, name.clone())));
         }
     }
-    rs.log_names = logs.names;
+    rs.logs = logs.entries;
     rs.sets = interner.sets.into_values().collect();
     intern_sets(&mut rs);
     Ok(rs)
@@ -199,34 +197,43 @@ fn intern_sets(rs: &mut Ruleset) {
 
 /// A chain name part from a pod's `namespace/name`: 12 hex digits of FNV-1a.
 fn chain_id(key: &str) -> String {
-    let h = key.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{:012x}", h & 0xffff_ffff_ffff)
+    format!(
+        "{:012x}",
+        palisade_model::digest::fnv64(key) & 0xffff_ffff_ffff
+    )
 }
 
+/// The log ids handed out so far: one per distinct decision.
 #[derive(Default)]
 struct Logs {
-    names: Vec<String>,
-    index: BTreeMap<String, u32>,
+    entries: Vec<LoggedDecision>,
+    index: HashMap<LoggedDecision, u32>,
 }
 
 impl Logs {
-    fn id(&mut self, name: String) -> u32 {
-        let next = self.names.len() as u32;
-        *self.index.entry(name.clone()).or_insert_with(|| {
-            self.names.push(name);
+    /// The id of `decision`, taken in `tier` and `direction`.
+    fn id(&mut self, direction: Direction, tier: Tier, decision: Decision) -> u32 {
+        let entry = LoggedDecision {
+            direction,
+            tier,
+            decision,
+        };
+        let next = self.entries.len() as u32;
+        *self.index.entry(entry.clone()).or_insert_with(|| {
+            self.entries.push(entry);
             next
         })
     }
+
+    /// The id of a rule that decides in `tier`.
+    fn rule(&mut self, tier: Tier, rule: &palisade_engine::RuleMatch) -> u32 {
+        self.id(rule.direction, tier, Decision::Rule(rule.clone()))
+    }
 }
 
-#[allow(clippy::too_many_arguments)] // the compile's state, threaded explicitly
 /// The three chains of one side: `<name>` (exemptions, admin tier), `<name>_np`
 /// (NetworkPolicy isolation) and `<name>_bl` (baseline).
 fn side_chains(
-    engine: &Engine,
-    pod: PodId,
     dir: Direction,
     name: &str,
     prog: &SideProgram,
@@ -259,7 +266,7 @@ fn side_chains(
             Action::Deny => Verdict::Drop,
             Action::Pass => Verdict::Goto(np.clone()),
         };
-        let log = Some(logs.id(format!("Admin tier: {}", engine.describe_rule(&r.rule))));
+        let log = Some(logs.rule(Tier::Admin, &r.rule));
         expand(r, peer, verdict, log, interner, &mut main);
     }
     main.push(Rule {
@@ -272,18 +279,11 @@ fn side_chains(
         for r in &prog.network {
             expand(r, peer, Verdict::Return, None, interner, &mut np_rules);
         }
-        let who = &engine.cluster().pods[pod];
-        let isolating: Vec<String> = prog
-            .isolating
-            .iter()
-            .map(|id| engine.policy_ref(*id).to_string())
-            .collect();
-        let log = logs.id(format!(
-            "NetworkPolicy tier: {} isolated for {} by {}",
-            who.key(),
-            dir.as_str().to_lowercase(),
-            isolating.join(", ")
-        ));
+        let log = logs.id(
+            dir,
+            Tier::NetworkPolicy,
+            Decision::Isolated(prog.isolating.clone()),
+        );
         np_rules.push(Rule {
             matches: vec![],
             verdict: Verdict::Drop,
@@ -299,10 +299,7 @@ fn side_chains(
     let mut bl_rules = Vec::new();
     for r in &prog.baseline {
         let (verdict, log) = match r.rule.action {
-            Action::Deny => (
-                Verdict::Drop,
-                Some(logs.id(format!("Baseline tier: {}", engine.describe_rule(&r.rule)))),
-            ),
+            Action::Deny => (Verdict::Drop, Some(logs.rule(Tier::Baseline, &r.rule))),
             // Allow, and a baseline Pass (which falls through to the default: allowed)
             _ => (Verdict::Return, None),
         };

@@ -110,8 +110,8 @@ pub struct Ruleset {
     pub ingress: Vec<(IpAddr, String)>,
     /// This node's own addresses (traffic from them takes the output hook, to them the input hook).
     pub host_addrs: Vec<IpAddr>,
-    /// Log id → what it stands for (tier, policy, rule).
-    pub log_names: Vec<String>,
+    /// Log id → the decision a logged rule stands for.
+    pub logs: Vec<LoggedDecision>,
 }
 
 impl Ruleset {
@@ -120,12 +120,49 @@ impl Ruleset {
         self.chains.iter().find(|c| c.name == name)
     }
 
-    /// Log id → description, for mapping nflog prefixes back to policies.
-    pub fn log_prefix_names(&self) -> Vec<(String, String)> {
-        self.log_names
+    /// nflog prefix → the decision it stands for (tier, policy and rule, or the
+    /// isolating policies).
+    pub fn log_prefixes(&self) -> impl Iterator<Item = (String, &LoggedDecision)> {
+        self.logs
             .iter()
             .enumerate()
-            .map(|(i, n)| (format!("pal-{i}"), n.clone()))
-            .collect()
+            .map(|(i, d)| (format!("pal-{i}"), d))
+    }
+}
+
+/// What a logged rule decides, in the engine's verdict terms: a packet logged with this
+/// entry's prefix was decided (or, for a Pass rule, passed on) as `decision` says.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct LoggedDecision {
+    /// Egress at the source or ingress at the destination.
+    pub direction: palisade_model::Direction,
+    /// The tier the rule belongs to.
+    pub tier: palisade_engine::Tier,
+    /// The rule, or the isolating policies (snapshots: no engine is needed to read them).
+    pub decision: palisade_engine::Decision,
+}
+
+/// `ingress Admin tier: AdminNetworkPolicy x, ingress rule 0 "n" (Deny)`.
+impl std::fmt::Display for LoggedDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {} tier: {}",
+            self.direction.as_str().to_lowercase(),
+            self.tier.as_str(),
+            self.decision
+        )
+    }
+}
+
+/// `{"direction": "Ingress", "tier": "Admin", "decision": <the engine's decision>}`.
+impl serde::Serialize for LoggedDecision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(3))?;
+        m.serialize_entry("direction", self.direction.as_str())?;
+        m.serialize_entry("tier", &self.tier)?;
+        m.serialize_entry("decision", &self.decision)?;
+        m.end()
     }
 }

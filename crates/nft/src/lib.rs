@@ -8,7 +8,8 @@
 //! `goto …_np`), NetworkPolicy isolation (allow-list then `drop`), baseline. Connections,
 //! not packets: `ct state established,related accept` comes first. Every drop and admin
 //! decision is counted and logged to nflog group 100 with a `pal-<id>` prefix that
-//! [`Ruleset::log_prefix_names`] maps back to tier, policy and rule.
+//! [`Ruleset::log_prefixes`] maps back to the engine's decision (tier, policy and rule, or
+//! the isolating policies).
 //!
 //! [`Ruleset::render`] writes the `nft -f` script (one atomic transaction);
 //! [`Ruleset::lookup`] interprets exactly that ruleset in userspace, so tests compare it

@@ -1,7 +1,7 @@
 //! The generated ruleset, interpreted, decides every connection as the engine does; and
 //! the kernel accepts its text.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use std::net::IpAddr;
 
@@ -79,9 +79,21 @@ fn drops_are_logged_with_ids_that_name_the_policy() {
     let NftVerdict::Drop(Some(id)) = v else {
         panic!("{v:?}")
     };
+    let logged = &rs.logs[id as usize];
     assert_eq!(
-        rs.log_names[id as usize],
-        "Baseline tier: BaselineAdminNetworkPolicy default, egress rule 0 \"no-y-to-z\" (Deny)"
+        logged.to_string(),
+        "egress Baseline tier: BaselineAdminNetworkPolicy default, egress rule 0 \"no-y-to-z\" (Deny)"
+    );
+    let flow = |src: &str, dst: &str| palisade_engine::Flow {
+        src: e.endpoint_for_ip(ip(src)),
+        dst: e.endpoint_for_ip(ip(dst)),
+        protocol: Protocol::Tcp,
+        port: 80,
+    };
+    let verdict = e.evaluate(&flow("10.0.1.10", "10.0.2.12"));
+    assert_eq!(
+        logged.decision, verdict.egress.decision,
+        "the log names the engine's decision"
     );
     let v = rs.lookup(&Packet {
         src: ip("10.0.1.10"),
@@ -92,9 +104,15 @@ fn drops_are_logged_with_ids_that_name_the_policy() {
     let NftVerdict::Drop(Some(id)) = v else {
         panic!("{v:?}")
     };
+    let logged = &rs.logs[id as usize];
     assert_eq!(
-        rs.log_names[id as usize],
-        "NetworkPolicy tier: x/a isolated for ingress by NetworkPolicy x/allow-from-y-b"
+        logged.to_string(),
+        "ingress NetworkPolicy tier: isolated by NetworkPolicy x/allow-from-y-b and no rule matched"
+    );
+    let verdict = e.evaluate(&flow("10.0.1.10", "10.0.0.10"));
+    assert_eq!(
+        logged.decision, verdict.ingress.decision,
+        "the log names the engine's decision"
     );
     let text = rs.render();
     assert!(text.contains("log prefix \"pal-") && text.contains("group 100"));

@@ -3,7 +3,7 @@
 //! After an intended change: `UPDATE_GOLDEN=1 cargo test -p palisade-nft --test golden`,
 //! then review the diff of `tests/golden/xyz.nft`.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use palisade_engine::{Engine, Options};
 
@@ -32,7 +32,7 @@ fn xyz_ruleset_matches_the_reviewed_snapshot() {
     let rs = palisade_nft::compile(&engine, None).unwrap();
     let mut text = rs.render();
     text += "# log prefixes\n";
-    for (prefix, name) in rs.log_prefix_names() {
+    for (prefix, name) in rs.log_prefixes() {
         text += &format!("#   {prefix}: {name}\n");
     }
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/xyz.nft");

@@ -75,7 +75,10 @@ pub fn k8s_name(name: &str) -> String {
 /// NetworkPolicies or the labels that select its tools.
 fn content_id(ingress: &Option<Vec<Rule>>, egress: &Option<Vec<Rule>>) -> String {
     let text = serde_json::json!({"ingress": ingress, "egress": egress}).to_string();
-    format!("{:012x}", palisade_model::digest::fnv64(&text) & 0xffff_ffff_ffff)
+    format!(
+        "{:012x}",
+        palisade_model::digest::fnv64(&text) & 0xffff_ffff_ffff
+    )
 }
 
 /// A base policy's name and rule lists.

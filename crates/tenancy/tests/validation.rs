@@ -1,6 +1,6 @@
 //! Every validation the seed promises, each with its message, field and line.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use palisade_tenancy::{Config, Options, State, compile};
 

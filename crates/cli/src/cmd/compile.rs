@@ -14,11 +14,25 @@ pub struct Args {
     /// Only the pods of this node (default: every pod).
     #[arg(long)]
     pub node: Option<String>,
-    /// Output format (target-specific; see `docs/`).
-    #[arg(short = 'o', long = "output")]
-    pub output: Option<String>,
+    /// Output format: `nft` (default) or `linear` for nftables, `json` (default) or `yaml`
+    /// for Neutron.
+    #[arg(short = 'o', long = "output", value_enum)]
+    pub output: Option<Format>,
     #[command(flatten)]
     pub neutron: super::compile_neutron::Flags,
+}
+
+/// `compile` output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// nftables: the `nft -f` script with verdict maps.
+    Nft,
+    /// nftables: the same decisions as one flat rule list (a benchmark baseline).
+    Linear,
+    /// Neutron: JSON.
+    Json,
+    /// Neutron: YAML.
+    Yaml,
 }
 
 /// Compile targets.
@@ -30,10 +44,41 @@ pub enum Target {
     Neutron,
 }
 
+impl Format {
+    /// The name on the command line.
+    fn as_str(self) -> &'static str {
+        match self {
+            Format::Nft => "nft",
+            Format::Linear => "linear",
+            Format::Json => "json",
+            Format::Yaml => "yaml",
+        }
+    }
+}
+
 /// Loads the input and hands it to the target's compiler.
 pub fn run(args: Args) -> Result<(), CliError> {
+    let format = match (args.target, args.output) {
+        (Target::Nftables, None) => Format::Nft,
+        (Target::Neutron, None) => Format::Json,
+        (Target::Nftables, Some(f @ (Format::Nft | Format::Linear)))
+        | (Target::Neutron, Some(f @ (Format::Json | Format::Yaml))) => f,
+        (Target::Nftables, Some(f)) => {
+            return Err(CliError::Usage(format!(
+                "-o {}: the nftables target writes nft or linear",
+                f.as_str()
+            )));
+        }
+        (Target::Neutron, Some(f)) => {
+            return Err(CliError::Usage(format!(
+                "-o {}: the neutron target writes json or yaml",
+                f.as_str()
+            )));
+        }
+    };
+    let engine = args.input.engine()?;
     match args.target {
-        Target::Nftables => super::compile_nftables::run(&args),
-        Target::Neutron => super::compile_neutron::run(&args),
+        Target::Nftables => super::compile_nftables::run(&engine, args.node.as_deref(), format),
+        Target::Neutron => super::compile_neutron::run(&engine, &args.neutron, format),
     }
 }

@@ -2,8 +2,10 @@
 
 use std::io::Write;
 
+use palisade_engine::Engine;
 use palisade_neutron::{PeerMode, TranslateOptions};
 
+use super::compile::Format;
 use crate::error::CliError;
 
 /// Neutron-specific flags of `compile`.
@@ -27,29 +29,22 @@ enum PeerModeArg {
 }
 
 /// Compiles to Neutron security groups: JSON (default) or YAML on stdout, a summary on stderr.
-pub fn run(args: &super::compile::Args) -> Result<(), CliError> {
-    let engine = args.input.engine()?;
+pub fn run(engine: &Engine, flags: &Flags, format: Format) -> Result<(), CliError> {
     let options = TranslateOptions {
-        peer_mode: match args.neutron.peer_mode {
+        peer_mode: match flags.peer_mode {
             PeerModeArg::Prefixes => PeerMode::Prefixes,
             PeerModeArg::RemoteGroups => PeerMode::RemoteGroups,
         },
-        ignore_admin_policies: args.neutron.ignore_admin_policies,
+        ignore_admin_policies: flags.ignore_admin_policies,
     };
-    let (t, warnings) = palisade_neutron::translate(&engine, &options)
-        .map_err(|e| CliError::Failed(e.to_string()))?;
+    let (t, warnings) = palisade_neutron::translate(engine, &options)?;
     for w in warnings {
         eprintln!("palisade: warning: {w}");
     }
-    let value = serde_json::to_value(&t).map_err(|e| CliError::Failed(e.to_string()))?;
-    let text = match args.output.as_deref() {
-        None | Some("json") => serde_json::to_string_pretty(&value).unwrap_or_default() + "\n",
-        Some("yaml") => palisade_model::yaml::to_yaml(&value),
-        Some(other) => {
-            return Err(CliError::Usage(format!(
-                "-o {other}: the neutron target writes json or yaml"
-            )));
-        }
+    let value = serde_json::to_value(&t)?;
+    let text = match format {
+        Format::Yaml => palisade_model::yaml::to_yaml(&value),
+        _ => serde_json::to_string_pretty(&value)? + "\n",
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     eprintln!("palisade: {}", t.summary());

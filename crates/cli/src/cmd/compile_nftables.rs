@@ -2,34 +2,33 @@
 
 use std::io::Write;
 
+use palisade_engine::Engine;
+
+use super::compile::Format;
 use crate::error::CliError;
 
-/// Prints the `nft -f` script for the pods of `--node` (all pods by default); with
-/// `-o linear`, the same decisions as one flat rule list (benchmark baseline).
-pub fn run(args: &super::compile::Args) -> Result<(), CliError> {
-    let engine = args.input.engine()?;
-    let ruleset = palisade_nft::compile(&engine, args.node.as_deref())
-        .map_err(|e| CliError::Usage(e.to_string()))?;
-    let text = match args.output.as_deref() {
-        None | Some("nft") => ruleset.render(),
-        Some("linear") => ruleset.render_linear(),
-        Some(other) => {
-            return Err(CliError::Usage(format!(
-                "-o {other}: the nftables target writes nft or linear"
-            )));
-        }
+/// Prints the `nft -f` script for the pods of `node` (all pods by default); with
+/// [`Format::Linear`], the same decisions as one flat rule list (benchmark baseline).
+pub fn run(engine: &Engine, node: Option<&str>, format: Format) -> Result<(), CliError> {
+    let ruleset = palisade_nft::compile(engine, node).map_err(|e| match e {
+        palisade_nft::NftError::UnknownNode(_) => CliError::Usage(e.to_string()),
+        other => CliError::Nft(other),
+    })?;
+    let text = match format {
+        Format::Linear => ruleset.render_linear(),
+        _ => ruleset.render(),
     };
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
-    if !ruleset.log_names.is_empty() {
+    if !ruleset.logs.is_empty() {
         writeln!(
             out,
             "# log prefixes (nflog group {}):",
             palisade_nft::LOG_GROUP
         )?;
-        for (prefix, name) in ruleset.log_prefix_names() {
+        for (prefix, name) in ruleset.log_prefixes() {
             // descriptions are comments: they never become nft syntax
-            writeln!(out, "#   {prefix}: {}", name.replace('\n', " "))?;
+            writeln!(out, "#   {prefix}: {}", name.to_string().replace('\n', " "))?;
         }
     }
     Ok(())

@@ -51,11 +51,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         ("nca", "namespaces.yaml", g.namespace_list()),
     ] {
         let d = args.output.join(dir);
-        std::fs::create_dir_all(&d)
-            .map_err(|e| CliError::Failed(format!("{}: {e}", d.display())))?;
+        std::fs::create_dir_all(&d).map_err(CliError::file(&d))?;
         let path = d.join(file);
-        std::fs::write(&path, text)
-            .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))?;
+        std::fs::write(&path, text).map_err(CliError::file(&path))?;
     }
     let dir = args.output.display();
     eprintln!(

@@ -155,11 +155,8 @@ fn json(out: &mut impl Write, g: &Grid<'_>) -> std::io::Result<()> {
             serde_json::json!({"from": from, "to": to, "protocol": probe.protocol.as_str(), "port": probe.port, "allowed": ok})
         })
         .collect();
-    writeln!(
-        out,
-        "{}",
-        serde_json::to_string_pretty(&rows).unwrap_or_default()
-    )?;
+    serde_json::to_writer_pretty(&mut *out, &rows).map_err(std::io::Error::from)?;
+    writeln!(out)?;
     out.flush()
 }
 

@@ -1,7 +1,7 @@
 //! Shared fixture: the upstream e2e model (namespaces x, y, z; pods a, b, c; ports 80 and 81
 //! on TCP, UDP and SCTP) and a matrix checker that reports every wrong cell.
 
-#![allow(dead_code, missing_docs, clippy::unwrap_used)]
+#![allow(dead_code, missing_docs, clippy::unwrap_used)] // shared by several test binaries, each using a part
 
 use palisade_engine::{Engine, Flow, Options, Probe, Verdict};
 use palisade_model::Protocol;
@@ -137,15 +137,10 @@ pub fn name(pod: &str) -> &str {
 }
 
 /// A one-line description of a side's deciding policy, for assertions.
-pub fn decided_by(engine: &Engine, side: &palisade_engine::SideVerdict) -> String {
+pub fn decided_by(_engine: &Engine, side: &palisade_engine::SideVerdict) -> String {
     match &side.decision {
         palisade_engine::Decision::Rule(m) => {
-            format!(
-                "{} {} rule {}",
-                side.tier.as_str(),
-                engine.policy_ref(m.policy),
-                m.index
-            )
+            format!("{} {} rule {}", side.tier.as_str(), m.policy, m.index)
         }
         d => format!("{} {:?}", side.tier.as_str(), d),
     }
