@@ -99,6 +99,9 @@ pub struct SideProgram {
     pub network: Vec<ConcreteRule>,
     /// Baseline tier rules in order.
     pub baseline: Vec<ConcreteRule>,
+    /// The pod shares this address with another pod: everything but `exempt` is denied
+    /// (and the tiers are empty).
+    pub shared_address: Option<IpAddr>,
 }
 
 impl Engine {
@@ -120,6 +123,17 @@ impl Engine {
     fn side_program_with(&self, pod: PodId, dir: Direction, cache: &ProgramCache) -> SideProgram {
         let p = &self.cluster.pods[pod];
         let mut exempt: BTreeSet<IpAddr> = p.ips.iter().copied().collect();
+        if let Some(ip) = self.shared_address(pod) {
+            return SideProgram {
+                exempt,
+                admin: Vec::new(),
+                isolated: false,
+                isolating: Vec::new(),
+                network: Vec::new(),
+                baseline: Vec::new(),
+                shared_address: Some(ip),
+            };
+        }
         if dir == Direction::Ingress
             && self.options.allow_node_local
             && let Some(n) = self.pod_node[pod]
@@ -162,6 +176,7 @@ impl Engine {
             isolating,
             network,
             baseline,
+            shared_address: None,
         }
     }
 

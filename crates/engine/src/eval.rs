@@ -91,15 +91,19 @@ impl Engine {
             };
         }
         let egress = match flow.src.kind {
-            EndpointKind::Pod(p) => self.decide(p, Direction::Egress, flow),
+            EndpointKind::Pod(p) => match self.shared_address(p) {
+                Some(ip) => SideVerdict::shared_address(ip),
+                None => self.decide(p, Direction::Egress, flow),
+            },
             EndpointKind::Host(_) => SideVerdict::exempt(Exemption::Host),
             EndpointKind::External => SideVerdict::exempt(Exemption::External),
         };
         let ingress = match flow.dst.kind {
-            EndpointKind::Pod(p) if self.node_local(flow, p) => {
-                SideVerdict::exempt(Exemption::NodeLocal)
-            }
-            EndpointKind::Pod(p) => self.decide(p, Direction::Ingress, flow),
+            EndpointKind::Pod(p) => match self.shared_address(p) {
+                Some(ip) => SideVerdict::shared_address(ip),
+                None if self.node_local(flow, p) => SideVerdict::exempt(Exemption::NodeLocal),
+                None => self.decide(p, Direction::Ingress, flow),
+            },
             EndpointKind::Host(_) => SideVerdict::exempt(Exemption::Host),
             EndpointKind::External => SideVerdict::exempt(Exemption::External),
         };

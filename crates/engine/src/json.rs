@@ -93,6 +93,10 @@ fn decision_entries<M: SerializeMap>(m: &mut M, d: &Decision) -> Result<(), M::E
             m.serialize_entry("isolating", &Policies(by))
         }
         Decision::NoPolicy => m.serialize_entry("reason", "NoPolicy"),
+        Decision::SharedAddress(ip) => {
+            m.serialize_entry("reason", "SharedAddress")?;
+            m.serialize_entry("address", ip)
+        }
     }
 }
 

@@ -68,6 +68,7 @@ struct Signature {
     regions: Vec<bool>,
     node: Option<usize>,
     ports: Vec<(Option<String>, u16, Protocol)>,
+    shared_address: bool,
 }
 
 impl Engine {
@@ -198,6 +199,7 @@ impl Engine {
                 } else {
                     Vec::new()
                 },
+                shared_address: self.shared_address.contains_key(&pod),
             };
             let next = members.len();
             let c = *index.entry(sig).or_insert(next);

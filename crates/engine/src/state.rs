@@ -155,6 +155,8 @@ pub struct Engine {
     pub(crate) pod_ns: Vec<usize>,
     pub(crate) pod_node: Vec<Option<usize>>,
     pub(crate) ip_owner: HashMap<IpAddr, Owner>,
+    /// Pods (not host-network) with an address that another such pod also has, and that address.
+    pub(crate) shared_address: HashMap<PodId, IpAddr>,
     pub(crate) pod_labels: LabelIndex,
     pub(crate) ns_pods: Vec<BitSet>,
     /// Pods that can be policy subjects and selector peers (not host-network).
@@ -179,6 +181,7 @@ impl Engine {
             pod_ns: Vec::new(),
             pod_node: Vec::new(),
             ip_owner: HashMap::new(),
+            shared_address: HashMap::new(),
             pod_labels: LabelIndex::default(),
             ns_pods: Vec::new(),
             subjects: BitSet::default(),
@@ -298,7 +301,7 @@ impl Engine {
     }
 
     /// Recomputes which pod or node owns every address (nodes win over host-network pods;
-    /// the first pod wins a duplicate address).
+    /// the first pod wins a duplicate address) and which pods share an address.
     pub(crate) fn rebuild_ip_owner(&mut self) {
         self.ip_owner.clear();
         for (i, n) in self.cluster.nodes.iter().enumerate() {
@@ -306,13 +309,29 @@ impl Engine {
                 self.ip_owner.insert(*ip, Owner::Node(i));
             }
         }
+        let mut holders: HashMap<IpAddr, Vec<PodId>> = HashMap::new();
         for (i, p) in self.cluster.pods.iter().enumerate() {
             if !p.host_network {
                 for ip in &p.ips {
                     self.ip_owner.entry(*ip).or_insert(Owner::Pod(i));
+                    holders.entry(*ip).or_default().push(i);
                 }
             }
         }
+        self.shared_address.clear();
+        for (ip, pods) in holders.iter().filter(|(_, p)| p.len() > 1) {
+            for &p in pods {
+                self.shared_address.insert(p, *ip);
+            }
+        }
+    }
+
+    /// The address `pod` shares with another pod, if any: no policy can be enforced for it.
+    pub fn shared_address(&self, pod: PodId) -> Option<IpAddr> {
+        if self.shared_address.is_empty() {
+            return None;
+        }
+        self.shared_address.get(&pod).copied()
     }
 
     fn ns_labels(&self, pod: PodId) -> Option<&palisade_model::Labels> {

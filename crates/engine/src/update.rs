@@ -256,6 +256,7 @@ impl Engine {
 
     fn upsert_pod(&mut self, p: Pod) {
         self.ensure_namespace(&p.namespace);
+        let mut shared = !self.shared_address.is_empty();
         let id = match self.pod_id(&p.namespace, &p.name) {
             Some(id) => {
                 self.unindex_pod(id);
@@ -272,8 +273,13 @@ impl Engine {
         let pod = &self.cluster.pods[id];
         if !pod.host_network {
             for ip in &pod.ips {
-                self.ip_owner.entry(*ip).or_insert(Owner::Pod(id));
+                let owner = *self.ip_owner.entry(*ip).or_insert(Owner::Pod(id));
+                shared |= matches!(owner, Owner::Pod(o) if o != id);
             }
+        }
+        if shared {
+            // An address shared before or after this change: recount every holder.
+            self.rebuild_ip_owner();
         }
         self.refresh_pod(id);
     }
@@ -317,6 +323,10 @@ impl Engine {
         self.pod_node.truncate(last);
         self.ingress.truncate(last);
         self.egress.truncate(last);
+        if !self.shared_address.is_empty() {
+            // Shared addresses are keyed by pod: recount after the renumbering.
+            self.rebuild_ip_owner();
+        }
     }
 
     fn reindex_nodes(&mut self) {

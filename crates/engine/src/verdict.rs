@@ -112,6 +112,9 @@ pub enum Tier {
     Baseline,
     /// Nothing decided: allowed.
     Default,
+    /// The endpoint cannot be told apart from another pod (they share an address), so no
+    /// policy can be enforced for it: denied.
+    FailClosed,
 }
 
 impl Tier {
@@ -123,6 +126,7 @@ impl Tier {
             Tier::NetworkPolicy => "NetworkPolicy",
             Tier::Baseline => "Baseline",
             Tier::Default => "Default",
+            Tier::FailClosed => "FailClosed",
         }
     }
 }
@@ -241,6 +245,8 @@ pub enum Decision {
     Isolated(Vec<Arc<PolicyInfo>>),
     /// No tier decided.
     NoPolicy,
+    /// The pod shares this address with another pod; denied in both directions.
+    SharedAddress(std::net::IpAddr),
 }
 
 /// `Admin tier: AdminNetworkPolicy x, ingress rule 0 (Pass)`, or
@@ -262,6 +268,10 @@ impl fmt::Display for Decision {
                 f.write_str(" and no rule matched")
             }
             Decision::NoPolicy => f.write_str("no policy decided; allowed by default"),
+            Decision::SharedAddress(ip) => write!(
+                f,
+                "the pod shares its address {ip} with another pod, so no policy can be enforced for it; failing closed"
+            ),
         }
     }
 }
@@ -280,6 +290,15 @@ pub struct SideVerdict {
 }
 
 impl SideVerdict {
+    pub(crate) fn shared_address(ip: std::net::IpAddr) -> SideVerdict {
+        SideVerdict {
+            allowed: false,
+            tier: Tier::FailClosed,
+            decision: Decision::SharedAddress(ip),
+            passes: Vec::new(),
+        }
+    }
+
     pub(crate) fn exempt(e: Exemption) -> SideVerdict {
         SideVerdict {
             allowed: true,
@@ -299,19 +318,10 @@ impl fmt::Display for SideVerdict {
             "denied: "
         })?;
         match &self.decision {
-            Decision::Exempt(e) => f.write_str(e.describe())?,
-            Decision::Rule(m) => write!(f, "{} tier: {m}", self.tier.as_str())?,
-            Decision::Isolated(by) => {
-                f.write_str("NetworkPolicy tier: isolated by ")?;
-                for (i, p) in by.iter().enumerate() {
-                    if i > 0 {
-                        f.write_str(", ")?;
-                    }
-                    write!(f, "{p}")?;
-                }
-                f.write_str(" and no rule matched")?;
+            d @ (Decision::Rule(_) | Decision::Isolated(_)) => {
+                write!(f, "{} tier: {d}", self.tier.as_str())?
             }
-            Decision::NoPolicy => f.write_str("no policy decided; allowed by default")?,
+            d => write!(f, "{d}")?,
         }
         for m in &self.passes {
             write!(f, " (after Pass by {m})")?;

@@ -278,6 +278,9 @@ fn program_allows(e: &Engine, flow: &Flow) -> bool {
         if prog.exempt.contains(&peer) {
             return true;
         }
+        if prog.shared_address.is_some() {
+            return false;
+        }
         let m = |r: &palisade_engine::ConcreteRule| {
             r.matches(&peer, &flow.dst.ip, flow.protocol, flow.port)
         };

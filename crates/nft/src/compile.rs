@@ -69,7 +69,14 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
             } else {
                 &mut rs.ingress
             };
-            dispatch.extend(cluster.pods[p].ips.iter().map(|ip| (*ip, name.clone())));
+            // An address two pods share maps once (both pods' chains drop everything).
+            for ip in &cluster.pods[p].ips {
+                if engine.shared_address(p).is_none()
+                    || !dispatch.iter().any(|(seen, _)| seen == ip)
+                {
+                    dispatch.push((*ip, name.clone()));
+                }
+            }
         }
     }
     rs.logs = logs.entries;
@@ -259,6 +266,20 @@ fn side_chains(
             verdict: Verdict::Return,
             log: None,
         });
+    }
+    if let Some(ip) = prog.shared_address {
+        // No policy can be enforced for an address two pods share: fail closed.
+        let log = logs.id(dir, Tier::FailClosed, Decision::SharedAddress(ip));
+        main.push(Rule {
+            matches: vec![],
+            verdict: Verdict::Drop,
+            log: Some(log),
+        });
+        out.push(Chain {
+            name: name.to_string(),
+            rules: main,
+        });
+        return;
     }
     for r in &prog.admin {
         let verdict = match r.rule.action {

@@ -287,3 +287,53 @@ fn list(ns: &str) -> Vec<String> {
     blocks.sort();
     blocks
 }
+
+#[test]
+fn an_address_two_pods_share_is_dispatched_once_and_dropped() {
+    let cluster = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: p, namespace: a}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: q, namespace: b}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: r, namespace: a}
+status: {podIP: 10.0.0.3}
+"#;
+    let e = Engine::new(
+        palisade_model::load_str(cluster).unwrap().cluster,
+        Options::default(),
+    );
+    let rs = compile(&e, None).unwrap();
+    for map in [&rs.egress, &rs.ingress] {
+        let mut keys: Vec<IpAddr> = map.iter().map(|(ip, _)| *ip).collect();
+        keys.sort();
+        keys.dedup();
+        assert_eq!(keys.len(), map.len(), "nft refuses duplicate map keys");
+    }
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    for (src, dst) in [("10.0.0.1", "10.0.0.3"), ("10.0.0.3", "10.0.0.1")] {
+        let v = rs.lookup(&Packet {
+            src: ip(src),
+            dst: ip(dst),
+            protocol: Protocol::Tcp,
+            dport: 80,
+        });
+        let NftVerdict::Drop(Some(id)) = v else {
+            panic!("{src} -> {dst}: {v:?}")
+        };
+        assert!(
+            rs.logs[id as usize]
+                .to_string()
+                .contains("shares its address 10.0.0.1"),
+            "{}",
+            rs.logs[id as usize]
+        );
+    }
+}
