@@ -6,10 +6,21 @@
 //! the pod's address as a /32 with a default route via 169.254.1.1, the node side holding
 //! 169.254.1.1/32 and a /32 route to the pod. Every pod-to-pod packet crosses the node's
 //! forward hook, where `inet palisade` filters. An external host (192.0.2.10) is wired the
-//! same way. Each pod runs a responder ([`serve`]) on its container ports; [`probe_batch`]
-//! probes targets concurrently from inside a pod. What [`Lab::up`] creates is recorded in
-//! a state file so [`down`] removes it, also after a crash.
+//! same way.
+//!
+//! - [`Lab::up`] builds the node and starts a responder in each pod; [`down`] removes
+//!   everything, also after a crash (what `up` creates is recorded in a state file first).
+//! - The processes inside the namespaces are [`Helper`]s: the lab re-executes a program
+//!   (the `palisade` binary, or this crate's `palisade-lab-helper`) as
+//!   `<exe> lab <helper> ...`, and that program passes its arguments to
+//!   [`run_if_helper`].
+//! - [`observe`] probes every endpoint pair with real packets; [`Observed::disagreements`]
+//!   compares each outcome with the engine's verdict.
+//!
+//! Everything here needs root (network namespaces, `ip`, `nft`, `conntrack`).
 
+mod compare;
+mod helper;
 mod net;
 mod probe;
 
@@ -19,6 +30,8 @@ use std::time::{Duration, Instant};
 
 use palisade_model::{Cluster, Protocol};
 
+pub use compare::{Disagreement, Observation, Observed, observe};
+pub use helper::{Helper, PREFIX as HELPER_PREFIX, run_if_helper};
 pub use probe::{ConnectStats, ProbeResult, Target, connect_bench, hold, probe_batch, serve};
 
 /// The external test host's address.
@@ -44,6 +57,9 @@ pub enum LabError {
     /// Something did not become ready in time.
     #[error("{0}")]
     Timeout(String),
+    /// A helper was started with arguments it does not understand.
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// One pod of the lab.
@@ -86,7 +102,7 @@ fn state_file(name: &str) -> PathBuf {
 
 impl Lab {
     /// Builds the lab for the IPv4 pods of `cluster` (host-network pods are skipped) and
-    /// starts their responders, running `exe lab serve` inside each pod. `name` must be a
+    /// starts their responders, running the [`Helper::Serve`] of `exe` inside each pod. `name` must be a
     /// short alphanumeric prefix (at most 8 characters).
     pub fn up(cluster: &Cluster, name: &str, exe: &Path) -> Result<Lab, LabError> {
         if name.is_empty() || name.len() > 8 || !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
@@ -141,36 +157,19 @@ impl Lab {
         };
         lab.save()?; // before creating anything, so a crash can be cleaned up
         net::node(&lab.node_netns)?;
-        for (i, p) in lab
-            .pods
-            .iter()
-            .chain(std::iter::once(&lab.external))
-            .enumerate()
-        {
+        let endpoints: Vec<LabPod> = lab.endpoints().cloned().collect();
+        for (i, p) in endpoints.iter().enumerate() {
             net::attach(&lab.node_netns, &p.netns, &format!("{name}v{i}"), p.ip)?;
         }
         let ready = state_dir().join(format!("{name}.ready"));
         std::fs::create_dir_all(&ready)?;
-        for p in lab
-            .pods
-            .clone()
-            .iter()
-            .chain(std::iter::once(&lab.external.clone()))
-        {
-            if p.ports.is_empty() {
-                continue;
-            }
-            let spec: Vec<String> = p
-                .ports
-                .iter()
-                .map(|(n, proto)| format!("{n}/{proto}"))
-                .collect();
-            let flag = ready.join(&p.netns);
-            let child = std::process::Command::new("ip")
-                .args(["netns", "exec", &p.netns])
-                .arg(exe)
-                .args(["lab", "serve", "--ports", &spec.join(","), "--ready-file"])
-                .arg(&flag)
+        for p in endpoints.iter().filter(|p| !p.ports.is_empty()) {
+            let helper = Helper::Serve {
+                ports: p.ports.clone(),
+                ready_file: Some(ready.join(&p.netns)),
+            };
+            let child = helper
+                .command(exe, &p.netns)
                 .stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null())
@@ -179,12 +178,7 @@ impl Lab {
             lab.save()?;
         }
         let deadline = Instant::now() + Duration::from_secs(20);
-        for p in lab
-            .pods
-            .iter()
-            .chain(std::iter::once(&lab.external))
-            .filter(|p| !p.ports.is_empty())
-        {
+        for p in endpoints.iter().filter(|p| !p.ports.is_empty()) {
             while !ready.join(&p.netns).exists() {
                 if Instant::now() > deadline {
                     return Err(LabError::Timeout(format!(
@@ -265,8 +259,13 @@ impl Lab {
         self.pods.iter().find(|p| p.key == key)
     }
 
-    /// Probes `targets` from each source namespace concurrently (one `exe lab probe-batch`
-    /// per source) and returns every result.
+    /// Every endpoint that can be probed: the pods, then the external host.
+    pub fn endpoints(&self) -> impl Iterator<Item = &LabPod> {
+        self.pods.iter().chain(std::iter::once(&self.external))
+    }
+
+    /// Probes `targets` from each source namespace concurrently (one [`Helper::ProbeBatch`]
+    /// of `exe` per source) and returns every result with its source namespace.
     pub fn probe(
         &self,
         exe: &Path,
@@ -277,12 +276,11 @@ impl Lab {
             if targets.is_empty() {
                 continue;
             }
-            let args: Vec<String> = targets.iter().map(Target::to_string).collect();
-            let child = std::process::Command::new("ip")
-                .args(["netns", "exec", netns])
-                .arg(exe)
-                .args(["lab", "probe-batch"])
-                .args(&args)
+            let helper = Helper::ProbeBatch {
+                targets: targets.clone(),
+            };
+            let child = helper
+                .command(exe, netns)
                 .stdout(std::process::Stdio::piped())
                 .stderr(std::process::Stdio::piped())
                 .spawn()?;

@@ -263,6 +263,19 @@ pub fn connect_bench(to: SocketAddr, duration: Duration) -> Result<ConnectStats,
     })
 }
 
+impl fmt::Display for ConnectStats {
+    /// `connections N timeouts N per_second N p50_us N p99_us N`, where `per_second` is
+    /// connects per second of connect time (timeouts are lost SYNs, counted apart).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let rate = 1e6 / self.mean_us.max(1) as f64;
+        write!(
+            f,
+            "connections {} timeouts {} per_second {rate:.0} p50_us {} p99_us {}",
+            self.connections, self.timeouts, self.p50_us, self.p99_us
+        )
+    }
+}
+
 /// What [`connect_bench`] measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ConnectStats {

@@ -1,12 +1,10 @@
 //! `palisade lab up|apply|probe|down` (root): a network-namespace node that enforces the
 //! compiled ruleset, probed with real packets.
 
-use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use palisade_engine::Probe;
-use palisade_lab::{Lab, Target};
+use palisade_lab::Lab;
 use palisade_model::Protocol;
 
 use super::matrix::{Format, Grid, print, probes};
@@ -57,42 +55,29 @@ pub enum Args {
         #[command(flatten)]
         name: Name,
     },
-    /// Serve TCP and UDP echo on ports (runs inside a pod namespace).
+    /// Serve TCP and UDP echo (inside a pod namespace). This and the hidden subcommands
+    /// below are the lab's in-namespace processes, started by the lab itself; their
+    /// arguments are read by `palisade_lab::Helper`.
     #[command(hide = true)]
-    Serve {
-        /// `80/TCP,81/UDP,...`
-        #[arg(long, value_delimiter = ',')]
-        ports: Vec<String>,
-        /// File to create once listening.
-        #[arg(long)]
-        ready_file: Option<PathBuf>,
-    },
-    /// Probe targets concurrently (runs inside a pod namespace).
+    Serve(HelperArgs),
+    /// Probe targets concurrently (inside a pod namespace).
     #[command(hide = true)]
-    ProbeBatch {
-        /// `ADDR:PORT/PROTOCOL` targets.
-        targets: Vec<String>,
-    },
-    /// Measure new-connection latency (runs inside a pod namespace; for benchmarks).
+    ProbeBatch(HelperArgs),
+    /// Hold a TCP connection and report every exchange (inside a pod namespace).
     #[command(hide = true)]
-    ConnectBench {
-        /// `ADDR:PORT`.
-        #[arg(long)]
-        to: std::net::SocketAddr,
-        /// How long, in milliseconds.
-        #[arg(long, default_value_t = 2000)]
-        millis: u64,
-    },
-    /// Hold a TCP connection and report every exchange (runs inside a pod namespace).
+    Hold(HelperArgs),
+    /// New-connection latency from inside a pod namespace (for benchmarks).
     #[command(hide = true)]
-    Hold {
-        /// `ADDR:PORT`.
-        #[arg(long)]
-        to: std::net::SocketAddr,
-        /// How long, in milliseconds.
-        #[arg(long, default_value_t = 3000)]
-        millis: u64,
-    },
+    ConnectBench(HelperArgs),
+}
+
+/// A helper's arguments, passed through unparsed.
+#[derive(Debug, clap::Args)]
+#[command(disable_help_flag = true)]
+pub struct HelperArgs {
+    /// Everything after the subcommand's name.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, num_args = 0..)]
+    args: Vec<OsString>,
 }
 
 /// The lab's name.
@@ -150,25 +135,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
         } => {
             let lab = Lab::load(&name.name).map_err(failed)?;
             let engine = input.engine()?;
-            let probes: Vec<Probe> = probes(&engine, &ports, &protocols)
-                .into_iter()
-                .filter(|p| p.protocol != Protocol::Sctp)
-                .collect();
-            let observed = observe(&lab, &probes)?;
-            let names: Vec<String> = lab
-                .pods
-                .iter()
-                .map(|p| p.key.clone())
-                .chain([lab.external.key.clone()])
-                .collect();
+            let probes = probes(&engine, &ports, &protocols);
+            let observed = palisade_lab::observe(&lab, &exe()?, &probes).map_err(failed)?;
             let grid = Grid {
-                names: names.clone(),
-                probes: probes.clone(),
-                allowed: Box::new(|p, f, t| observed.get(&(p, f, t)).copied().unwrap_or(true)),
+                names: observed.endpoints().iter().map(|e| e.key.clone()).collect(),
+                probes: observed.probes().to_vec(),
+                allowed: Box::new(|p, f, t| observed.reached(p, f, t).unwrap_or(true)),
             };
             print(output, &grid)?;
             if compare {
-                let diffs = disagreements(&engine, &lab, &probes, &observed);
+                let diffs = observed.disagreements(&engine);
                 for d in &diffs {
                     eprintln!("{d}");
                 }
@@ -180,142 +156,22 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 }
                 eprintln!(
                     "the kernel agrees with the evaluator on all {} probes",
-                    observed.len()
+                    observed.observations().len()
                 );
             }
             Ok(())
         }
         Args::Down { name } => palisade_lab::down(&name.name).map_err(failed),
-        Args::Serve { ports, ready_file } => {
-            let ports: Vec<(u16, Protocol)> = ports
-                .iter()
-                .map(|s| {
-                    let (n, p) = s
-                        .split_once('/')
-                        .ok_or_else(|| CliError::Usage(format!("{s:?}: want PORT/PROTOCOL")))?;
-                    Ok((
-                        n.parse()
-                            .map_err(|_| CliError::Usage(format!("{s:?}: bad port")))?,
-                        parse_protocol(p).map_err(CliError::Usage)?,
-                    ))
-                })
-                .collect::<Result<_, CliError>>()?;
-            palisade_lab::serve(&ports, ready_file.as_deref()).map_err(failed)
-        }
-        Args::ProbeBatch { targets } => {
-            let targets: Vec<Target> = targets
-                .iter()
-                .map(|t| t.parse().map_err(CliError::Usage))
-                .collect::<Result<_, _>>()?;
-            for r in palisade_lab::probe_batch(&targets) {
-                println!("{r}");
-            }
-            Ok(())
-        }
-        Args::ConnectBench { to, millis } => {
-            let s =
-                palisade_lab::connect_bench(to, Duration::from_millis(millis)).map_err(failed)?;
-            // connects per second of connect time (timeouts are lost SYNs, counted apart)
-            let rate = 1e6 / s.mean_us.max(1) as f64;
-            println!(
-                "connections {} timeouts {} per_second {rate:.0} p50_us {} p99_us {}",
-                s.connections, s.timeouts, s.p50_us, s.p99_us
-            );
-            Ok(())
-        }
-        Args::Hold { to, millis } => palisade_lab::hold(
-            to,
-            Duration::from_millis(millis),
-            Duration::from_millis(50),
-            &mut std::io::stdout().lock(),
-        )
-        .map_err(failed),
+        Args::Serve(h) => helper("serve", h),
+        Args::ProbeBatch(h) => helper("probe-batch", h),
+        Args::Hold(h) => helper("hold", h),
+        Args::ConnectBench(h) => helper("connect-bench", h),
     }
 }
 
-/// Probes every (probe, from, to) of the lab: pods and the external host as rows and columns.
-/// Keys are (probe index, from index, to index); pairs of an endpoint with itself are not probed.
-pub fn observe(
-    lab: &Lab,
-    probes: &[Probe],
-) -> Result<HashMap<(usize, usize, usize), bool>, CliError> {
-    let endpoints: Vec<&palisade_lab::LabPod> = lab.pods.iter().chain([&lab.external]).collect();
-    let plan: Vec<(String, Vec<Target>)> = endpoints
-        .iter()
-        .map(|from| {
-            let targets = endpoints
-                .iter()
-                .filter(|to| to.netns != from.netns)
-                .flat_map(|to| {
-                    probes.iter().map(|p| Target {
-                        ip: to.ip,
-                        port: p.port,
-                        protocol: p.protocol,
-                    })
-                })
-                .collect();
-            (from.netns.clone(), targets)
-        })
-        .collect();
-    let results = lab.probe(&exe()?, &plan).map_err(failed)?;
-    let index: HashMap<&str, usize> = endpoints
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (e.netns.as_str(), i))
-        .collect();
-    let by_ip: HashMap<std::net::IpAddr, usize> = endpoints
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (e.ip, i))
-        .collect();
-    let mut out = HashMap::new();
-    for (netns, r) in results {
-        let (Some(&f), Some(&t)) = (index.get(netns.as_str()), by_ip.get(&r.target.ip)) else {
-            continue;
-        };
-        if let Some(p) = probes
-            .iter()
-            .position(|p| p.port == r.target.port && p.protocol == r.target.protocol)
-        {
-            out.insert((p, f, t), r.reached);
-        }
-    }
-    Ok(out)
-}
-
-/// Every probe where the kernel and the evaluator disagree, as a sentence.
-pub fn disagreements(
-    engine: &palisade_engine::Engine,
-    lab: &Lab,
-    probes: &[Probe],
-    observed: &HashMap<(usize, usize, usize), bool>,
-) -> Vec<String> {
-    let endpoints: Vec<&palisade_lab::LabPod> = lab.pods.iter().chain([&lab.external]).collect();
-    let mut out = Vec::new();
-    let mut keys: Vec<_> = observed.keys().copied().collect();
-    keys.sort();
-    for (p, f, t) in keys {
-        let (from, to, probe) = (endpoints[f], endpoints[t], probes[p]);
-        let flow = palisade_engine::Flow {
-            src: engine.endpoint_for_ip(from.ip),
-            dst: engine.endpoint_for_ip(to.ip),
-            protocol: probe.protocol,
-            port: probe.port,
-        };
-        let want = engine.evaluate(&flow).allowed;
-        let got = observed[&(p, f, t)];
-        if want != got {
-            out.push(format!(
-                "{} -> {} {}/{}: kernel {}, evaluator {}\n{}",
-                from.key,
-                to.key,
-                probe.protocol,
-                probe.port,
-                if got { "allowed" } else { "denied" },
-                if want { "allowed" } else { "denied" },
-                engine.explain(&flow)
-            ));
-        }
-    }
-    out
+/// Runs a lab helper in this process.
+fn helper(name: &str, h: HelperArgs) -> Result<(), CliError> {
+    let args = std::iter::once(OsString::from(name)).chain(h.args);
+    let helper = palisade_lab::Helper::parse(args).map_err(|e| CliError::Usage(e.to_string()))?;
+    helper.run(&mut std::io::stdout().lock()).map_err(failed)
 }
