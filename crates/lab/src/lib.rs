@@ -17,7 +17,39 @@
 //! - [`observe`] probes every endpoint pair with real packets; [`Observed::disagreements`]
 //!   compares each outcome with the engine's verdict.
 //!
-//! Everything here needs root (network namespaces, `ip`, `nft`, `conntrack`).
+//! Building and probing a lab needs root (network namespaces, `ip`, `nft`, `conntrack`):
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use palisade_engine::{Engine, Options, Probe};
+//! use palisade_model::Protocol;
+//!
+//! let loaded = palisade_model::load_paths(&["examples/xyz".into()], Default::default())?;
+//! let engine = Engine::new(loaded.cluster.clone(), Options::default());
+//! let exe = std::env::current_exe()?; // this program calls `run_if_helper` first in `main`
+//! let lab = palisade_lab::Lab::up(&loaded.cluster, "demo", &exe)?;
+//! // ... load the engine's compiled ruleset into `lab.node_netns` (palisade-nft), then:
+//! let tcp_80 = Probe { protocol: Protocol::Tcp, port: 80 };
+//! let observed = palisade_lab::observe(&lab, &exe, &[tcp_80])?;
+//! for d in observed.disagreements(&engine) {
+//!     eprintln!("{d}");
+//! }
+//! palisade_lab::down("demo")?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! The helpers' command lines need no root:
+//!
+//! ```
+//! use palisade_lab::Helper;
+//!
+//! let probe = Helper::ProbeBatch { targets: vec!["10.0.0.11:80/TCP".parse()?] };
+//! // a lab runs `<exe> lab probe-batch 10.0.0.11:80/TCP` inside the source pod's namespace
+//! assert_eq!(probe.args(), ["probe-batch", "10.0.0.11:80/TCP"]);
+//! assert_eq!(Helper::parse(probe.args())?, probe);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod compare;
 mod helper;
