@@ -88,12 +88,10 @@ pub struct Name {
     name: String,
 }
 
-fn failed(e: impl std::fmt::Display) -> CliError {
-    CliError::Failed(e.to_string())
-}
-
+/// This program, which the lab starts again inside its namespaces.
 fn exe() -> Result<PathBuf, CliError> {
-    std::env::current_exe().map_err(failed)
+    std::env::current_exe()
+        .map_err(|e| CliError::Failed(format!("locating the palisade binary: {e}")))
 }
 
 /// Runs a lab subcommand.
@@ -101,7 +99,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     match args {
         Args::Up { files, name } => {
             let loaded = palisade_model::load_paths(&files, Default::default())?;
-            let lab = Lab::up(&loaded.cluster, &name.name, &exe()?).map_err(failed)?;
+            let lab = Lab::up(&loaded.cluster, &name.name, &exe()?)?;
             eprintln!(
                 "lab {}: node {}, {} pods, external host {}",
                 lab.name,
@@ -112,12 +110,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
             Ok(())
         }
         Args::Apply { input, name } => {
-            let lab = Lab::load(&name.name).map_err(failed)?;
+            let lab = Lab::load(&name.name)?;
             let engine = input.engine()?;
-            let ruleset = palisade_nft::compile(&engine, None).map_err(failed)?;
-            palisade_nft::apply(&ruleset, Some(&lab.node_netns)).map_err(failed)?;
-            let cut =
-                palisade_nft::cut_forbidden(&ruleset, Some(&lab.node_netns)).map_err(failed)?;
+            let ruleset = palisade_nft::compile(&engine, None)?;
+            palisade_nft::apply(&ruleset, Some(&lab.node_netns))?;
+            let cut = palisade_nft::cut_forbidden(&ruleset, Some(&lab.node_netns))?;
             eprintln!(
                 "lab {}: ruleset loaded ({} chains), {cut} forbidden connection(s) cut",
                 lab.name,
@@ -133,10 +130,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
             output,
             compare,
         } => {
-            let lab = Lab::load(&name.name).map_err(failed)?;
+            let lab = Lab::load(&name.name)?;
             let engine = input.engine()?;
             let probes = probes(&engine, &ports, &protocols);
-            let observed = palisade_lab::observe(&lab, &exe()?, &probes).map_err(failed)?;
+            let observed = palisade_lab::observe(&lab, &exe()?, &probes)?;
             let grid = Grid {
                 names: observed.endpoints().iter().map(|e| e.key.clone()).collect(),
                 probes: observed.probes().to_vec(),
@@ -161,7 +158,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Args::Down { name } => palisade_lab::down(&name.name).map_err(failed),
+        Args::Down { name } => Ok(palisade_lab::down(&name.name)?),
         Args::Serve(h) => helper("serve", h),
         Args::ProbeBatch(h) => helper("probe-batch", h),
         Args::Hold(h) => helper("hold", h),
@@ -173,5 +170,5 @@ pub fn run(args: Args) -> Result<(), CliError> {
 fn helper(name: &str, h: HelperArgs) -> Result<(), CliError> {
     let args = std::iter::once(OsString::from(name)).chain(h.args);
     let helper = palisade_lab::Helper::parse(args).map_err(|e| CliError::Usage(e.to_string()))?;
-    helper.run(&mut std::io::stdout().lock()).map_err(failed)
+    Ok(helper.run(&mut std::io::stdout().lock())?)
 }
