@@ -352,6 +352,8 @@ fn random_updates_under_continuous_probing_never_let_a_forbidden_probe_through()
     let probes = [PROBES[0], PROBES[3]];
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut history: Vec<InForce> = Vec::new();
+    // start of the update that installed the set now in force
+    let mut since = 0;
     let rounds: Vec<Observed> = std::thread::scope(|s| {
         let prober = s.spawn(|| {
             let mut rounds = Vec::new();
@@ -360,7 +362,6 @@ fn random_updates_under_continuous_probing_never_let_a_forbidden_probe_through()
             }
             rounds
         });
-        let mut since = 0;
         for step in walk.windows(2) {
             // `update` ends by scanning every tracked connection for ones the new set
             // forbids, one `conntrack` process per deletion; under continuous probing the
@@ -391,7 +392,7 @@ fn random_updates_under_continuous_probing_never_let_a_forbidden_probe_through()
     });
     history.push(InForce {
         set: walk[UPDATES],
-        from_us: history.last().map_or(0, |h| h.until_us),
+        from_us: since,
         until_us: u128::MAX,
     });
     let mut leaks = Vec::new();
@@ -403,15 +404,18 @@ fn random_updates_under_continuous_probing_never_let_a_forbidden_probe_through()
                 continue; // a failed probe proves nothing: it may have timed out across an update
             }
             reached += 1;
-            let allowed = history
+            let in_force = history
                 .iter()
-                .filter(|h| h.from_us <= o.end_us && o.start_us <= h.until_us)
-                .any(|h| round.allowed(&sets[h.set].engine, o));
-            if !allowed {
+                .filter(|h| h.from_us <= o.end_us && o.start_us <= h.until_us);
+            if !in_force
+                .clone()
+                .any(|h| round.allowed(&sets[h.set].engine, o))
+            {
                 let (from, to) = (&round.endpoints()[o.from], &round.endpoints()[o.to]);
                 let p = round.probes()[o.probe];
+                let names: Vec<&str> = in_force.map(|h| sets[h.set].name.as_str()).collect();
                 leaks.push(format!(
-                    "{} -> {} {}/{} at {}..{} us",
+                    "{} -> {} {}/{} at {}..{} us, under {names:?}",
                     from.key, to.key, p.protocol, p.port, o.start_us, o.end_us
                 ));
             }
