@@ -1,4 +1,5 @@
-//! One test per translation rule, including the seed's worked examples.
+//! One test per translation rule, including the worked examples of the Kuryr-Kubernetes
+//! network policy design.
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
@@ -103,7 +104,7 @@ fn show(r: &SgRule) -> String {
 
 #[test]
 fn the_seed_test_network_policy() {
-    // The seed's example, with its egress ipBlock indented as intended.
+    // The Kuryr-Kubernetes design's example, with its egress ipBlock indented as intended.
     let (t, _, _) = run(
         r#"
 apiVersion: networking.k8s.io/v1

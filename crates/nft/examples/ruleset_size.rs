@@ -1,4 +1,4 @@
-//! Ruleset size and compile/render/apply time for synthetic clusters (docs/perf-nftables.md).
+//! Ruleset size and compile/render/apply time for synthetic clusters (docs/performance.md).
 //!
 //! `cargo run --release -p palisade-nft --example ruleset_size [-- PODS...]`
 //! (default 1000 and 10000 pods, policies = pods / 5, seed 1, admin policies included).

@@ -196,7 +196,7 @@ pub fn compile(
     })
 }
 
-/// The seed's default base policy, with the platform's namespace and labels.
+/// The Thorium documentation's default base policy, with the platform's namespace and labels.
 pub fn default_base(options: &Options) -> BasePolicy {
     let platform = CustomRule {
         namespace_labels: vec![Label {

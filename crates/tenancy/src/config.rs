@@ -105,7 +105,7 @@ pub struct Rule {
     /// Every pod of these groups.
     #[serde(default)]
     pub allowed_groups: Vec<String>,
-    /// The pods of these tools (`tools` is the seed's schema spelling).
+    /// The pods of these tools (`tools` is the Thorium documentation's schema spelling).
     #[serde(default, alias = "tools")]
     pub allowed_tools: Vec<String>,
     /// The private address ranges.
@@ -310,7 +310,8 @@ fn items<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// The seed's allow-all example writes `ingress: {allowed_all: true}`: one rule, not a list.
+/// The Thorium documentation's allow-all example writes `ingress: {allowed_all: true}`: one
+/// rule, not a list.
 fn single_rules_as_lists(item: &Value) -> Value {
     let mut item = item.clone();
     if let Value::Object(m) = &mut item {

@@ -1,5 +1,5 @@
 //! Compiled tenancy policies, evaluated by the engine on a cluster of tool pods: the
-//! connectivity a reader of the seed expects.
+//! connectivity a reader of the Thorium documentation expects.
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
@@ -355,7 +355,7 @@ network_policies:
         Some(&["Egress".to_string()][..])
     );
     assert_eq!(spec.egress.as_ref().map(Vec::len), Some(0));
-    // Policies add up: with the seed's allow-all base policy, nothing is denied.
+    // Policies add up: with the documentation's allow-all base policy, nothing is denied.
     let open = compiled(
         &yaml.replace(
             "{name: open-ingress, ingress: {allowed_all: true}}",

@@ -1,4 +1,4 @@
-//! Every validation the seed promises, each with its message, field and line.
+//! Every validation the Thorium documentation promises, each with its message, field and line.
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
