@@ -254,7 +254,13 @@ fn side_chains(
         Field::Saddr
     };
     let (np, bl) = (format!("{name}_np"), format!("{name}_bl"));
-    let mut main = Vec::new();
+    // Only connection starts reach a side chain (established ones are accepted first);
+    // a TCP one must be a SYN, or a cut connection's next packet would open it again.
+    let mut main = vec![Rule {
+        matches: vec![Match::TcpWithoutSyn],
+        verdict: Verdict::Drop,
+        log: None,
+    }];
     for (v6, nets) in by_family(prog.exempt.iter().copied()) {
         main.push(Rule {
             matches: vec![Match::Addr {

@@ -43,6 +43,10 @@ pub enum Match {
     Proto(Protocol),
     /// The destination port is in one of these inclusive ranges.
     DPort(Vec<(u16, u16)>),
+    /// A TCP packet that starts a tracked connection without being a SYN: a mid-stream
+    /// packet of a connection whose conntrack entry was deleted (after a policy forbade
+    /// it), which conntrack would otherwise pick up as new, possibly in the reverse direction.
+    TcpWithoutSyn,
 }
 
 /// What a matching rule does.

@@ -132,5 +132,7 @@ fn matches(t: &Tables<'_>, rule: &Rule, p: &Packet) -> bool {
         Match::DPort(ranges) => {
             proto.is_some() && ranges.iter().any(|(lo, hi)| (*lo..=*hi).contains(&p.dport))
         }
+        // A packet is a connection's first packet: a TCP SYN.
+        Match::TcpWithoutSyn => false,
     })
 }

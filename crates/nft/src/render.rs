@@ -166,6 +166,7 @@ fn matches_text(r: &Rule) -> String {
                 format!("{fam} {f} {}@{set}", if *negate { "!= " } else { "" })
             }
             Match::Proto(p) => format!("meta l4proto {}", p.as_str().to_lowercase()),
+            Match::TcpWithoutSyn => "tcp flags & (fin|syn|rst|ack) != syn".to_string(),
             Match::DPort(ranges) => {
                 let list: Vec<String> = ranges
                     .iter()
