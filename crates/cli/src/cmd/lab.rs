@@ -90,8 +90,7 @@ pub struct Name {
 
 /// This program, which the lab starts again inside its namespaces.
 fn exe() -> Result<PathBuf, CliError> {
-    std::env::current_exe()
-        .map_err(|e| CliError::Failed(format!("locating the palisade binary: {e}")))
+    std::env::current_exe().map_err(CliError::file("/proc/self/exe"))
 }
 
 /// Runs a lab subcommand.
@@ -146,10 +145,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                     eprintln!("{d}");
                 }
                 if !diffs.is_empty() {
-                    return Err(CliError::Failed(format!(
-                        "{} disagreement(s) between the kernel and the evaluator",
-                        diffs.len()
-                    )));
+                    return Err(CliError::Disagreements(diffs.len()));
                 }
                 eprintln!(
                     "the kernel agrees with the evaluator on all {} probes",
