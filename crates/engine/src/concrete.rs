@@ -94,7 +94,7 @@ pub struct SideProgram {
     /// Whether NetworkPolicies isolate the pod in this direction.
     pub isolated: bool,
     /// The isolating policies (for explanations).
-    pub isolating: Vec<Arc<PolicyInfo>>,
+    pub isolating: Arc<[Arc<PolicyInfo>]>,
     /// NetworkPolicy allow rules (when isolated).
     pub network: Vec<ConcreteRule>,
     /// Baseline tier rules in order.
@@ -128,7 +128,7 @@ impl Engine {
                 exempt,
                 admin: Vec::new(),
                 isolated: false,
-                isolating: Vec::new(),
+                isolating: Arc::from([]),
                 network: Vec::new(),
                 baseline: Vec::new(),
                 shared_address: Some(ip),
@@ -160,7 +160,7 @@ impl Engine {
         let isolating = if isolated {
             self.isolating(pod, dir)
         } else {
-            Vec::new()
+            Arc::from([])
         };
         let network = if isolated {
             self.counting_nps(pod, dir)

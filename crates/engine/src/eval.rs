@@ -7,7 +7,7 @@ use palisade_model::{
     Action, AdminPort, Direction, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
 };
 
-use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, Semantics};
+use crate::state::{AdminPeerC, Engine, Isolating, NpPeer, NpRule, Owner, PodId, Semantics};
 use crate::verdict::{Decision, Exemption, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
 
 /// What an address is.
@@ -212,7 +212,12 @@ impl Engine {
     }
 
     /// The policies that isolate `pod` in `dir` (the explanation of an isolation deny).
-    pub fn isolating(&self, pod: PodId, dir: Direction) -> Vec<Arc<PolicyInfo>> {
+    pub fn isolating(&self, pod: PodId, dir: Direction) -> Isolating {
+        self.policies(pod, dir).isolating.clone()
+    }
+
+    /// [`Engine::isolating`] computed from the pod's policy lists.
+    pub(crate) fn compute_isolating(&self, pod: PodId, dir: Direction) -> Isolating {
         let mut out = Vec::new();
         if dir == Direction::Ingress
             && self.policies(pod, dir).annotation
@@ -226,7 +231,7 @@ impl Engine {
                     .map(|i| self.nps[i as usize].info.clone()),
             );
         }
-        out
+        out.into()
     }
 
     fn first_np_match(&self, pod: PodId, dir: Direction, flow: &Flow) -> Option<RuleMatch> {

@@ -54,7 +54,7 @@ pub enum TierStep {
     /// The NetworkPolicy tier: the policies isolating the pod (empty: not isolated).
     NetworkPolicyTier {
         /// The isolating policies.
-        isolated_by: Vec<Arc<PolicyInfo>>,
+        isolated_by: Arc<[Arc<PolicyInfo>]>,
     },
 }
 
@@ -173,7 +173,7 @@ impl Engine {
         let isolated_by = if self.isolated(pod, dir) {
             self.isolating(pod, dir)
         } else {
-            Vec::new()
+            Arc::from([])
         };
         let isolated = !isolated_by.is_empty();
         steps.push(TierStep::NetworkPolicyTier { isolated_by });

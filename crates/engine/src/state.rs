@@ -121,7 +121,13 @@ pub(crate) struct PodPolicies {
     pub baseline: Vec<u32>,
     /// Isolated by the namespace's legacy DefaultDeny annotation (ingress only).
     pub annotation: bool,
+    /// The policies that isolate the pod in this direction when it is isolated (see
+    /// [`Engine::isolating`]), shared by every verdict that names them.
+    pub isolating: Isolating,
 }
+
+/// A list of isolating policies, shared by the verdicts that carry it.
+pub(crate) type Isolating = Arc<[Arc<PolicyInfo>]>;
 
 /// What an address belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -547,6 +553,20 @@ impl Engine {
         }
         self.ingress = ingress;
         self.egress = egress;
+        for pod in 0..n {
+            self.refresh_isolating(pod);
+        }
+    }
+
+    /// Recomputes `pod`'s isolating policies from its lists (after they changed).
+    pub(crate) fn refresh_isolating(&mut self, pod: PodId) {
+        for dir in [Direction::Ingress, Direction::Egress] {
+            let list = self.compute_isolating(pod, dir);
+            match dir {
+                Direction::Ingress => self.ingress[pod].isolating = list,
+                Direction::Egress => self.egress[pod].isolating = list,
+            }
+        }
     }
 
     /// Whether `pod`'s namespace carries the legacy DefaultDeny annotation.
@@ -593,5 +613,6 @@ impl Engine {
         }
         self.ingress[pod] = ingress;
         self.egress[pod] = egress;
+        self.refresh_isolating(pod);
     }
 }

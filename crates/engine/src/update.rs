@@ -351,12 +351,16 @@ impl Engine {
         }
         let compiled = self.compile_np(&np);
         let i = self.nps.len() as u32;
-        for pod in compiled.subject.iter() {
+        let pods: Vec<PodId> = compiled.subject.iter().collect();
+        for &pod in &pods {
             self.ingress[pod].network.push(i);
             self.egress[pod].network.push(i);
         }
         self.cluster.network_policies.push(np);
         self.nps.push(compiled);
+        for pod in pods {
+            self.refresh_isolating(pod);
+        }
     }
 
     fn remove_np(&mut self, i: usize) {
@@ -370,7 +374,8 @@ impl Engine {
                 .filter(|x| **x == from)
                 .for_each(|x| *x = to),
         };
-        for pod in self.nps[i].subject.iter() {
+        let removed: Vec<PodId> = self.nps[i].subject.iter().collect();
+        for &pod in &removed {
             lists(&mut self.ingress[pod], i as u32, None);
             lists(&mut self.egress[pod], i as u32, None);
         }
@@ -382,6 +387,10 @@ impl Engine {
         }
         self.nps.swap_remove(i);
         self.cluster.network_policies.swap_remove(i);
+        // The renamed policy keeps its place in its pods' lists; the removed one's pods change.
+        for pod in removed {
+            self.refresh_isolating(pod);
+        }
     }
 
     fn upsert_admin(&mut self, p: AdminPolicy) {

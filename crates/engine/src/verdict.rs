@@ -242,7 +242,7 @@ pub enum Decision {
     /// A rule decided (admin, NetworkPolicy or baseline).
     Rule(RuleMatch),
     /// The pod is isolated in this direction by these policies and no rule of theirs matched.
-    Isolated(Vec<Arc<PolicyInfo>>),
+    Isolated(Arc<[Arc<PolicyInfo>]>),
     /// No tier decided.
     NoPolicy,
     /// The pod shares this address with another pod; denied in both directions.
