@@ -5,18 +5,10 @@
 use palisade_tenancy::{Config, Options, State, compile};
 
 fn errors(yaml: &str) -> Vec<String> {
-    let config = match Config::parse([("c.yaml", yaml)]) {
-        Ok(c) => c,
-        Err(d) => {
-            return d
-                .iter()
-                .map(|d| format!("{}: {}: {}", d.line, d.field, d.message))
-                .collect();
-        }
-    };
-    match compile(&config, &Options::default(), &State::default()) {
+    match Config::parse([("c.yaml", yaml)]) {
         Ok(_) => Vec::new(),
-        Err(d) => d
+        Err(e) => e
+            .diagnostics()
             .iter()
             .map(|d| format!("{}: {}: {}", d.line, d.field, d.message))
             .collect(),
@@ -73,9 +65,9 @@ fn promised_validations() {
 fn all_errors_at_once_across_files() {
     let a = "groups: [corn]\ntools:\n  - {name: t, group: wheat}\n";
     let b = "network_policies:\n  - {name: p, groups: [barley]}\n";
-    let config = Config::parse([("a.yaml", a), ("b.yaml", b)]).unwrap();
-    let errs = compile(&config, &Options::default(), &State::default()).unwrap_err();
+    let errs = Config::parse([("a.yaml", a), ("b.yaml", b)]).unwrap_err();
     let files: Vec<String> = errs
+        .diagnostics()
         .iter()
         .map(|d| format!("{}:{}", d.file, d.line))
         .collect();
@@ -86,7 +78,7 @@ fn all_errors_at_once_across_files() {
 fn single_addresses_become_host_prefixes() {
     let yaml = "groups: [corn]\nnetwork_policies:\n  - {name: p, groups: [corn], egress: [{allowed_ips: [{cidr: 10.0.0.7}, {cidr: \"2001:db8::7\"}, {cidr: 10.1.2.3/16}]}]}\n";
     let config = Config::parse([("c.yaml", yaml)]).unwrap();
-    let out = compile(&config, &Options::default(), &State::default()).unwrap();
+    let out = compile(&config, &Options::default(), &State::default());
     let np = out
         .network_policies
         .iter()
