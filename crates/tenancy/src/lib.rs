@@ -1,5 +1,5 @@
-//! The tenancy layer: admin-managed, grouped network policies for tools (the model of the
-//! Thorium documentation's network-policy model), compiled into Kubernetes NetworkPolicies.
+//! The tenancy layer: admin-managed, grouped network policies for tools, following the
+//! Thorium documentation's network-policy model, compiled into Kubernetes NetworkPolicies.
 //!
 //! A *group* is a namespace; a *tool* is the set of pods of one image in a group. Admins
 //! write *network policies* (rules in a small vocabulary: `allowed_ips`, `allowed_groups`,
