@@ -123,8 +123,10 @@ fn content_id(ingress: &Option<Vec<Rule>>, egress: &Option<Vec<Rule>>) -> String
     // that ids stay what they were when rules were kept as written.
     let mut map = serde_json::Map::new();
     for (key, rules) in [("ingress", ingress), ("egress", egress)] {
-        // Rules hold only strings, numbers, booleans and lists: serializing cannot fail.
-        let value = serde_json::to_value(rules).unwrap_or(serde_json::Value::Null);
+        // Rules hold only strings, numbers, booleans, options and lists, which JSON always
+        // represents. Were that ever to change, stop rather than give two policies one id.
+        #[allow(clippy::expect_used)] // unreachable, see above; a fallback id would be unsafe
+        let value = serde_json::to_value(rules).expect("tenancy rules serialize to JSON");
         map.insert(key.to_string(), value);
     }
     let text = serde_json::Value::Object(map).to_string();

@@ -233,20 +233,31 @@ impl Config {
     ) -> Result<Config, Error> {
         let mut config = Config::default();
         let mut errors = Vec::new();
+        let mut complete = true;
+        let mut files = Vec::new();
         for (name, text) in sources {
-            config.read_file(name, text, &mut errors);
+            complete &= config.read_file(name, text, &mut errors);
+            files.push(name);
         }
-        if errors.is_empty() {
+        // Items with invalid fields are kept (without those fields), so references to
+        // them still resolve; an item that could not be read at all would make every
+        // reference to it a spurious error, so then the cross-item checks wait.
+        if complete {
             crate::validate::validate(&config, &mut errors);
         }
         if errors.is_empty() {
-            Ok(config)
-        } else {
-            Err(Error::Invalid(errors))
+            return Ok(config);
         }
+        // In reading order: by file, then line (stable, so a line's errors keep theirs).
+        errors.sort_by_key(|d| {
+            let file = files.iter().position(|f| **f == *d.file);
+            (file.unwrap_or(usize::MAX), d.line)
+        });
+        Err(Error::Invalid(errors))
     }
 
-    fn read_file(&mut self, name: &str, text: &str, errors: &mut Vec<Diagnostic>) {
+    /// Reads one file's items; `false` when some item could not be read at all.
+    fn read_file(&mut self, name: &str, text: &str, errors: &mut Vec<Diagnostic>) -> bool {
         let file: Arc<str> = Arc::from(name);
         let docs = match parse_documents(text) {
             Ok(d) => d,
@@ -259,8 +270,12 @@ impl Config {
                 let mut d = loc.error("", format!("YAML syntax error: {}", e.message));
                 d.line = e.line;
                 errors.push(d);
-                return;
+                return false;
             }
+        };
+        let mut read = Reader {
+            errors,
+            complete: true,
         };
         for doc in docs {
             let lines = Arc::new(doc.lines);
@@ -270,7 +285,8 @@ impl Config {
                 path: String::new(),
             };
             let Value::Object(map) = doc.value else {
-                errors.push(top.error("", "a configuration document must be a mapping"));
+                read.err(&top, "", "a configuration document must be a mapping");
+                read.complete = false;
                 continue;
             };
             for (key, value) in map {
@@ -279,75 +295,40 @@ impl Config {
                     lines: lines.clone(),
                     path: format!("{key}[{i}]"),
                 };
-                let mut read = Reader {
-                    errors: &mut *errors,
-                };
                 match key.as_str() {
                     "groups" => {
-                        for (v, loc) in items::<String>(&value, &key, &top, at, read.errors) {
+                        for (v, loc) in read.items::<String>(&value, &key, &top, at) {
                             self.groups.push(read.group(v, loc));
                         }
                     }
                     "tools" => {
-                        for (v, loc) in items::<raw::Tool>(&value, &key, &top, at, read.errors) {
+                        for (v, loc) in read.items::<raw::Tool>(&value, &key, &top, at) {
                             self.tools.push(read.tool(v, loc));
                         }
                     }
                     "network_policies" => {
-                        for (v, loc) in items::<raw::Policy>(&value, &key, &top, at, read.errors) {
+                        for (v, loc) in read.items::<raw::Policy>(&value, &key, &top, at) {
                             self.network_policies.push(read.policy(v, loc));
                         }
                     }
                     "base_network_policies" => {
-                        for (v, loc) in
-                            items::<raw::BasePolicy>(&value, &key, &top, at, read.errors)
-                        {
+                        for (v, loc) in read.items::<raw::BasePolicy>(&value, &key, &top, at) {
                             self.base_network_policies.push(read.base(v, loc));
                         }
                     }
-                    other => errors.push(top.error(
+                    other => read.err(
+                        &top,
                         other,
                         format!(
                             "unknown top-level key {other:?}: expected one of {}",
                             TOP_LEVEL.join(", ")
                         ),
-                    )),
+                    ),
                 }
             }
         }
+        read.complete
     }
-}
-
-/// Decodes each item of a top-level list into its as-written shape, with its location.
-fn items<T: serde::de::DeserializeOwned>(
-    value: &Value,
-    key: &str,
-    top: &Loc,
-    at: impl Fn(usize) -> Loc,
-    errors: &mut Vec<Diagnostic>,
-) -> Vec<(T, Loc)> {
-    let list = match value {
-        Value::Array(a) => a.as_slice(),
-        Value::Null => &[],
-        _ => {
-            errors.push(top.error(key, "must be a list"));
-            return Vec::new();
-        }
-    };
-    let mut out = Vec::new();
-    for (i, item) in list.iter().enumerate() {
-        let loc = at(i);
-        let item = single_rules_as_lists(item);
-        match serde_path_to_error::deserialize::<_, T>(&item) {
-            Ok(value) => out.push((value, loc)),
-            Err(e) => {
-                let p = e.path().to_string();
-                let field = if p == "." { String::new() } else { p };
-                errors.push(loc.error(&field, e.into_inner().to_string()));
-            }
-        }
-    }
-    out
 }
 
 /// The Thorium documentation's allow-all example writes `ingress: {allowed_all: true}`:
@@ -369,11 +350,47 @@ fn single_rules_as_lists(item: &Value) -> Value {
 /// refers to it; the configuration as a whole is refused when any error was reported.
 struct Reader<'e> {
     errors: &'e mut Vec<Diagnostic>,
+    /// Whether every item could be decoded (then references to items can be checked).
+    complete: bool,
 }
 
 impl Reader<'_> {
     fn err(&mut self, loc: &Loc, field: &str, message: impl Into<String>) {
         self.errors.push(loc.error(field, message));
+    }
+
+    /// Decodes each item of a top-level list into its as-written shape, with its location.
+    fn items<T: serde::de::DeserializeOwned>(
+        &mut self,
+        value: &Value,
+        key: &str,
+        top: &Loc,
+        at: impl Fn(usize) -> Loc,
+    ) -> Vec<(T, Loc)> {
+        let list = match value {
+            Value::Array(a) => a.as_slice(),
+            Value::Null => &[],
+            _ => {
+                self.err(top, key, "must be a list");
+                self.complete = false;
+                return Vec::new();
+            }
+        };
+        let mut out = Vec::new();
+        for (i, item) in list.iter().enumerate() {
+            let loc = at(i);
+            let item = single_rules_as_lists(item);
+            match serde_path_to_error::deserialize::<_, T>(&item) {
+                Ok(value) => out.push((value, loc)),
+                Err(e) => {
+                    let p = e.path().to_string();
+                    let field = if p == "." { String::new() } else { p };
+                    self.err(&loc, &field, e.into_inner().to_string());
+                    self.complete = false;
+                }
+            }
+        }
+        out
     }
 
     /// "a group is a namespace": its name is a DNS-1123 label.

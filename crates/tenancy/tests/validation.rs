@@ -93,3 +93,25 @@ fn single_addresses_become_host_prefixes() {
         .collect();
     assert_eq!(cidrs, ["10.0.0.7/32", "2001:db8::7/128", "10.1.0.0/16"]);
 }
+
+#[test]
+fn field_and_reference_errors_are_reported_together() {
+    let yaml = "groups: [corn]\ntools:\n  - {name: \"-t\", group: corn}\nnetwork_policies:\n  - {name: p, groups: [corn], egress: [{allowed_ips: [{cidr: 10.0.0.0/40}], allowed_tools: [\"-t\"]}, {allowed_groups: [wheat]}]}\n";
+    assert_eq!(
+        errors(yaml),
+        [
+            "3: tools[0].name: tool name: invalid label value \"-t\": a valid label value must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (a tool's name labels its pods)",
+            "5: network_policies[0].egress[0].allowed_ips[0].cidr: \"10.0.0.0/40\" is not a valid CIDR",
+            "5: network_policies[0].egress[1].allowed_groups[0]: group \"wheat\" does not exist",
+        ],
+        "the invalid tool is still known to allowed_tools"
+    );
+}
+
+#[test]
+fn an_unreadable_item_does_not_cause_spurious_reference_errors() {
+    let yaml = "groups: [corn]\ntools:\n  - {name: t, group: corn, colour: red}\nnetwork_policies:\n  - {name: p, groups: [corn], egress: [{allowed_tools: [t]}]}\n";
+    let errs = errors(yaml);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(errs[0].contains("unknown field `colour`"), "{errs:#?}");
+}
