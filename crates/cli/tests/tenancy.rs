@@ -1,7 +1,7 @@
 //! `palisade tenancy`: inputs as every other `-f` takes them, validated options, output that
 //! names cannot inject into, and YAML that reads back as what was compiled.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};

@@ -1,7 +1,7 @@
 //! Names cannot inject YAML: they are validated where they become label values or object
 //! names, and the output goes through a serializer that quotes and escapes strings.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use k8s_openapi::api::networking::v1 as net;
 use palisade_tenancy::{Config, Error, Options, Output, State, compile};

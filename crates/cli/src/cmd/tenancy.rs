@@ -134,15 +134,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
 }
 
 fn read_state(path: &Path) -> Result<State, CliError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(CliError::file(path))?;
     State::parse(&text).map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
 }
 
 /// Writes rendered text to `path`.
 fn write(path: &Path, text: Result<String, Error>) -> Result<(), CliError> {
     let text = text.map_err(tenancy_error)?;
-    std::fs::write(path, text).map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
+    std::fs::write(path, text).map_err(CliError::file(path))
 }
 
 fn print_notices(out: &Output) {
