@@ -11,7 +11,7 @@ use palisade_model::validate::{dns_label, label_value, qualified_name};
 use palisade_model::{Diagnostic, NAMESPACE_NAME_LABEL, Protocol, Severity};
 
 use crate::config::{
-    BasePolicy, Config, CustomRule, IpBlock, Label, Loc, Located, Policy, PortRule, Rule, label_map,
+    BasePolicy, Config, CustomRule, IpBlock, Label, Located, Policy, PortRule, Rule, label_map,
 };
 use crate::error::Error;
 use crate::ranges;
@@ -151,13 +151,13 @@ pub fn compile(config: &Config, options: &Options, state: &State) -> Output {
             .push(t.value.group.as_str());
     }
     let default = default_base(options);
-    let bases: Vec<(&BasePolicy, Option<&Loc>)> = if config.base_network_policies.is_empty() {
-        vec![(&default, None)]
+    let bases: Vec<&BasePolicy> = if config.base_network_policies.is_empty() {
+        vec![&default]
     } else {
         config
             .base_network_policies
             .iter()
-            .map(|b| (&b.value, Some(&b.loc)))
+            .map(|b| &b.value)
             .collect()
     };
     let every_tool = LabelSelector {
@@ -168,7 +168,7 @@ pub fn compile(config: &Config, options: &Options, state: &State) -> Output {
         }]),
         ..Default::default()
     };
-    for (base, _) in &bases {
+    for base in bases {
         let id = format!("base-{}", content_id(&base.ingress, &base.egress));
         for group in &config.groups {
             c.add_np(
