@@ -19,7 +19,7 @@ impl BitSet {
         let mut s = BitSet {
             words: vec![u64::MAX; len / 64],
         };
-        if len % 64 != 0 {
+        if !len.is_multiple_of(64) {
             s.words.push((1u64 << (len % 64)) - 1);
         }
         s

@@ -67,13 +67,21 @@ impl Generated {
 fn docs(objects: &[Value]) -> String {
     objects
         .iter()
-        .map(|o| format!("---\n{}", palisade_model::yaml::to_yaml(o)))
+        .map(|o| format!("---\n{}", yaml(o)))
         .collect()
 }
 
 fn list<'a>(kind: &str, items: impl Iterator<Item = &'a Value>) -> String {
     let items: Vec<&Value> = items.collect();
-    palisade_model::yaml::to_yaml(&json!({"apiVersion": "v1", "kind": kind, "items": items}))
+    yaml(&json!({"apiVersion": "v1", "kind": kind, "items": items}))
+}
+
+/// A generated object as YAML.
+fn yaml(value: &Value) -> String {
+    // A JSON value has string keys and finite numbers only, which YAML always represents:
+    // the serializer cannot fail on it.
+    #[allow(clippy::expect_used)] // see above: not reachable with a serde_json::Value
+    serde_saphyr::to_string(value).expect("a JSON value serializes to YAML")
 }
 
 /// SplitMix64: small, fast, and stable across platforms and versions.
@@ -318,5 +326,18 @@ mod tests {
         assert_eq!(pods, 300);
         assert_eq!(g.policies.len(), 60);
         assert!(g.policies.iter().all(|p| p["kind"] == "NetworkPolicy"));
+    }
+
+    #[test]
+    fn yaml_reads_back_as_the_generated_objects() {
+        let g = generate(&spec(5, true));
+        for (objects, text) in [
+            (&g.cluster, g.cluster_yaml()),
+            (&g.policies, g.policies_yaml()),
+        ] {
+            let docs = palisade_model::yaml::parse_documents(&text).expect("the output parses");
+            let back: Vec<&Value> = docs.iter().map(|d| &d.value).collect();
+            assert_eq!(back, objects.iter().collect::<Vec<_>>());
+        }
     }
 }

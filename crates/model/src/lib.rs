@@ -28,6 +28,6 @@ pub mod yaml;
 
 pub use convert::core::{LEGACY_ISOLATION_ANNOTATION, NAMESPACE_NAME_LABEL};
 pub use diag::{Diagnostic, Severity};
-pub use load::{LoadError, LoadOptions, Loaded, load_paths, load_sources, load_str};
+pub use load::{LoadError, LoadOptions, Loaded, load_paths, load_sources, load_str, read_paths};
 pub use objects::*;
 pub use types::*;

@@ -49,6 +49,16 @@ pub struct Loaded {
 /// Reads every path: files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name
 /// order) and `-` for stdin.
 pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, LoadError> {
+    let sources = read_paths(paths)?;
+    load_sources(
+        sources.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+        options,
+    )
+}
+
+/// The (name, text) of every input `-f` names: files, directories (recursively, `*.yaml`,
+/// `*.yml`, `*.json`, in name order) and `-` for stdin (named `-`).
+pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<(String, String)>, LoadError> {
     let mut sources = Vec::new();
     for path in paths {
         if path.as_os_str() == "-" {
@@ -70,10 +80,7 @@ pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, Loa
             }
         }
     }
-    load_sources(
-        sources.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-        options,
-    )
+    Ok(sources)
 }
 
 fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {

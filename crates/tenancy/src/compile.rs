@@ -1,20 +1,19 @@
-//! Validation and compilation of a [`Config`] into NetworkPolicies and tool labels.
+//! Compilation of a valid [`Config`] into NetworkPolicies and tool labels.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::net::IpAddr;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use ipnet::IpNet;
 use k8s_openapi::api::networking::v1 as net;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector, LabelSelectorRequirement, ObjectMeta,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use palisade_model::validate::{dns_label, label_value, parse_cidr, qualified_name};
-use palisade_model::{Diagnostic, NAMESPACE_NAME_LABEL, Severity};
+use palisade_model::validate::{dns_label, label_value, qualified_name};
+use palisade_model::{Diagnostic, NAMESPACE_NAME_LABEL, Protocol, Severity};
 
 use crate::config::{
-    BasePolicy, Config, CustomRule, IpRule, Label, Loc, Located, PortRule, Rule, label_map,
+    BasePolicy, Config, CustomRule, IpBlock, Label, Located, Policy, PortRule, Rule, label_map,
 };
+use crate::error::Error;
 use crate::ranges;
 use crate::state::State;
 
@@ -26,22 +25,68 @@ pub const POLICY_LABEL_PREFIX: &str = "np.tenancy.palisade.io";
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "palisade-tenancy");
 /// Annotation naming the tenancy policies a NetworkPolicy implements.
 pub const POLICY_ANNOTATION: &str = "tenancy.palisade.io/policies";
+/// Default namespace of the platform API, for the default base policy.
+pub const DEFAULT_PLATFORM_NAMESPACE: &str = "platform";
+/// Default labels of the platform API pods, for the default base policy.
+pub const DEFAULT_PLATFORM_LABELS: &[(&str, &str)] = &[("app", "api")];
+/// Name of the default base policy (in the `tenancy.palisade.io/policies` annotation).
+pub const DEFAULT_BASE_NAME: &str = "platform-default";
 
-/// Compile options: where the platform API runs, for the default base policy.
-#[derive(Debug, Clone)]
+/// Compile options: where the platform API runs, for the default base policy. Built by
+/// [`Options::new`], which validates them, so they always make valid NetworkPolicies.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
-    /// Namespace of the platform API.
-    pub platform_namespace: String,
-    /// Labels of the platform API pods.
-    pub platform_labels: BTreeMap<String, String>,
+    platform_namespace: String,
+    platform_labels: BTreeMap<String, String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
-            platform_namespace: "thorium".into(),
-            platform_labels: [("app".to_string(), "api".to_string())].into(),
+            platform_namespace: DEFAULT_PLATFORM_NAMESPACE.into(),
+            platform_labels: DEFAULT_PLATFORM_LABELS
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
         }
+    }
+}
+
+impl Options {
+    /// Options for a platform API in `namespace` whose pods carry `labels`: the namespace
+    /// must be a DNS-1123 label, each key a qualified name and each value a label value.
+    pub fn new(
+        namespace: &str,
+        labels: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Options, Error> {
+        let option = |message: String| Error::Option {
+            option: "platform",
+            message,
+        };
+        if let Some(e) = dns_label(namespace) {
+            return Err(option(format!("namespace {e}")));
+        }
+        let mut platform_labels = BTreeMap::new();
+        for (key, value) in labels {
+            if let Some(e) = qualified_name(&key).or_else(|| label_value(&value)) {
+                return Err(option(format!("label {key}={value}: {e}")));
+            }
+            platform_labels.insert(key, value);
+        }
+        Ok(Options {
+            platform_namespace: namespace.to_string(),
+            platform_labels,
+        })
+    }
+
+    /// Namespace of the platform API.
+    pub fn platform_namespace(&self) -> &str {
+        &self.platform_namespace
+    }
+
+    /// Labels of the platform API pods.
+    pub fn platform_labels(&self) -> &BTreeMap<String, String> {
+        &self.platform_labels
     }
 }
 
@@ -74,112 +119,90 @@ pub fn k8s_name(name: &str) -> String {
 /// The id of a policy: a digest of its rules, so renaming a policy does not rename its
 /// NetworkPolicies or the labels that select its tools.
 fn content_id(ingress: &Option<Vec<Rule>>, egress: &Option<Vec<Rule>>) -> String {
-    let text = serde_json::json!({"ingress": ingress, "egress": egress}).to_string();
+    // A map built in this order, as `json!({"ingress": .., "egress": ..})` builds it, so
+    // that ids stay what they were when rules were kept as written.
+    let mut map = serde_json::Map::new();
+    for (key, rules) in [("ingress", ingress), ("egress", egress)] {
+        // Rules hold only strings, numbers, booleans, options and lists, which JSON always
+        // represents. Were that ever to change, stop rather than give two policies one id.
+        #[allow(clippy::expect_used)] // unreachable, see above; a fallback id would be unsafe
+        let value = serde_json::to_value(rules).expect("tenancy rules serialize to JSON");
+        map.insert(key.to_string(), value);
+    }
+    let text = serde_json::Value::Object(map).to_string();
     format!(
         "{:012x}",
         palisade_model::digest::fnv64(&text) & 0xffff_ffff_ffff
     )
 }
 
-/// A base policy's name and rule lists.
-type BaseRules = (String, Option<Vec<Rule>>, Option<Vec<Rule>>);
-
-struct Compiler<'c> {
-    config: &'c Config,
-    errors: Vec<Diagnostic>,
-    notices: Vec<Diagnostic>,
-    groups: BTreeSet<String>,
-    /// tool name → groups it exists in
-    tools_by_name: HashMap<String, Vec<String>>,
-}
-
-/// Validates `config` (every error collected) and compiles it.
-pub fn compile(
-    config: &Config,
-    options: &Options,
-    state: &State,
-) -> Result<Output, Vec<Diagnostic>> {
+/// Compiles a valid configuration (as [`Config::parse`] returns it).
+pub fn compile(config: &Config, options: &Options, state: &State) -> Output {
     let mut c = Compiler {
         config,
-        errors: Vec::new(),
         notices: Vec::new(),
-        groups: BTreeSet::new(),
         tools_by_name: HashMap::new(),
+        nps: BTreeMap::new(),
     };
-    c.check_groups();
-    c.check_tools();
-    let policies = c.check_policies();
-    let bases = c.check_bases();
-    let mut nps: BTreeMap<(String, String), (net::NetworkPolicy, BTreeSet<String>)> =
-        BTreeMap::new();
-    let base_list: Vec<BaseRules> = if bases.is_empty() {
-        let d = default_base(options);
-        vec![(d.name, d.ingress, d.egress)]
+    for t in &config.tools {
+        c.tools_by_name
+            .entry(t.value.name.as_str())
+            .or_default()
+            .push(t.value.group.as_str());
+    }
+    let default = default_base(options);
+    let bases: Vec<&BasePolicy> = if config.base_network_policies.is_empty() {
+        vec![&default]
     } else {
-        bases
+        config
+            .base_network_policies
             .iter()
-            .map(|b| {
-                (
-                    b.value.name.clone(),
-                    b.value.ingress.clone(),
-                    b.value.egress.clone(),
-                )
-            })
+            .map(|b| &b.value)
             .collect()
     };
-    for (name, ingress, egress) in &base_list {
-        let loc = bases
-            .iter()
-            .find(|b| &b.value.name == name)
-            .map(|b| b.loc.clone());
-        for group in c.groups.clone() {
-            let id = format!("base-{}", content_id(ingress, egress));
-            let selector = LabelSelector {
-                match_expressions: Some(vec![LabelSelectorRequirement {
-                    key: TOOL_LABEL.into(),
-                    operator: "Exists".into(),
-                    values: None,
-                }]),
-                ..Default::default()
-            };
+    let every_tool = LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: TOOL_LABEL.into(),
+            operator: "Exists".into(),
+            values: None,
+        }]),
+        ..Default::default()
+    };
+    for base in bases {
+        let id = format!("base-{}", content_id(&base.ingress, &base.egress));
+        for group in &config.groups {
             c.add_np(
-                &mut nps,
-                &group,
+                &group.value,
                 &id,
-                name,
-                selector,
-                ingress,
-                egress,
-                loc.as_ref(),
+                &base.name,
+                every_tool.clone(),
+                &base.ingress,
+                &base.egress,
             );
         }
     }
-    for p in &policies {
+    for p in &config.network_policies {
         let id = content_id(&p.value.ingress, &p.value.egress);
+        let selector = LabelSelector {
+            match_labels: Some(
+                [(format!("{POLICY_LABEL_PREFIX}/{id}"), "true".to_string())].into(),
+            ),
+            ..Default::default()
+        };
         for group in &p.value.groups {
-            let selector = LabelSelector {
-                match_labels: Some(
-                    [(format!("{POLICY_LABEL_PREFIX}/{id}"), "true".to_string())].into(),
-                ),
-                ..Default::default()
-            };
             c.add_np(
-                &mut nps,
                 group,
                 &id,
                 &p.value.name,
-                selector,
+                selector.clone(),
                 &p.value.ingress,
                 &p.value.egress,
-                Some(&p.loc),
             );
         }
     }
-    let (tool_labels, new_state) = c.tool_labels(&policies, state);
-    if !c.errors.is_empty() {
-        return Err(c.errors);
-    }
-    let network_policies = nps
+    let (tool_labels, state) = c.tool_labels(state);
+    let network_policies = c
+        .nps
         .into_values()
         .map(|(mut np, names)| {
             let names: Vec<String> = names.into_iter().collect();
@@ -188,15 +211,17 @@ pub fn compile(
             np
         })
         .collect();
-    Ok(Output {
+    Output {
         network_policies,
         tool_labels,
-        state: new_state,
+        state,
         notices: c.notices,
-    })
+    }
 }
 
-/// The Thorium documentation's default base policy, with the platform's namespace and labels.
+/// The default base policy of the Thorium documentation's network-policy model, with the
+/// platform's namespace and labels: ingress only from the platform API; egress only to
+/// it and to cluster DNS.
 pub fn default_base(options: &Options) -> BasePolicy {
     let platform = CustomRule {
         namespace_labels: vec![Label {
@@ -222,8 +247,9 @@ pub fn default_base(options: &Options) -> BasePolicy {
             value: app.into(),
         }],
     };
+    let link_local = |s: &str| s.parse().map(IpBlock::net);
     BasePolicy {
-        name: "thorium-default".into(),
+        name: DEFAULT_BASE_NAME.into(),
         ingress: Some(vec![Rule {
             allowed_custom: vec![platform.clone()],
             ..Rule::default()
@@ -234,21 +260,14 @@ pub fn default_base(options: &Options) -> BasePolicy {
                 ..Rule::default()
             },
             Rule {
-                allowed_ips: vec![
-                    IpRule {
-                        cidr: "169.254.0.0/16".into(),
-                        except: vec![],
-                    },
-                    IpRule {
-                        cidr: "fe80::/10".into(),
-                        except: vec![],
-                    },
-                ],
+                allowed_ips: ["169.254.0.0/16", "fe80::/10"]
+                    .into_iter()
+                    .filter_map(|s| link_local(s).ok())
+                    .collect(),
                 allowed_custom: vec![dns("kube-dns"), dns("node-local-dns")],
                 ports: Some(vec![PortRule {
-                    port: 53,
-                    end_port: None,
-                    protocol: Some("UDP".into()),
+                    ports: palisade_model::PortRange::single(dns_port()),
+                    protocol: Some(Protocol::Udp),
                 }]),
                 ..Rule::default()
             },
@@ -256,172 +275,46 @@ pub fn default_base(options: &Options) -> BasePolicy {
     }
 }
 
+/// Port 53, where cluster DNS answers.
+fn dns_port() -> palisade_model::Port {
+    match palisade_model::Port::new(53) {
+        Some(p) => p,
+        None => unreachable!("53 is within 1-65535"),
+    }
+}
+
+/// NetworkPolicies by (namespace, name), with the tenancy policies each implements.
+type NetworkPolicies = BTreeMap<(String, String), (net::NetworkPolicy, BTreeSet<String>)>;
+
+struct Compiler<'c> {
+    config: &'c Config,
+    notices: Vec<Diagnostic>,
+    /// tool name → groups it exists in
+    tools_by_name: HashMap<&'c str, Vec<&'c str>>,
+    nps: NetworkPolicies,
+}
+
 impl Compiler<'_> {
-    fn err(&mut self, loc: &Loc, field: &str, msg: impl Into<String>) {
-        self.errors.push(loc.error(field, msg));
-    }
-
-    fn check_groups(&mut self) {
-        for g in &self.config.groups {
-            if let Some(e) = dns_label(&g.value) {
-                self.errors.push(
-                    g.loc
-                        .error("", format!("group {e} (a group is a namespace)")),
-                );
-            }
-            if !self.groups.insert(g.value.clone()) {
-                self.errors
-                    .push(g.loc.error("", format!("duplicate group {:?}", g.value)));
-            }
-        }
-    }
-
-    fn check_tools(&mut self) {
-        let mut seen: HashMap<(String, String), ()> = HashMap::new();
-        for t in &self.config.tools {
-            let tool = &t.value;
-            let k = k8s_name(&tool.name);
-            if k.is_empty() || label_value(&k).is_some() {
-                self.errors.push(t.loc.error("name", format!("tool name {:?} does not make a valid label value (got {k:?}; at most 63 characters)", tool.name)));
-            }
-            if !self.groups.contains(&tool.group) {
-                self.errors.push(
-                    t.loc
-                        .error("group", format!("group {:?} does not exist", tool.group)),
-                );
-            }
-            if seen.insert((tool.group.clone(), k.clone()), ()).is_some() {
-                self.errors.push(t.loc.error(
-                    "name",
-                    format!(
-                        "tool {:?} is not unique in group {:?} (as a Kubernetes name: {k:?})",
-                        tool.name, tool.group
-                    ),
-                ));
-            }
-            self.tools_by_name
-                .entry(tool.name.clone())
-                .or_default()
-                .push(tool.group.clone());
-        }
-    }
-
-    fn check_policies(&mut self) -> Vec<Located<crate::config::Policy>> {
-        let mut seen = HashSet::new();
-        let mut out = Vec::new();
-        for p in &self.config.network_policies {
-            let policy = &p.value;
-            let k = k8s_name(&policy.name);
-            if k.is_empty() || dns_label(&k).is_some() {
-                self.err(
-                    &p.loc,
-                    "name",
-                    format!(
-                        "policy name {:?} does not make a valid Kubernetes name (got {k:?})",
-                        policy.name
-                    ),
-                );
-            }
-            if policy.groups.is_empty() {
-                self.err(
-                    &p.loc,
-                    "groups",
-                    "a policy must belong to at least one group",
-                );
-            }
-            for (i, g) in policy.groups.iter().enumerate() {
-                if !self.groups.contains(g) {
-                    self.err(
-                        &p.loc,
-                        &format!("groups[{i}]"),
-                        format!("group {g:?} does not exist"),
-                    );
-                }
-                if !seen.insert((g.clone(), k.clone())) {
-                    self.err(
-                        &p.loc,
-                        "name",
-                        format!("policy {:?} is not unique in group {g:?}", policy.name),
-                    );
-                }
-            }
-            self.check_rules(&p.loc, "ingress", &policy.ingress);
-            self.check_rules(&p.loc, "egress", &policy.egress);
-            out.push(p.clone());
-        }
-        out
-    }
-
-    fn check_bases(&mut self) -> Vec<Located<BasePolicy>> {
-        let mut seen = HashSet::new();
-        for b in &self.config.base_network_policies {
-            if !seen.insert(b.value.name.clone()) {
-                self.err(
-                    &b.loc,
-                    "name",
-                    format!("base policy name {:?} is not unique", b.value.name),
-                );
-            }
-            if b.value.name.trim().is_empty() {
-                self.err(&b.loc, "name", "a base policy needs a name");
-            }
-            self.check_rules(&b.loc, "ingress", &b.value.ingress);
-            self.check_rules(&b.loc, "egress", &b.value.egress);
-        }
-        self.config.base_network_policies.clone()
-    }
-
-    fn check_rules(&mut self, loc: &Loc, dir: &str, rules: &Option<Vec<Rule>>) {
-        for (i, r) in rules.iter().flatten().enumerate() {
-            let path = format!("{dir}[{i}]");
-            let mut errs = Vec::new();
-            let _ = self.rule(loc, &path, r, &mut errs);
-            self.errors.extend(errs);
-        }
-    }
-
-    /// Converts one rule, reporting its errors: (peers, ports). `None` peers = every peer.
-    #[allow(clippy::type_complexity)]
+    /// The peers (`None` = every peer) and ports (`None` = every port) of one rule.
+    #[allow(clippy::type_complexity)] // the two halves of a NetworkPolicy rule
     fn rule(
         &self,
-        loc: &Loc,
-        path: &str,
         r: &Rule,
-        errs: &mut Vec<Diagnostic>,
     ) -> (
         Option<Vec<net::NetworkPolicyPeer>>,
         Option<Vec<net::NetworkPolicyPort>>,
     ) {
-        let mut peers = Vec::new();
-        for (i, ip) in r.allowed_ips.iter().enumerate() {
-            peers.extend(
-                self.ip_block(loc, &format!("{path}.allowed_ips[{i}]"), ip, errs)
-                    .map(ip_peer),
-            );
-        }
-        for (i, g) in r.allowed_groups.iter().enumerate() {
-            if !self.groups.contains(g) {
-                errs.push(loc.error(
-                    &format!("{path}.allowed_groups[{i}]"),
-                    format!("group {g:?} does not exist"),
-                ));
-            }
+        let mut peers: Vec<net::NetworkPolicyPeer> =
+            r.allowed_ips.iter().map(|b| ip_peer(ip_block(b))).collect();
+        for g in &r.allowed_groups {
             peers.push(namespace_peer(g, None));
         }
-        for (i, t) in r.allowed_tools.iter().enumerate() {
-            match self.tools_by_name.get(t) {
-                None => errs.push(loc.error(
-                    &format!("{path}.allowed_tools[{i}]"),
-                    format!("tool {t:?} does not exist"),
-                )),
-                Some(groups) => {
-                    for g in groups {
-                        peers.push(namespace_peer(
-                            g,
-                            Some([(TOOL_LABEL.to_string(), k8s_name(t))].into()),
-                        ));
-                    }
-                }
+        for t in &r.allowed_tools {
+            for g in self.tools_by_name.get(t.as_str()).into_iter().flatten() {
+                peers.push(namespace_peer(
+                    g,
+                    Some([(TOOL_LABEL.to_string(), k8s_name(t))].into()),
+                ));
             }
         }
         if r.allowed_local {
@@ -440,208 +333,45 @@ impl Compiler<'_> {
                 }));
             }
         }
-        for (i, c) in r.allowed_custom.iter().enumerate() {
-            peers.extend(self.custom(loc, &format!("{path}.allowed_custom[{i}]"), c, errs));
-        }
-        let ports = r.ports.as_ref().map(|ports| {
-            ports
-                .iter()
-                .enumerate()
-                .flat_map(|(i, p)| self.port(loc, &format!("{path}.ports[{i}]"), p, errs))
-                .collect()
-        });
+        peers.extend(r.allowed_custom.iter().map(custom_peer));
+        let ports = r
+            .ports
+            .as_ref()
+            .map(|ports| ports.iter().flat_map(np_ports).collect());
         let peers = if r.allowed_all { None } else { Some(peers) };
         (peers, ports)
     }
 
-    /// "an error occur if any of the CIDR's are not in the allowed CIDR's address space, are
-    /// of a different standard (v4 vs v6), or if the cidr above is a single IP address and
-    /// except CIDR's were provided".
-    fn ip_block(
-        &self,
-        loc: &Loc,
-        path: &str,
-        ip: &IpRule,
-        errs: &mut Vec<Diagnostic>,
-    ) -> Option<net::IPBlock> {
-        let (cidr, single) = match parse_net(&ip.cidr) {
-            Ok(c) => c,
-            Err(e) => {
-                errs.push(loc.error(&format!("{path}.cidr"), e));
-                return None;
-            }
-        };
-        if single && !ip.except.is_empty() {
-            errs.push(loc.error(
-                &format!("{path}.except"),
-                format!(
-                    "{} is a single address: it cannot have except CIDRs",
-                    ip.cidr
-                ),
-            ));
-            return None;
-        }
-        let mut except = Vec::new();
-        for (i, e) in ip.except.iter().enumerate() {
-            let p = format!("{path}.except[{i}]");
-            match parse_net(e) {
-                Err(msg) => errs.push(loc.error(&p, msg)),
-                Ok((n, _)) if n.addr().is_ipv4() != cidr.addr().is_ipv4() => {
-                    errs.push(
-                        loc.error(&p, format!("{e} is not the same IP version as {}", ip.cidr)),
-                    );
-                }
-                Ok((n, _)) if !(cidr.contains(&n) && n.prefix_len() > cidr.prefix_len()) => {
-                    errs.push(loc.error(&p, format!("{e} is not inside {}", ip.cidr)));
-                }
-                Ok((n, _)) => except.push(n.to_string()),
-            }
-        }
-        Some(net::IPBlock {
-            cidr: cidr.to_string(),
-            except: (!except.is_empty()).then_some(except),
-        })
-    }
-
-    fn custom(
-        &self,
-        loc: &Loc,
-        path: &str,
-        c: &CustomRule,
-        errs: &mut Vec<Diagnostic>,
-    ) -> Option<net::NetworkPolicyPeer> {
-        if c.namespace_labels.is_empty() && c.pod_labels.is_empty() {
-            errs.push(loc.error(
-                path,
-                "a custom rule needs namespace_labels, pod_labels or both",
-            ));
-            return None;
-        }
-        for (field, labels) in [
-            ("namespace_labels", &c.namespace_labels),
-            ("pod_labels", &c.pod_labels),
-        ] {
-            for (i, l) in labels.iter().enumerate() {
-                if let Some(e) = qualified_name(&l.key) {
-                    errs.push(loc.error(&format!("{path}.{field}[{i}].key"), e));
-                }
-                if let Some(e) = label_value(&l.value) {
-                    errs.push(loc.error(&format!("{path}.{field}[{i}].value"), e));
-                }
-            }
-        }
-        // Pod labels alone match those pods in every namespace.
-        Some(net::NetworkPolicyPeer {
-            namespace_selector: Some(LabelSelector {
-                match_labels: non_empty(label_map(&c.namespace_labels)),
-                ..Default::default()
-            }),
-            pod_selector: non_empty(label_map(&c.pod_labels)).map(|m| LabelSelector {
-                match_labels: Some(m),
-                ..Default::default()
-            }),
-            ip_block: None,
-        })
-    }
-
-    /// A port without protocol means all protocols: one entry each for TCP, UDP and SCTP.
-    fn port(
-        &self,
-        loc: &Loc,
-        path: &str,
-        p: &PortRule,
-        errs: &mut Vec<Diagnostic>,
-    ) -> Vec<net::NetworkPolicyPort> {
-        let mut ok = true;
-        if !(1..=65535).contains(&p.port) {
-            errs.push(loc.error(
-                &format!("{path}.port"),
-                format!("port {} is not within 1-65535", p.port),
-            ));
-            ok = false;
-        }
-        if let Some(end) = p.end_port {
-            if !(1..=65535).contains(&end) {
-                errs.push(loc.error(
-                    &format!("{path}.end_port"),
-                    format!("end_port {end} is not within 1-65535"),
-                ));
-                ok = false;
-            } else if end < p.port {
-                errs.push(loc.error(
-                    &format!("{path}.end_port"),
-                    format!("end_port {end} is lower than port {}", p.port),
-                ));
-                ok = false;
-            }
-        }
-        let protocols: Vec<&str> = match p.protocol.as_deref() {
-            None => vec!["TCP", "UDP", "SCTP"],
-            Some(proto @ ("TCP" | "UDP" | "SCTP")) => vec![proto],
-            Some(other) => {
-                errs.push(loc.error(
-                    &format!("{path}.protocol"),
-                    format!("protocol {other:?} is not one of TCP, UDP, SCTP"),
-                ));
-                ok = false;
-                vec![]
-            }
-        };
-        if !ok {
-            return Vec::new();
-        }
-        protocols
-            .into_iter()
-            .map(|proto| net::NetworkPolicyPort {
-                protocol: Some(proto.into()),
-                port: Some(IntOrString::Int(p.port as i32)),
-                end_port: p.end_port.filter(|e| *e != p.port).map(|e| e as i32),
-            })
-            .collect()
-    }
-
-    #[allow(clippy::too_many_arguments)]
     fn add_np(
         &mut self,
-        nps: &mut BTreeMap<(String, String), (net::NetworkPolicy, BTreeSet<String>)>,
         group: &str,
         id: &str,
         policy_name: &str,
         pod_selector: LabelSelector,
         ingress: &Option<Vec<Rule>>,
         egress: &Option<Vec<Rule>>,
-        loc: Option<&Loc>,
     ) {
         if ingress.is_none() && egress.is_none() {
             return; // restricts nothing in either direction
         }
         let key = (group.to_string(), format!("tenancy-{id}"));
-        if let Some((_, names)) = nps.get_mut(&key) {
+        if let Some((_, names)) = self.nps.get_mut(&key) {
             names.insert(policy_name.to_string());
             return;
         }
-        // Errors were reported by the checks; convert without reporting them again.
-        let loc = loc.cloned().unwrap_or_else(Loc::synthetic);
-        let convert = |rules: &Option<Vec<Rule>>, dir: &str| {
+        let convert = |rules: &Option<Vec<Rule>>| {
             rules.as_ref().map(|rules| {
                 rules
                     .iter()
-                    .enumerate()
-                    .filter_map(|(i, r)| {
-                        let (peers, ports) =
-                            self.rule(&loc, &format!("{dir}[{i}]"), r, &mut Vec::new());
-                        // A rule that names no peer allows nothing: leave it out (the
-                        // direction stays isolated by the others).
-                        if peers.as_ref().is_some_and(Vec::is_empty) {
-                            return None;
-                        }
-                        Some((peers, ports))
-                    })
+                    .map(|r| self.rule(r))
+                    // A rule that names no peer allows nothing: leave it out (the
+                    // direction stays isolated by the others).
+                    .filter(|(peers, _)| !peers.as_ref().is_some_and(Vec::is_empty))
                     .collect::<Vec<_>>()
             })
         };
-        let ing = convert(ingress, "ingress");
-        let eg = convert(egress, "egress");
+        let ing = convert(ingress);
+        let eg = convert(egress);
         let mut types = Vec::new();
         if ing.is_some() {
             types.push("Ingress".to_string());
@@ -673,44 +403,39 @@ impl Compiler<'_> {
                 }),
             }),
         };
-        nps.insert(key, (np, [policy_name.to_string()].into()));
+        self.nps.insert(key, (np, [policy_name.to_string()].into()));
     }
 
     /// Each tool's labels: its name, and one label per policy that applies (explicit,
     /// forced, and default ones — remembered in the state once attached).
     fn tool_labels(
         &mut self,
-        policies: &[Located<crate::config::Policy>],
         state: &State,
     ) -> (BTreeMap<String, BTreeMap<String, String>>, State) {
+        let policies = &self.config.network_policies;
         let mut out = BTreeMap::new();
         let mut new_state = State::default();
-        let in_group = |g: &str, name: &str| {
+        let in_group = |g: &str, name: &str| -> Option<&Located<Policy>> {
             policies
                 .iter()
                 .find(|p| p.value.name == name && p.value.groups.iter().any(|x| x == g))
         };
+        let id = |p: &Located<Policy>| content_id(&p.value.ingress, &p.value.egress);
         for t in &self.config.tools {
             let tool = &t.value;
             let key = format!("{}/{}", tool.group, tool.name);
-            let mut applied: BTreeSet<String> = BTreeSet::new();
-            for (i, name) in tool.network_policies.iter().enumerate() {
-                match in_group(&tool.group, name) {
-                    Some(p) => {
-                        applied.insert(content_id(&p.value.ingress, &p.value.egress));
-                    }
-                    None => self.errors.push(t.loc.error(
-                        &format!("network_policies[{i}]"),
-                        format!("policy {name:?} does not exist in group {:?}", tool.group),
-                    )),
-                }
-            }
-            for p in policies
+            let mut applied: BTreeSet<String> = tool
+                .network_policies
                 .iter()
-                .filter(|p| p.value.forced_policy && p.value.groups.contains(&tool.group))
-            {
-                applied.insert(content_id(&p.value.ingress, &p.value.egress));
-            }
+                .filter_map(|name| in_group(&tool.group, name))
+                .map(id)
+                .collect();
+            applied.extend(
+                policies
+                    .iter()
+                    .filter(|p| p.value.forced_policy && p.value.groups.contains(&tool.group))
+                    .map(id),
+            );
             if tool.network_policies.is_empty() {
                 let defaults: Vec<String> = match state.default_attachments.get(&key) {
                     Some(recorded) => recorded.clone(),
@@ -723,7 +448,7 @@ impl Compiler<'_> {
                 for name in &defaults {
                     match in_group(&tool.group, name) {
                         Some(p) => {
-                            applied.insert(content_id(&p.value.ingress, &p.value.egress));
+                            applied.insert(id(p));
                         }
                         None => self.notices.push(Diagnostic {
                             severity: Severity::Notice,
@@ -744,6 +469,46 @@ impl Compiler<'_> {
         }
         (out, new_state)
     }
+}
+
+fn ip_block(b: &IpBlock) -> net::IPBlock {
+    net::IPBlock {
+        cidr: b.cidr.to_string(),
+        except: (!b.except.is_empty()).then(|| b.except.iter().map(|e| e.to_string()).collect()),
+    }
+}
+
+/// "If both namespace *and* pod labels are specified, only pods with all of the given pod
+/// labels that are in a namespace with all of the given namespace labels will match."
+/// Pod labels alone match those pods in every namespace.
+fn custom_peer(c: &CustomRule) -> net::NetworkPolicyPeer {
+    net::NetworkPolicyPeer {
+        namespace_selector: Some(LabelSelector {
+            match_labels: non_empty(label_map(&c.namespace_labels)),
+            ..Default::default()
+        }),
+        pod_selector: non_empty(label_map(&c.pod_labels)).map(|m| LabelSelector {
+            match_labels: Some(m),
+            ..Default::default()
+        }),
+        ip_block: None,
+    }
+}
+
+/// A port without protocol means all protocols: one entry each for TCP, UDP and SCTP.
+fn np_ports(p: &PortRule) -> Vec<net::NetworkPolicyPort> {
+    let protocols = match p.protocol {
+        Some(proto) => vec![proto],
+        None => Protocol::ALL.to_vec(),
+    };
+    protocols
+        .into_iter()
+        .map(|proto| net::NetworkPolicyPort {
+            protocol: Some(proto.as_str().into()),
+            port: Some(IntOrString::Int(i32::from(p.ports.start.get()))),
+            end_port: (p.ports.end != p.ports.start).then(|| i32::from(p.ports.end.get())),
+        })
+        .collect()
 }
 
 fn non_empty(m: BTreeMap<String, String>) -> Option<BTreeMap<String, String>> {
@@ -768,18 +533,5 @@ fn namespace_peer(group: &str, pods: Option<BTreeMap<String, String>>) -> net::N
             ..Default::default()
         }),
         ip_block: None,
-    }
-}
-
-/// A CIDR, or a single address as /32 or /128; `true` when it was a single address.
-fn parse_net(s: &str) -> Result<(IpNet, bool), String> {
-    if s.contains('/') {
-        parse_cidr(s)
-            .map(|n| (n, false))
-            .map_err(|_| format!("{s:?} is not a valid CIDR"))
-    } else {
-        s.parse::<IpAddr>()
-            .map(|ip| (IpNet::from(ip), true))
-            .map_err(|_| format!("{s:?} is not a valid IP address or CIDR"))
     }
 }

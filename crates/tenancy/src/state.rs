@@ -5,6 +5,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::Error;
+
 /// The state file's content.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -15,21 +17,20 @@ pub struct State {
 }
 
 impl State {
-    /// Reads a state file's text (JSON or YAML).
-    pub fn parse(text: &str) -> Result<State, String> {
-        let docs = palisade_model::yaml::parse_documents(text).map_err(|e| e.to_string())?;
+    /// Reads a state file's text (JSON or YAML); an empty text is the empty state.
+    pub fn parse(text: &str) -> Result<State, Error> {
+        let docs = palisade_model::yaml::parse_documents(text).map_err(Error::StateSyntax)?;
         match docs.into_iter().next() {
             None => Ok(State::default()),
-            Some(doc) => serde_json::from_value(doc.value).map_err(|e| e.to_string()),
+            Some(doc) => serde_json::from_value(doc.value).map_err(Error::StateShape),
         }
     }
 
-    /// The state file's text (YAML).
-    pub fn render(&self) -> String {
-        let value = serde_json::to_value(self).unwrap_or_default();
-        format!(
+    /// The state file's text (YAML, with a comment saying what it is).
+    pub fn render(&self) -> Result<String, Error> {
+        Ok(format!(
             "# palisade tenancy state: default policies attached to each tool when it was first compiled.\n{}",
-            palisade_model::yaml::to_yaml(&value)
-        )
+            serde_saphyr::to_string(self)?
+        ))
     }
 }

@@ -13,7 +13,7 @@ use palisade_tenancy::{Config, Options, Output, State, compile};
 /// asked for, the platform API, cluster DNS and node-local DNS; plus the NetworkPolicies.
 fn engine(out: &Output, groups: &[&str]) -> Engine {
     let mut objects: Vec<serde_json::Value> = Vec::new();
-    for ns in groups.iter().chain(&["thorium", "kube-system"]) {
+    for ns in groups.iter().chain(&["platform", "kube-system"]) {
         objects.push(
             serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
         );
@@ -32,7 +32,11 @@ fn engine(out: &Output, groups: &[&str]) -> Engine {
         let (group, tool) = key.split_once('/').unwrap();
         objects.push(pod(group, tool, labels.clone()));
     }
-    objects.push(pod("thorium", "api", [("app".into(), "api".into())].into()));
+    objects.push(pod(
+        "platform",
+        "api",
+        [("app".into(), "api".into())].into(),
+    ));
     objects.push(pod(
         "kube-system",
         "coredns",
@@ -51,7 +55,7 @@ fn engine(out: &Output, groups: &[&str]) -> Engine {
 
 fn compiled(yaml: &str, state: &State) -> Output {
     let config = Config::parse([("config.yaml", yaml)]).unwrap();
-    compile(&config, &Options::default(), state).unwrap()
+    compile(&config, &Options::default(), state)
 }
 
 fn flow(e: &Engine, from: &str, to: &str, proto: Protocol, port: u16) -> Flow {
@@ -103,8 +107,8 @@ const GROUPS_ONLY: &str = "groups: [corn, crabs]\ntools:\n  - {name: harvester, 
 fn base_only_allows_the_platform_api_and_dns() {
     let out = compiled(GROUPS_ONLY, &State::default());
     let e = engine(&out, &["corn", "crabs"]);
-    assert!(allowed(&e, "corn/harvester", "thorium/api", TCP, 443));
-    assert!(allowed(&e, "thorium/api", "corn/harvester", TCP, 8080));
+    assert!(allowed(&e, "corn/harvester", "platform/api", TCP, 443));
+    assert!(allowed(&e, "platform/api", "corn/harvester", TCP, 8080));
     assert!(allowed(
         &e,
         "corn/harvester",
@@ -128,13 +132,13 @@ fn base_only_allows_the_platform_api_and_dns() {
     assert!(!allowed(&e, "corn/harvester", "crabs/analyzer", TCP, 80));
     assert!(!allowed(&e, "crabs/not-a-tool", "corn/harvester", TCP, 80));
     assert!(
-        allowed(&e, "crabs/not-a-tool", "thorium/api", TCP, 80),
+        allowed(&e, "crabs/not-a-tool", "platform/api", TCP, 80),
         "non-tool pods are not restricted"
     );
     let v = e.evaluate(&flow(&e, "corn/harvester", "crabs/analyzer", TCP, 80));
     assert_eq!(v.egress.tier, Tier::NetworkPolicy);
     assert!(matches!(v.egress.decision, Decision::Isolated(_)));
-    let v = e.evaluate(&flow(&e, "corn/harvester", "thorium/api", TCP, 443));
+    let v = e.evaluate(&flow(&e, "corn/harvester", "platform/api", TCP, 443));
     assert_eq!(decided_by(&e, &v.egress), "base corn");
 }
 
@@ -171,7 +175,7 @@ network_policies:
         "egress from crabs only to crabs"
     );
     assert!(
-        allowed(&e, "corn/harvester", "thorium/api", TCP, 443),
+        allowed(&e, "corn/harvester", "platform/api", TCP, 443),
         "the base still applies"
     );
     assert!(
@@ -241,7 +245,10 @@ fn forced_policies_apply_to_all_default_only_to_tools_without_policies() {
         443
     ));
     // The state survives a round trip through its file.
-    assert_eq!(State::parse(&out.state.render()).unwrap(), out.state);
+    assert_eq!(
+        State::parse(&out.state.render().unwrap()).unwrap(),
+        out.state
+    );
 }
 
 #[test]
@@ -385,7 +392,7 @@ fn the_seed_examples_compile_and_load() {
         ),
     ])
     .unwrap();
-    let out = compile(&config, &Options::default(), &State::default()).unwrap();
+    let out = compile(&config, &Options::default(), &State::default());
     let e = engine(&out, &["corn", "crabs"]);
     assert!(
         allowed(&e, "crabs/analyzer", "corn/harvester", UDP, 1007),
@@ -415,7 +422,7 @@ fn the_seed_examples_compile_and_load() {
         ),
     ])
     .unwrap();
-    let again = compile(&renamed, &Options::default(), &State::default()).unwrap();
+    let again = compile(&renamed, &Options::default(), &State::default());
     let names = |o: &Output| {
         o.network_policies
             .iter()

@@ -5,18 +5,10 @@
 use palisade_tenancy::{Config, Options, State, compile};
 
 fn errors(yaml: &str) -> Vec<String> {
-    let config = match Config::parse([("c.yaml", yaml)]) {
-        Ok(c) => c,
-        Err(d) => {
-            return d
-                .iter()
-                .map(|d| format!("{}: {}: {}", d.line, d.field, d.message))
-                .collect();
-        }
-    };
-    match compile(&config, &Options::default(), &State::default()) {
+    match Config::parse([("c.yaml", yaml)]) {
         Ok(_) => Vec::new(),
-        Err(d) => d
+        Err(e) => e
+            .diagnostics()
             .iter()
             .map(|d| format!("{}: {}: {}", d.line, d.field, d.message))
             .collect(),
@@ -73,9 +65,9 @@ fn promised_validations() {
 fn all_errors_at_once_across_files() {
     let a = "groups: [corn]\ntools:\n  - {name: t, group: wheat}\n";
     let b = "network_policies:\n  - {name: p, groups: [barley]}\n";
-    let config = Config::parse([("a.yaml", a), ("b.yaml", b)]).unwrap();
-    let errs = compile(&config, &Options::default(), &State::default()).unwrap_err();
+    let errs = Config::parse([("a.yaml", a), ("b.yaml", b)]).unwrap_err();
     let files: Vec<String> = errs
+        .diagnostics()
         .iter()
         .map(|d| format!("{}:{}", d.file, d.line))
         .collect();
@@ -86,7 +78,7 @@ fn all_errors_at_once_across_files() {
 fn single_addresses_become_host_prefixes() {
     let yaml = "groups: [corn]\nnetwork_policies:\n  - {name: p, groups: [corn], egress: [{allowed_ips: [{cidr: 10.0.0.7}, {cidr: \"2001:db8::7\"}, {cidr: 10.1.2.3/16}]}]}\n";
     let config = Config::parse([("c.yaml", yaml)]).unwrap();
-    let out = compile(&config, &Options::default(), &State::default()).unwrap();
+    let out = compile(&config, &Options::default(), &State::default());
     let np = out
         .network_policies
         .iter()
@@ -100,4 +92,26 @@ fn single_addresses_become_host_prefixes() {
         .map(|p| p.ip_block.as_ref().unwrap().cidr.clone())
         .collect();
     assert_eq!(cidrs, ["10.0.0.7/32", "2001:db8::7/128", "10.1.0.0/16"]);
+}
+
+#[test]
+fn field_and_reference_errors_are_reported_together() {
+    let yaml = "groups: [corn]\ntools:\n  - {name: \"-t\", group: corn}\nnetwork_policies:\n  - {name: p, groups: [corn], egress: [{allowed_ips: [{cidr: 10.0.0.0/40}], allowed_tools: [\"-t\"]}, {allowed_groups: [wheat]}]}\n";
+    assert_eq!(
+        errors(yaml),
+        [
+            "3: tools[0].name: tool name: invalid label value \"-t\": a valid label value must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (a tool's name labels its pods)",
+            "5: network_policies[0].egress[0].allowed_ips[0].cidr: \"10.0.0.0/40\" is not a valid CIDR",
+            "5: network_policies[0].egress[1].allowed_groups[0]: group \"wheat\" does not exist",
+        ],
+        "the invalid tool is still known to allowed_tools"
+    );
+}
+
+#[test]
+fn an_unreadable_item_does_not_cause_spurious_reference_errors() {
+    let yaml = "groups: [corn]\ntools:\n  - {name: t, group: corn, colour: red}\nnetwork_policies:\n  - {name: p, groups: [corn], egress: [{allowed_tools: [t]}]}\n";
+    let errs = errors(yaml);
+    assert_eq!(errs.len(), 1, "{errs:#?}");
+    assert!(errs[0].contains("unknown field `colour`"), "{errs:#?}");
 }

@@ -43,7 +43,8 @@ pub fn run(engine: &Engine, flags: &Flags, format: Format) -> Result<(), CliErro
     }
     let value = serde_json::to_value(&t)?;
     let text = match format {
-        Format::Yaml => palisade_model::yaml::to_yaml(&value),
+        Format::Yaml => serde_saphyr::to_string(&value)
+            .map_err(|e| CliError::Failed(format!("serializing the output: {e}")))?,
         _ => serde_json::to_string_pretty(&value)? + "\n",
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;

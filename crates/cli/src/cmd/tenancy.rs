@@ -1,10 +1,9 @@
 //! `palisade tenancy check|compile`.
 
-use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use palisade_tenancy::{Config, Options, Output, State};
+use palisade_tenancy::{Config, DEFAULT_PLATFORM_NAMESPACE, Error, Options, Output, State};
 
 use crate::error::CliError;
 
@@ -32,11 +31,12 @@ pub enum Args {
 /// Options shared by check and compile.
 #[derive(Debug, clap::Args)]
 pub struct Common {
-    /// Configuration files (merged), or `-` for stdin.
+    /// Configuration files or directories (recursively *.yaml, *.yml, *.json), merged; `-`
+    /// for stdin.
     #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
     files: Vec<PathBuf>,
     /// Namespace of the platform API (for the default base policy).
-    #[arg(long, default_value = "thorium")]
+    #[arg(long, default_value = DEFAULT_PLATFORM_NAMESPACE)]
     platform_namespace: String,
     /// Labels of the platform API pods, `key=value` (repeatable; default app=api).
     #[arg(long = "platform-label", value_parser = parse_label)]
@@ -59,30 +59,28 @@ fn parse_label(s: &str) -> Result<(String, String), String> {
 }
 
 impl Common {
-    fn options(&self) -> Options {
-        let mut o = Options {
-            platform_namespace: self.platform_namespace.clone(),
-            ..Options::default()
+    /// The validated platform options (a usage error when they are invalid).
+    fn options(&self) -> Result<Options, CliError> {
+        let labels = if self.platform_labels.is_empty() {
+            Options::default().platform_labels().clone()
+        } else {
+            self.platform_labels.iter().cloned().collect()
         };
-        if !self.platform_labels.is_empty() {
-            o.platform_labels = self.platform_labels.iter().cloned().collect();
-        }
-        o
+        Options::new(&self.platform_namespace, labels).map_err(tenancy_error)
     }
 
     fn config(&self) -> Result<Config, CliError> {
-        let mut texts = Vec::new();
-        for f in &self.files {
-            let text = if f.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin())?
-            } else {
-                std::fs::read_to_string(f)
-                    .map_err(|e| CliError::Failed(format!("{}: {e}", f.display())))?
-            };
-            texts.push((f.display().to_string(), text));
-        }
-        Config::parse(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())))
-            .map_err(CliError::Invalid)
+        let sources = palisade_model::read_paths(&self.files)?;
+        Config::parse(sources.iter().map(|(n, t)| (n.as_str(), t.as_str()))).map_err(tenancy_error)
+    }
+}
+
+/// The CLI's view of a tenancy error: invalid input (exit 1) or a bad option (exit 2).
+fn tenancy_error(e: Error) -> CliError {
+    match e {
+        Error::Invalid(diags) => CliError::Invalid(diags),
+        e @ Error::Option { .. } => CliError::Usage(e.to_string()),
+        e => CliError::Failed(e.to_string()),
     }
 }
 
@@ -90,9 +88,9 @@ impl Common {
 pub fn run(args: Args) -> Result<(), CliError> {
     match args {
         Args::Check(common) => {
+            let options = common.options()?;
             let config = common.config()?;
-            let out = palisade_tenancy::compile(&config, &common.options(), &State::default())
-                .map_err(CliError::Invalid)?;
+            let out = palisade_tenancy::compile(&config, &options, &State::default());
             print_notices(&out);
             println!(
                 "ok: {} groups, {} tools, {} policies, {} base policies -> {} NetworkPolicies",
@@ -110,74 +108,44 @@ pub fn run(args: Args) -> Result<(), CliError> {
             state,
             labels_out,
         } => {
+            let options = common.options()?;
             let config = common.config()?;
             let previous = match &state {
-                Some(p) if p.exists() => {
-                    let text = std::fs::read_to_string(p)
-                        .map_err(|e| CliError::Failed(format!("{}: {e}", p.display())))?;
-                    State::parse(&text)
-                        .map_err(|e| CliError::Failed(format!("{}: {e}", p.display())))?
-                }
+                Some(p) if p.exists() => read_state(p)?,
                 _ => State::default(),
             };
-            let out = palisade_tenancy::compile(&config, &common.options(), &previous)
-                .map_err(CliError::Invalid)?;
+            let out = palisade_tenancy::compile(&config, &options, &previous);
             print_notices(&out);
-            let mut stdout = std::io::stdout().lock();
-            match output {
-                Format::Yaml => stdout.write_all(render_yaml(&out).as_bytes())?,
-                Format::Json => {
-                    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": out.network_policies});
-                    writeln!(
-                        stdout,
-                        "{}",
-                        serde_json::to_string_pretty(&list).unwrap_or_default()
-                    )?;
-                }
+            let text = match output {
+                Format::Yaml => out.to_yaml(),
+                Format::Json => out.to_json().map(|j| j + "\n"),
             }
+            .map_err(tenancy_error)?;
+            std::io::stdout().lock().write_all(text.as_bytes())?;
             if let Some(p) = labels_out {
-                let labels = serde_json::to_value(&out.tool_labels).unwrap_or_default();
-                std::fs::write(&p, palisade_model::yaml::to_yaml(&labels))
-                    .map_err(|e| CliError::Failed(format!("{}: {e}", p.display())))?;
+                write(&p, out.labels_yaml())?;
             }
             if let Some(p) = state {
-                std::fs::write(&p, out.state.render())
-                    .map_err(|e| CliError::Failed(format!("{}: {e}", p.display())))?;
+                write(&p, out.state.render())?;
             }
             Ok(())
         }
     }
 }
 
+fn read_state(path: &Path) -> Result<State, CliError> {
+    let text = std::fs::read_to_string(path).map_err(CliError::file(path))?;
+    State::parse(&text).map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
+}
+
+/// Writes rendered text to `path`.
+fn write(path: &Path, text: Result<String, Error>) -> Result<(), CliError> {
+    let text = text.map_err(tenancy_error)?;
+    std::fs::write(path, text).map_err(CliError::file(path))
+}
+
 fn print_notices(out: &Output) {
     for n in &out.notices {
         eprintln!("{n}");
     }
-}
-
-/// The NetworkPolicies as YAML documents, preceded by the tool labels as comments.
-fn render_yaml(out: &Output) -> String {
-    let mut text = String::from("# Labels each tool's pods must carry (group/tool):\n");
-    for (tool, labels) in &out.tool_labels {
-        let l: BTreeMap<&String, &String> = labels.iter().collect();
-        let pairs: Vec<String> = l.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        text += &format!("#   {tool}: {}\n", pairs.join(","));
-    }
-    for np in &out.network_policies {
-        let mut value = serde_json::to_value(np).unwrap_or_default();
-        if let serde_json::Value::Object(m) = &mut value {
-            // apiVersion and kind first, as kubectl writes them
-            let mut ordered = serde_json::Map::new();
-            for k in ["apiVersion", "kind", "metadata", "spec"] {
-                if let Some(v) = m.remove(k) {
-                    ordered.insert(k.to_string(), v);
-                }
-            }
-            ordered.extend(std::mem::take(m));
-            value = serde_json::Value::Object(ordered);
-        }
-        text += "---\n";
-        text += &palisade_model::yaml::to_yaml(&value);
-    }
-    text
 }

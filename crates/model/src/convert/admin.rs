@@ -344,14 +344,13 @@ fn peer(ctx: &mut Ctx<'_>, path: &str, v: &Value, egress: bool) -> Option<AdminP
         .copied()
         .filter(|k| m.contains_key(*k))
         .collect();
-    if !egress {
-        if let Some(k) = EGRESS_PEERS
+    if !egress
+        && let Some(k) = EGRESS_PEERS
             .iter()
             .find(|k| !INGRESS_PEERS.contains(k) && m.contains_key(**k))
-        {
-            ctx.error(&join(path, k), "Forbidden: only allowed in egress peers");
-            return None;
-        }
+    {
+        ctx.error(&join(path, k), "Forbidden: only allowed in egress peers");
+        return None;
     }
     if present.is_empty() {
         if m.is_empty() {
