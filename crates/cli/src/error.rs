@@ -43,9 +43,21 @@ pub enum CliError {
     /// The lab's kernel and the evaluator disagreed on this many probes (exit 1).
     #[error("{0} disagreement(s) between the kernel and the evaluator")]
     Disagreements(usize),
-    /// Anything else that stops the command (exit 1).
-    #[error("{0}")]
-    Failed(String),
+    /// The output could not be written as YAML (exit 1).
+    #[error("serializing the output as YAML: {0}")]
+    Yaml(#[from] serde_saphyr::SerializeError),
+    /// The tenancy layer failed (exit 1).
+    #[error(transparent)]
+    Tenancy(#[from] palisade_tenancy::Error),
+    /// A tenancy state file is unreadable (exit 1).
+    #[error("{}: {source}", path.display())]
+    State {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: palisade_tenancy::Error,
+    },
 }
 
 impl CliError {

@@ -43,8 +43,7 @@ pub fn run(engine: &Engine, flags: &Flags, format: Format) -> Result<(), CliErro
     }
     let value = serde_json::to_value(&t)?;
     let text = match format {
-        Format::Yaml => serde_saphyr::to_string(&value)
-            .map_err(|e| CliError::Failed(format!("serializing the output: {e}")))?,
+        Format::Yaml => serde_saphyr::to_string(&value)?,
         _ => serde_json::to_string_pretty(&value)? + "\n",
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;

@@ -80,7 +80,7 @@ fn tenancy_error(e: Error) -> CliError {
     match e {
         Error::Invalid(diags) => CliError::Invalid(diags),
         e @ Error::Option { .. } => CliError::Usage(e.to_string()),
-        e => CliError::Failed(e.to_string()),
+        e => CliError::Tenancy(e),
     }
 }
 
@@ -135,7 +135,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 fn read_state(path: &Path) -> Result<State, CliError> {
     let text = std::fs::read_to_string(path).map_err(CliError::file(path))?;
-    State::parse(&text).map_err(|e| CliError::Failed(format!("{}: {e}", path.display())))
+    State::parse(&text).map_err(|source| CliError::State {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// Writes rendered text to `path`.
