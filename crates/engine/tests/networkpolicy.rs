@@ -552,7 +552,7 @@ spec:
     );
     assert!(
         !eval(&legacy, "legacy/b", "legacy/a", TCP80).allowed,
-        "seed: an empty from matches no sources"
+        "v1beta1 proposal: an empty from matches no sources"
     );
     let standard = palisade_engine::Engine::new(loaded.cluster, Options::default());
     assert!(

@@ -380,7 +380,7 @@ network_policies:
 }
 
 #[test]
-fn the_seed_examples_compile_and_load() {
+fn the_documented_examples_compile_and_load() {
     let config = Config::parse([
         (
             "config.yaml",
