@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use palisade_lab::Lab;
 use palisade_model::Protocol;
 
-use super::matrix::{Format, Grid, print, probes};
+use super::matrix::{Grid, GridFormat, print, probes};
 use crate::common::{Input, parse_protocol};
 use crate::error::CliError;
 
@@ -45,7 +45,7 @@ pub enum Args {
         protocols: Vec<Protocol>,
         /// Output format.
         #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-        output: Format,
+        output: GridFormat,
         /// Also evaluate with the engine and list disagreements.
         #[arg(long)]
         compare: bool,

@@ -28,13 +28,33 @@ pub struct Args {
 /// `matrix` output formats.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum Format {
+    /// A grid per probe, `.` allowed and `X` denied.
     Table,
+    /// One JSON array of every cell.
     Json,
+    /// One JSON object per line and cell.
     Jsonl,
+    /// `from,to,protocol,port,allowed` lines.
     Csv,
+    /// A Markdown table per probe.
     Md,
     /// Pods grouped into classes no policy tells apart; connectivity between classes.
     Summary,
+}
+
+/// The formats of a pod-by-pod grid (`matrix` without `summary`, `lab probe`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum GridFormat {
+    /// A grid per probe, `.` allowed and `X` denied.
+    Table,
+    /// One JSON array of every cell.
+    Json,
+    /// One JSON object per line and cell.
+    Jsonl,
+    /// `from,to,protocol,port,allowed` lines.
+    Csv,
+    /// A Markdown table per probe.
+    Md,
 }
 
 /// The probes asked for: `--ports` × `--protocols` (TCP by default), or the container ports.
@@ -83,37 +103,34 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .iter()
         .map(|&p| engine.cluster().pods[p].key())
         .collect();
-    if let Format::Summary = args.output {
-        summary(
-            &mut std::io::BufWriter::new(std::io::stdout().lock()),
-            &engine,
-            &m,
-            &names,
-        )?;
-        return Ok(());
-    }
+    let format = match args.output {
+        Format::Summary => {
+            let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+            return Ok(summary(&mut out, &engine, &m, &names)?);
+        }
+        Format::Table => GridFormat::Table,
+        Format::Json => GridFormat::Json,
+        Format::Jsonl => GridFormat::Jsonl,
+        Format::Csv => GridFormat::Csv,
+        Format::Md => GridFormat::Md,
+    };
     let grid = Grid {
         names,
         probes: m.probes.clone(),
         allowed: Box::new(|p, f, t| m.allowed(p, f, t)),
     };
-    print(args.output, &grid)
+    print(format, &grid)
 }
 
 /// Prints a grid in one of the row formats (table, json, jsonl, csv, md).
-pub fn print(format: Format, g: &Grid<'_>) -> Result<(), CliError> {
+pub fn print(format: GridFormat, g: &Grid<'_>) -> Result<(), CliError> {
     let stdout = std::io::stdout();
     match format {
-        Format::Table => table(&mut anstream::AutoStream::auto(stdout.lock()), g)?,
-        Format::Jsonl => jsonl(&mut std::io::BufWriter::new(stdout.lock()), g)?,
-        Format::Json => json(&mut std::io::BufWriter::new(stdout.lock()), g)?,
-        Format::Csv => csv(&mut std::io::BufWriter::new(stdout.lock()), g)?,
-        Format::Md => md(&mut std::io::BufWriter::new(stdout.lock()), g)?,
-        Format::Summary => {
-            return Err(CliError::Usage(
-                "-o summary is only for palisade matrix".into(),
-            ));
-        }
+        GridFormat::Table => table(&mut anstream::AutoStream::auto(stdout.lock()), g)?,
+        GridFormat::Jsonl => jsonl(&mut std::io::BufWriter::new(stdout.lock()), g)?,
+        GridFormat::Json => json(&mut std::io::BufWriter::new(stdout.lock()), g)?,
+        GridFormat::Csv => csv(&mut std::io::BufWriter::new(stdout.lock()), g)?,
+        GridFormat::Md => md(&mut std::io::BufWriter::new(stdout.lock()), g)?,
     }
     Ok(())
 }
