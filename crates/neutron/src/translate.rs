@@ -4,11 +4,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use ipnet::IpNet;
-use palisade_engine::{Engine, PodId, Semantics};
-use palisade_model::{
-    Direction, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicyRule, Pod,
-    PortSpec, Protocol,
+use palisade_engine::{
+    BitSet, Engine, NamedPorts, PodId, ResolvedPeer, ResolvedPolicy, ResolvedRule, Semantics,
 };
+use palisade_model::{Direction, NetworkPolicy, NetworkPolicyPort, Pod, PortSpec, Protocol};
 
 use crate::cidr::subtract;
 use crate::groups::{Ethertype, PortBinding, RuleDirection, SecurityGroup, SgRule, Translation};
@@ -97,10 +96,11 @@ pub fn translate(
     let mut t = Translator {
         engine,
         options: *options,
+        named_ports: engine.named_ports(),
         groups: BTreeMap::new(),
         bindings: BTreeMap::new(),
     };
-    for (i, np) in cluster.network_policies.iter().enumerate() {
+    for (i, np) in engine.resolved_network_policies().enumerate() {
         t.policy(i, np);
     }
     t.open_and_node_groups();
@@ -136,6 +136,7 @@ fn dedupe(mut g: SecurityGroup) -> SecurityGroup {
 struct Translator<'e> {
     engine: &'e Engine,
     options: TranslateOptions,
+    named_ports: NamedPorts,
     groups: BTreeMap<String, SecurityGroup>,
     bindings: BTreeMap<PodId, BTreeSet<String>>,
 }
@@ -151,53 +152,19 @@ impl<'e> Translator<'e> {
         !p.host_network && !p.ips.is_empty()
     }
 
-    fn ns_labels(&self, ns: &str) -> Option<&'e palisade_model::Labels> {
-        self.engine
-            .cluster()
-            .namespaces
-            .iter()
-            .find(|n| n.name == ns)
-            .map(|n| &n.labels)
-    }
-
-    /// Port pods a NetworkPolicy peer selects.
-    fn peer_pods(
-        &self,
-        np: &NetworkPolicy,
-        namespaces: &Option<palisade_model::Selector>,
-        pods: &palisade_model::Selector,
-    ) -> Vec<PodId> {
-        (0..self.pods().len())
-            .filter(|&i| self.is_port(i))
-            .filter(|&i| {
-                let p = &self.pods()[i];
-                let ns_ok = match namespaces {
-                    None => p.namespace == np.namespace,
-                    Some(sel) => self.ns_labels(&p.namespace).is_some_and(|l| sel.matches(l)),
-                };
-                ns_ok && pods.matches(&p.labels)
-            })
-            .collect()
+    /// The port pods of a resolved pod set, ascending.
+    fn port_pods<'s>(&'s self, set: &'s BitSet) -> impl Iterator<Item = PodId> + 's {
+        set.iter().filter(|&i| self.is_port(i))
     }
 
     /// The number of the container port `name` with `protocol` on `pod`, if it has one.
     fn resolve(&self, pod: PodId, name: &str, protocol: Protocol) -> Option<u16> {
-        self.pods()[pod]
-            .ports
-            .iter()
-            .find(|c| c.name.as_deref() == Some(name) && c.protocol == protocol)
-            .map(|c| c.port.get())
+        self.named_ports.on(pod, name, protocol).map(|p| p.get())
     }
 
-    fn policy(&mut self, index: usize, np: &'e NetworkPolicy) {
-        let cluster = self.engine.cluster();
-        let subjects: Vec<PodId> = (0..cluster.pods.len())
-            .filter(|&i| self.is_port(i))
-            .filter(|&i| {
-                cluster.pods[i].namespace == np.namespace
-                    && np.pod_selector.matches(&cluster.pods[i].labels)
-            })
-            .collect();
+    fn policy(&mut self, index: usize, resolved: ResolvedPolicy<'e>) {
+        let np = resolved.policy;
+        let subjects: Vec<PodId> = self.port_pods(resolved.subject).collect();
         // Ingress named ports resolve against each selected pod: pods that resolve them
         // differently need different groups.
         let named: BTreeSet<(String, Protocol)> = if np.policy_types.ingress {
@@ -236,19 +203,19 @@ impl<'e> Translator<'e> {
                 named.iter().cloned().zip(resolution).collect();
             let mut rules = Vec::new();
             if np.policy_types.ingress {
-                for (r, rule) in np.ingress.iter().enumerate() {
+                for (r, rule) in resolved.rules(Direction::Ingress).enumerate() {
                     let desc = format!(
                         "NetworkPolicy {}/{} ingress rule {r}",
                         np.namespace, np.name
                     );
-                    self.ingress_rule(np, &name, r, rule, &lookup, &desc, &mut rules);
+                    self.ingress_rule(np, &name, r, &rule, &lookup, &desc, &mut rules);
                 }
             }
             if np.policy_types.egress {
-                for (r, rule) in np.egress.iter().enumerate() {
+                for (r, rule) in resolved.rules(Direction::Egress).enumerate() {
                     let desc =
                         format!("NetworkPolicy {}/{} egress rule {r}", np.namespace, np.name);
-                    self.egress_rule(np, &name, r, rule, &desc, &mut rules);
+                    self.egress_rule(np, &name, r, &rule, &desc, &mut rules);
                 }
             }
             let types: Vec<&str> = [
@@ -280,56 +247,31 @@ impl<'e> Translator<'e> {
         }
     }
 
-    /// The port matches of a rule; `named` gives each named port's number (if any).
-    fn port_matches(
-        &self,
-        rule: &NetworkPolicyRule,
-        named: impl Fn(&str, Protocol) -> Option<u16>,
-    ) -> Vec<PortMatch> {
-        match &rule.ports {
-            // "an empty ports list is the same as an absent one"
-            None => vec![PortMatch::All],
-            Some(v) if v.is_empty() => vec![PortMatch::All],
-            Some(v) => v
-                .iter()
-                .filter_map(|p: &NetworkPolicyPort| match &p.port {
-                    PortSpec::Any => Some(PortMatch::Proto(p.protocol, None)),
-                    PortSpec::Range(r) => Some(PortMatch::Proto(
-                        p.protocol,
-                        Some((r.start.get(), r.end.get())),
-                    )),
-                    PortSpec::Named(n) => {
-                        named(n, p.protocol).map(|x| PortMatch::Proto(p.protocol, Some((x, x))))
-                    }
-                })
-                .collect(),
-        }
-    }
-
-    /// Remotes for the peers of a rule (`None` peers = any remote).
+    /// Remotes for the peers of a rule (`None` peers = any remote), each with the pod it
+    /// stands for when it stands for one.
     fn remotes(
         &mut self,
         np: &NetworkPolicy,
         group: &str,
         dir: &str,
         r: usize,
-        peers: &Option<Vec<NetworkPolicyPeer>>,
+        peers: Option<&[ResolvedPeer<'_>]>,
     ) -> Vec<(Remote, Option<PodId>)> {
-        let Some(peers) = peers.as_ref().filter(|p| !p.is_empty()) else {
+        let Some(peers) = peers else {
             return vec![(Remote::Any, None)];
         };
         let mut out = Vec::new();
         for (i, peer) in peers.iter().enumerate() {
             match peer {
-                NetworkPolicyPeer::IpBlock(b) => {
+                ResolvedPeer::IpBlock(b) => {
                     out.extend(
                         subtract(b.cidr, &b.except)
                             .into_iter()
                             .map(|n| (Remote::Prefix(n), None)),
                     );
                 }
-                NetworkPolicyPeer::Pods { namespaces, pods } => {
-                    let selected = self.peer_pods(np, namespaces, pods);
+                ResolvedPeer::Pods(set) => {
+                    let selected: Vec<PodId> = self.port_pods(set).collect();
                     match self.options.peer_mode {
                         PeerMode::Prefixes => {
                             for pod in selected {
@@ -354,7 +296,7 @@ impl<'e> Translator<'e> {
                                 self.bindings.entry(pod).or_default().insert(name.clone());
                             }
                             out.push((Remote::Group(name, families), None));
-                            // Per-pod prefixes too, for named ports that need each pod's number.
+                            // Per-pod entries too, for named ports that need each pod's number.
                             for pod in selected {
                                 out.push((Remote::Any, Some(pod)));
                             }
@@ -374,15 +316,15 @@ impl<'e> Translator<'e> {
         np: &NetworkPolicy,
         group: &str,
         r: usize,
-        rule: &NetworkPolicyRule,
+        rule: &ResolvedRule<'_>,
         named: &HashMap<(String, Protocol), Option<u16>>,
         desc: &str,
         out: &mut Vec<SgRule>,
     ) {
-        let ports = self.port_matches(rule, |n, p| {
+        let ports = port_matches(rule.ports, |n, p| {
             named.get(&(n.to_string(), p)).copied().flatten()
         });
-        let remotes = self.remotes(np, group, "in", r, &rule.peers);
+        let remotes = self.remotes(np, group, "in", r, rule.peers.as_deref());
         for (remote, pod_only) in &remotes {
             if pod_only.is_some() && *remote == Remote::Any {
                 continue; // per-pod entries exist only for egress named ports
@@ -398,73 +340,54 @@ impl<'e> Translator<'e> {
         np: &NetworkPolicy,
         group: &str,
         r: usize,
-        rule: &NetworkPolicyRule,
+        rule: &ResolvedRule<'_>,
         desc: &str,
         out: &mut Vec<SgRule>,
     ) {
-        let has_named = rule
-            .ports
-            .iter()
-            .flatten()
-            .any(|p| matches!(p.port, PortSpec::Named(_)));
-        let unnamed = NetworkPolicyRule {
-            peers: rule.peers.clone(),
-            ports: rule.ports.clone().map(|v| {
-                v.into_iter()
-                    .filter(|p| !matches!(p.port, PortSpec::Named(_)))
-                    .collect()
-            }),
-        };
-        let remotes = self.remotes(np, group, "eg", r, &rule.peers);
-        // Numeric and protocol-wide ports: the same for every destination.
-        if !(has_named && unnamed.ports.as_ref().is_some_and(Vec::is_empty)) {
-            let ports = self.port_matches(&unnamed, |_, _| None);
-            for (remote, pod_only) in &remotes {
-                if pod_only.is_some() && *remote == Remote::Any {
-                    continue;
-                }
-                for pm in &ports {
-                    push(out, RuleDirection::Egress, remote, *pm, desc);
-                }
+        let remotes = self.remotes(np, group, "eg", r, rule.peers.as_deref());
+        // Numeric and protocol-wide ports: the same for every destination (named ports
+        // resolve to nothing here).
+        let ports = port_matches(rule.ports, |_, _| None);
+        for (remote, pod_only) in &remotes {
+            if pod_only.is_some() && *remote == Remote::Any {
+                continue;
+            }
+            for pm in &ports {
+                push(out, RuleDirection::Egress, remote, *pm, desc);
             }
         }
-        if !has_named {
-            return;
-        }
         // Named ports resolve against each destination pod: per-pod prefixes. The
-        // destinations are the pods the peers cover: every pod (no peers), the selected pods,
-        // and the pods whose address an ipBlock contains.
-        let named: Vec<&NetworkPolicyPort> = rule
+        // destinations are the pods the peers cover (every pod when there are no peers, the
+        // selected pods, the pods whose address an ipBlock contains) that declare one of
+        // the rule's named ports.
+        let named: Vec<(&str, Protocol)> = rule
             .ports
-            .iter()
+            .into_iter()
             .flatten()
-            .filter(|p| matches!(p.port, PortSpec::Named(_)))
-            .collect();
-        let destinations: Vec<PodId> = (0..self.pods().len())
-            .filter(|&i| self.is_port(i))
-            .filter(|&i| {
-                remotes.iter().any(|(r, marker)| match r {
-                    Remote::Any => marker.is_none_or(|m| m == i),
-                    Remote::Prefix(n) => {
-                        marker.is_none_or(|m| m == i)
-                            && self.pods()[i].ips.iter().any(|ip| n.contains(ip))
-                    }
-                    Remote::Group(..) => false, // its members come as per-pod markers
-                })
+            .filter_map(|p| match &p.port {
+                PortSpec::Named(n) => Some((n.as_str(), p.protocol)),
+                _ => None,
             })
             .collect();
+        if named.is_empty() {
+            return;
+        }
+        let mut destinations: Vec<PodId> = named
+            .iter()
+            .flat_map(|&(n, p)| self.named_ports.pods(n, p).iter().map(|&(pod, _)| pod))
+            .filter(|&pod| self.is_port(pod) && covers(rule, &self.pods()[pod], pod))
+            .collect();
+        destinations.sort_unstable();
+        destinations.dedup();
         for pod in destinations {
-            for p in &named {
-                let PortSpec::Named(n) = &p.port else {
-                    continue;
-                };
-                if let Some(x) = self.resolve(pod, n, p.protocol) {
+            for &(n, protocol) in &named {
+                if let Some(x) = self.resolve(pod, n, protocol) {
                     for ip in &self.pods()[pod].ips {
                         push(
                             out,
                             RuleDirection::Egress,
                             &Remote::Prefix(IpNet::from(*ip)),
-                            PortMatch::Proto(p.protocol, Some((x, x))),
+                            PortMatch::Proto(protocol, Some((x, x))),
                             desc,
                         );
                     }
@@ -515,7 +438,8 @@ impl<'e> Translator<'e> {
                 && let Some(node) = cluster.pods[pod]
                     .node_name
                     .as_ref()
-                    .and_then(|n| cluster.nodes.iter().find(|x| &x.name == n))
+                    .and_then(|n| self.engine.node_id(n))
+                    .map(|n| &cluster.nodes[n])
                 && !node.addresses.is_empty()
             {
                 let name = format!("palisade-node-{}", node.name);
@@ -559,6 +483,45 @@ impl<'e> Translator<'e> {
             );
         }
     }
+}
+
+/// The port matches of a rule's ports (`None`: every port); `named` gives each named
+/// port's number, if it has one.
+fn port_matches(
+    ports: Option<&[NetworkPolicyPort]>,
+    named: impl Fn(&str, Protocol) -> Option<u16>,
+) -> Vec<PortMatch> {
+    match ports {
+        // "an empty ports list is the same as an absent one" (the engine gives `None`)
+        None => vec![PortMatch::All],
+        Some(v) => v
+            .iter()
+            .filter_map(|p| match &p.port {
+                PortSpec::Any => Some(PortMatch::Proto(p.protocol, None)),
+                PortSpec::Range(r) => Some(PortMatch::Proto(
+                    p.protocol,
+                    Some((r.start.get(), r.end.get())),
+                )),
+                PortSpec::Named(n) => {
+                    named(n, p.protocol).map(|x| PortMatch::Proto(p.protocol, Some((x, x))))
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Whether a rule's peers cover pod `id` as a destination: no peers, a selector peer that
+/// selects it, or an ipBlock that contains one of its addresses.
+fn covers(rule: &ResolvedRule<'_>, pod: &Pod, id: PodId) -> bool {
+    rule.peers.as_ref().is_none_or(|peers| {
+        peers.iter().any(|peer| match peer {
+            ResolvedPeer::Pods(set) => set.contains(id),
+            ResolvedPeer::IpBlock(b) => pod
+                .ips
+                .iter()
+                .any(|ip| b.cidr.contains(ip) && !b.except.iter().any(|e| e.contains(ip))),
+        })
+    })
 }
 
 /// Adds the rule(s) for one remote and one port match (one per address family for

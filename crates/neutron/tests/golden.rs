@@ -40,7 +40,7 @@ fn check(name: &str, sources: &[(&str, &str)], mode: PeerMode) {
             .lines()
             .zip(want.lines())
             .position(|(a, b)| a != b)
-            .map_or_else(|| got.lines().count().min(want.lines().count()), |i| i);
+            .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
         panic!(
             "{name}: the translation differs from {} from line {}:\n got: {:?}\nwant: {:?}",
             path.display(),
