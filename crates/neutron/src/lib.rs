@@ -27,7 +27,10 @@
 //! let engine = palisade_engine::Engine::new(loaded.cluster, Default::default());
 //! let (t, _) = palisade_neutron::translate(&engine, &Default::default()).unwrap();
 //! let sg = t.security_groups.iter().find(|g| g.name == "np-x-db").unwrap();
-//! let prefixes: Vec<_> = sg.security_group_rules.iter().filter_map(|r| r.remote_ip_prefix.clone()).collect();
+//! let prefixes: Vec<String> = sg.security_group_rules.iter().filter_map(|r| match &r.remote {
+//!     palisade_neutron::Remote::Prefix(net) => Some(net.to_string()),
+//!     _ => None,
+//! }).collect();
 //! assert_eq!(prefixes, ["1.1.1.64/26", "1.1.1.128/25"]);
 //! let eval = palisade_neutron::SgEvaluator::new(&t);
 //! let (src, dst) = ("1.1.1.70".parse().unwrap(), "10.0.0.5".parse().unwrap());
@@ -41,7 +44,9 @@ mod translate;
 
 pub use cidr::subtract;
 pub use eval::SgEvaluator;
-pub use groups::{Ethertype, PortBinding, RuleDirection, SecurityGroup, SgRule, Translation};
+pub use groups::{
+    Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic, Translation,
+};
 pub use translate::{
     NeutronError, OPEN_EGRESS, OPEN_INGRESS, PeerMode, TranslateOptions, translate,
 };

@@ -1,16 +1,19 @@
 //! NetworkPolicies → security groups and port bindings, exactly per docs/semantics.md.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::IpAddr;
 
 use ipnet::IpNet;
 use palisade_engine::{
     BitSet, Engine, NamedPorts, PodId, ResolvedPeer, ResolvedPolicy, ResolvedRule, Semantics,
 };
-use palisade_model::{Direction, NetworkPolicy, NetworkPolicyPort, Pod, PortSpec, Protocol};
+use palisade_model::{
+    Direction, NetworkPolicy, NetworkPolicyPort, Pod, Port, PortRange, PortSpec, Protocol,
+};
 
 use crate::cidr::subtract;
-use crate::groups::{Ethertype, PortBinding, RuleDirection, SecurityGroup, SgRule, Translation};
+use crate::groups::{
+    Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic, Translation,
+};
 
 /// How pod and namespace selector peers become rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -52,16 +55,9 @@ pub const OPEN_INGRESS: &str = "palisade-open-ingress";
 /// Group every port without egress isolation carries.
 pub const OPEN_EGRESS: &str = "palisade-open-egress";
 
-/// A port match of one rule: every protocol, or one protocol and an optional range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum PortMatch {
-    All,
-    Proto(Protocol, Option<(u16, u16)>),
-}
-
-/// The remote side of one rule.
+/// The remote side of one rule, with the address families of a group's members.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Remote {
+enum Target {
     Any,
     Prefix(IpNet),
     Group(String, BTreeSet<Ethertype>),
@@ -112,7 +108,7 @@ pub fn translate(
             let p = &cluster.pods[pod];
             PortBinding {
                 pod: p.key(),
-                fixed_ips: p.ips.iter().map(IpAddr::to_string).collect(),
+                fixed_ips: p.ips.clone(),
                 security_groups,
             }
         })
@@ -158,8 +154,8 @@ impl<'e> Translator<'e> {
     }
 
     /// The number of the container port `name` with `protocol` on `pod`, if it has one.
-    fn resolve(&self, pod: PodId, name: &str, protocol: Protocol) -> Option<u16> {
-        self.named_ports.on(pod, name, protocol).map(|p| p.get())
+    fn resolve(&self, pod: PodId, name: &str, protocol: Protocol) -> Option<Port> {
+        self.named_ports.on(pod, name, protocol)
     }
 
     fn policy(&mut self, index: usize, resolved: ResolvedPolicy<'e>) {
@@ -179,7 +175,7 @@ impl<'e> Translator<'e> {
         } else {
             BTreeSet::new()
         };
-        let mut classes: BTreeMap<Vec<Option<u16>>, Vec<PodId>> = BTreeMap::new();
+        let mut classes: BTreeMap<Vec<Option<Port>>, Vec<PodId>> = BTreeMap::new();
         for &s in &subjects {
             let key = named.iter().map(|(n, p)| self.resolve(s, n, *p)).collect();
             classes.entry(key).or_default().push(s);
@@ -199,7 +195,7 @@ impl<'e> Translator<'e> {
             } else {
                 base.clone()
             };
-            let lookup: HashMap<(String, Protocol), Option<u16>> =
+            let lookup: HashMap<(String, Protocol), Option<Port>> =
                 named.iter().cloned().zip(resolution).collect();
             let mut rules = Vec::new();
             if np.policy_types.ingress {
@@ -256,9 +252,9 @@ impl<'e> Translator<'e> {
         dir: &str,
         r: usize,
         peers: Option<&[ResolvedPeer<'_>]>,
-    ) -> Vec<(Remote, Option<PodId>)> {
+    ) -> Vec<(Target, Option<PodId>)> {
         let Some(peers) = peers else {
-            return vec![(Remote::Any, None)];
+            return vec![(Target::Any, None)];
         };
         let mut out = Vec::new();
         for (i, peer) in peers.iter().enumerate() {
@@ -267,7 +263,7 @@ impl<'e> Translator<'e> {
                     out.extend(
                         subtract(b.cidr, &b.except)
                             .into_iter()
-                            .map(|n| (Remote::Prefix(n), None)),
+                            .map(|n| (Target::Prefix(n), None)),
                     );
                 }
                 ResolvedPeer::Pods(set) => {
@@ -276,7 +272,7 @@ impl<'e> Translator<'e> {
                         PeerMode::Prefixes => {
                             for pod in selected {
                                 for ip in &self.pods()[pod].ips {
-                                    out.push((Remote::Prefix(IpNet::from(*ip)), Some(pod)));
+                                    out.push((Target::Prefix(IpNet::from(*ip)), Some(pod)));
                                 }
                             }
                         }
@@ -295,10 +291,10 @@ impl<'e> Translator<'e> {
                             for &pod in &selected {
                                 self.bindings.entry(pod).or_default().insert(name.clone());
                             }
-                            out.push((Remote::Group(name, families), None));
+                            out.push((Target::Group(name, families), None));
                             // Per-pod entries too, for named ports that need each pod's number.
                             for pod in selected {
-                                out.push((Remote::Any, Some(pod)));
+                                out.push((Target::Any, Some(pod)));
                             }
                         }
                         // A peer that selects nothing yet produces no rule.
@@ -317,7 +313,7 @@ impl<'e> Translator<'e> {
         group: &str,
         r: usize,
         rule: &ResolvedRule<'_>,
-        named: &HashMap<(String, Protocol), Option<u16>>,
+        named: &HashMap<(String, Protocol), Option<Port>>,
         desc: &str,
         out: &mut Vec<SgRule>,
     ) {
@@ -326,11 +322,11 @@ impl<'e> Translator<'e> {
         });
         let remotes = self.remotes(np, group, "in", r, rule.peers.as_deref());
         for (remote, pod_only) in &remotes {
-            if pod_only.is_some() && *remote == Remote::Any {
+            if pod_only.is_some() && *remote == Target::Any {
                 continue; // per-pod entries exist only for egress named ports
             }
-            for pm in &ports {
-                push(out, RuleDirection::Ingress, remote, *pm, desc);
+            for traffic in &ports {
+                push(out, RuleDirection::Ingress, remote, *traffic, desc);
             }
         }
     }
@@ -349,11 +345,11 @@ impl<'e> Translator<'e> {
         // resolve to nothing here).
         let ports = port_matches(rule.ports, |_, _| None);
         for (remote, pod_only) in &remotes {
-            if pod_only.is_some() && *remote == Remote::Any {
+            if pod_only.is_some() && *remote == Target::Any {
                 continue;
             }
-            for pm in &ports {
-                push(out, RuleDirection::Egress, remote, *pm, desc);
+            for traffic in &ports {
+                push(out, RuleDirection::Egress, remote, *traffic, desc);
             }
         }
         // Named ports resolve against each destination pod: per-pod prefixes. The
@@ -386,8 +382,8 @@ impl<'e> Translator<'e> {
                         push(
                             out,
                             RuleDirection::Egress,
-                            &Remote::Prefix(IpNet::from(*ip)),
-                            PortMatch::Proto(protocol, Some((x, x))),
+                            &Target::Prefix(IpNet::from(*ip)),
+                            Traffic::Protocol(protocol, Some(PortRange::single(x))),
                             desc,
                         );
                     }
@@ -409,11 +405,8 @@ impl<'e> Translator<'e> {
                 .map(|ethertype| SgRule {
                     direction: dir,
                     ethertype,
-                    protocol: None,
-                    port_range_min: None,
-                    port_range_max: None,
-                    remote_ip_prefix: None,
-                    remote_group_id: None,
+                    traffic: Traffic::Any,
+                    remote: Remote::Any,
                     description: format!("not isolated for {what}"),
                 })
                 .collect(),
@@ -459,11 +452,8 @@ impl<'e> Translator<'e> {
                             .map(|ip| SgRule {
                                 direction: RuleDirection::Ingress,
                                 ethertype: Ethertype::of(ip),
-                                protocol: None,
-                                port_range_min: None,
-                                port_range_max: None,
-                                remote_ip_prefix: Some(IpNet::from(*ip).to_string()),
-                                remote_group_id: None,
+                                traffic: Traffic::Any,
+                                remote: Remote::Prefix(IpNet::from(*ip)),
                                 description: format!("node-local: from node {}", node.name),
                             })
                             .collect(),
@@ -489,22 +479,18 @@ impl<'e> Translator<'e> {
 /// port's number, if it has one.
 fn port_matches(
     ports: Option<&[NetworkPolicyPort]>,
-    named: impl Fn(&str, Protocol) -> Option<u16>,
-) -> Vec<PortMatch> {
+    named: impl Fn(&str, Protocol) -> Option<Port>,
+) -> Vec<Traffic> {
     match ports {
         // "an empty ports list is the same as an absent one" (the engine gives `None`)
-        None => vec![PortMatch::All],
+        None => vec![Traffic::Any],
         Some(v) => v
             .iter()
             .filter_map(|p| match &p.port {
-                PortSpec::Any => Some(PortMatch::Proto(p.protocol, None)),
-                PortSpec::Range(r) => Some(PortMatch::Proto(
-                    p.protocol,
-                    Some((r.start.get(), r.end.get())),
-                )),
-                PortSpec::Named(n) => {
-                    named(n, p.protocol).map(|x| PortMatch::Proto(p.protocol, Some((x, x))))
-                }
+                PortSpec::Any => Some(Traffic::Protocol(p.protocol, None)),
+                PortSpec::Range(r) => Some(Traffic::Protocol(p.protocol, Some(*r))),
+                PortSpec::Named(n) => named(n, p.protocol)
+                    .map(|x| Traffic::Protocol(p.protocol, Some(PortRange::single(x)))),
             })
             .collect(),
     }
@@ -529,34 +515,26 @@ fn covers(rule: &ResolvedRule<'_>, pod: &Pod, id: PodId) -> bool {
 fn push(
     out: &mut Vec<SgRule>,
     direction: RuleDirection,
-    remote: &Remote,
-    pm: PortMatch,
+    remote: &Target,
+    traffic: Traffic,
     desc: &str,
 ) {
-    let (protocol, range) = match pm {
-        PortMatch::All => (None, None),
-        PortMatch::Proto(p, r) => (Some(p.as_str().to_lowercase()), r),
-    };
     let families: Vec<Ethertype> = match remote {
-        Remote::Prefix(n) => vec![Ethertype::of(&n.addr())],
-        Remote::Group(_, f) => f.iter().copied().collect(),
-        Remote::Any => vec![Ethertype::IPv4, Ethertype::IPv6],
+        Target::Prefix(n) => vec![Ethertype::of(&n.addr())],
+        Target::Group(_, f) => f.iter().copied().collect(),
+        Target::Any => vec![Ethertype::IPv4, Ethertype::IPv6],
+    };
+    let remote = match remote {
+        Target::Any => Remote::Any,
+        Target::Prefix(n) => Remote::Prefix(*n),
+        Target::Group(g, _) => Remote::Group(g.clone()),
     };
     for ethertype in families {
         out.push(SgRule {
             direction,
             ethertype,
-            protocol: protocol.clone(),
-            port_range_min: range.map(|r| r.0),
-            port_range_max: range.map(|r| r.1),
-            remote_ip_prefix: match remote {
-                Remote::Prefix(n) => Some(n.to_string()),
-                _ => None,
-            },
-            remote_group_id: match remote {
-                Remote::Group(g, _) => Some(g.clone()),
-                _ => None,
-            },
+            traffic,
+            remote: remote.clone(),
             description: desc.to_string(),
         });
     }

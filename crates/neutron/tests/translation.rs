@@ -6,8 +6,8 @@
 use palisade_engine::{Engine, Options};
 use palisade_model::Protocol;
 use palisade_neutron::{
-    NeutronError, OPEN_EGRESS, OPEN_INGRESS, PeerMode, SgEvaluator, SgRule, TranslateOptions,
-    Translation, translate,
+    NeutronError, OPEN_EGRESS, OPEN_INGRESS, PeerMode, Remote, SgEvaluator, SgRule, Traffic,
+    TranslateOptions, Translation, translate,
 };
 
 const PODS: &str = r#"
@@ -84,21 +84,21 @@ fn port<'t>(t: &'t Translation, pod: &str) -> Vec<&'t str> {
 
 /// `direction proto min-max remote` for compact assertions.
 fn show(r: &SgRule) -> String {
-    let ports = match (r.port_range_min, r.port_range_max) {
-        (Some(a), Some(b)) if a == b => format!(":{a}"),
-        (Some(a), Some(b)) => format!(":{a}-{b}"),
-        _ => String::new(),
+    let (protocol, ports) = match r.traffic {
+        Traffic::Any => ("any".to_string(), String::new()),
+        Traffic::Protocol(p, range) => (
+            p.as_str().to_lowercase(),
+            range.map(|r| format!(":{r}")).unwrap_or_default(),
+        ),
     };
-    let remote = r
-        .remote_ip_prefix
-        .clone()
-        .or(r.remote_group_id.clone())
-        .unwrap_or_else(|| "any".into());
+    let remote = match &r.remote {
+        Remote::Any => "any".to_string(),
+        Remote::Prefix(n) => n.to_string(),
+        Remote::Group(g) => g.clone(),
+    };
     format!(
-        "{:?} {:?} {}{ports} {remote}",
-        r.direction,
-        r.ethertype,
-        r.protocol.as_deref().unwrap_or("any")
+        "{:?} {:?} {protocol}{ports} {remote}",
+        r.direction, r.ethertype
     )
 }
 
