@@ -1,5 +1,6 @@
 //! NetworkPolicies → security groups and port bindings, exactly per docs/semantics.md.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use ipnet::IpNet;
@@ -14,6 +15,7 @@ use crate::cidr::subtract;
 use crate::groups::{
     Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic, Translation,
 };
+use crate::naming::{Part, node_group, policy_digest, policy_group_with};
 
 /// How pod and namespace selector peers become rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +50,19 @@ pub enum NeutronError {
         "the Neutron translation implements the standard (released) semantics only, not --semantics legacy"
     )]
     LegacySemantics,
+    /// Two different groups would get the same name (shortened names whose digests collide);
+    /// merging them would give each group's ports the other's rules.
+    #[error(
+        "security group name {name:?} would be shared by {first} and {second}; rename one of them"
+    )]
+    GroupNameCollision {
+        /// The name.
+        name: String,
+        /// What claimed it first.
+        first: String,
+        /// What claimed it second.
+        second: String,
+    },
 }
 
 /// Group every port without ingress isolation carries.
@@ -68,6 +83,15 @@ enum Target {
 pub fn translate(
     engine: &Engine,
     options: &TranslateOptions,
+) -> Result<(Translation, Vec<String>), NeutronError> {
+    translate_with(engine, options, policy_digest)
+}
+
+/// [`translate`] with the digest of shortened group names given (tests use colliding ones).
+fn translate_with(
+    engine: &Engine,
+    options: &TranslateOptions,
+    digest: fn(&str, &str) -> u64,
 ) -> Result<(Translation, Vec<String>), NeutronError> {
     let cluster = engine.cluster();
     let mut warnings = Vec::new();
@@ -93,13 +117,15 @@ pub fn translate(
         engine,
         options: *options,
         named_ports: engine.named_ports(),
+        digest,
         groups: BTreeMap::new(),
+        owners: HashMap::new(),
         bindings: BTreeMap::new(),
     };
     for (i, np) in engine.resolved_network_policies().enumerate() {
-        t.policy(i, np);
+        t.policy(i, np)?;
     }
-    t.open_and_node_groups();
+    t.open_and_node_groups()?;
     let security_groups = t.groups.into_values().map(dedupe).collect();
     let ports = t
         .bindings
@@ -133,7 +159,11 @@ struct Translator<'e> {
     engine: &'e Engine,
     options: TranslateOptions,
     named_ports: NamedPorts,
+    digest: fn(&str, &str) -> u64,
     groups: BTreeMap<String, SecurityGroup>,
+    /// What each group name stands for (a policy group with its parts, a node, an open
+    /// group): a second claimant is a collision.
+    owners: HashMap<String, String>,
     bindings: BTreeMap<PodId, BTreeSet<String>>,
 }
 
@@ -153,12 +183,41 @@ impl<'e> Translator<'e> {
         set.iter().filter(|&i| self.is_port(i))
     }
 
+    /// The name of one of `np`'s groups (`parts` empty: its own).
+    fn group_name(&self, np: &NetworkPolicy, parts: &[Part]) -> String {
+        let digest = (self.digest)(&np.namespace, &np.name);
+        policy_group_with(&np.namespace, &np.name, parts, digest)
+    }
+
+    /// Records that `owner` is group `name`'s; a different second owner is a collision.
+    fn claim(&mut self, name: &str, owner: String) -> Result<(), NeutronError> {
+        match self.owners.entry(name.to_string()) {
+            Entry::Vacant(v) => {
+                v.insert(owner);
+                Ok(())
+            }
+            Entry::Occupied(o) if *o.get() == owner => Ok(()),
+            Entry::Occupied(o) => Err(NeutronError::GroupNameCollision {
+                name: name.to_string(),
+                first: o.get().clone(),
+                second: owner,
+            }),
+        }
+    }
+
+    /// Adds a group under a name [`Translator::claim`]ed for it.
+    fn add_group(&mut self, group: SecurityGroup, owner: String) -> Result<(), NeutronError> {
+        self.claim(&group.name, owner)?;
+        self.groups.insert(group.name.clone(), group);
+        Ok(())
+    }
+
     /// The number of the container port `name` with `protocol` on `pod`, if it has one.
     fn resolve(&self, pod: PodId, name: &str, protocol: Protocol) -> Option<Port> {
         self.named_ports.on(pod, name, protocol)
     }
 
-    fn policy(&mut self, index: usize, resolved: ResolvedPolicy<'e>) {
+    fn policy(&mut self, index: usize, resolved: ResolvedPolicy<'e>) -> Result<(), NeutronError> {
         let np = resolved.policy;
         let subjects: Vec<PodId> = self.port_pods(resolved.subject).collect();
         // Ingress named ports resolve against each selected pod: pods that resolve them
@@ -183,18 +242,14 @@ impl<'e> Translator<'e> {
         if classes.is_empty() {
             classes.insert(vec![None; named.len()], Vec::new());
         }
-        let base = format!("np-{}-{}", np.namespace, np.name);
         let tag = format!(
             "np-{:016x}",
             palisade_model::digest::fnv64(&format!("{}/{}", np.namespace, np.name))
         );
         let many = classes.len() > 1;
         for (n, (resolution, members)) in classes.into_iter().enumerate() {
-            let name = if many {
-                format!("{base}-c{n}")
-            } else {
-                base.clone()
-            };
+            let class: &[Part] = if many { &[Part::Class(n)] } else { &[] };
+            let name = self.group_name(np, class);
             let lookup: HashMap<(String, Protocol), Option<Port>> =
                 named.iter().cloned().zip(resolution).collect();
             let mut rules = Vec::new();
@@ -204,14 +259,14 @@ impl<'e> Translator<'e> {
                         "NetworkPolicy {}/{} ingress rule {r}",
                         np.namespace, np.name
                     );
-                    self.ingress_rule(np, &name, r, &rule, &lookup, &desc, &mut rules);
+                    self.ingress_rule(np, class, r, &rule, &lookup, &desc, &mut rules)?;
                 }
             }
             if np.policy_types.egress {
                 for (r, rule) in resolved.rules(Direction::Egress).enumerate() {
                     let desc =
                         format!("NetworkPolicy {}/{} egress rule {r}", np.namespace, np.name);
-                    self.egress_rule(np, &name, r, &rule, &desc, &mut rules);
+                    self.egress_rule(np, class, r, &rule, &desc, &mut rules)?;
                 }
             }
             let types: Vec<&str> = [
@@ -222,25 +277,24 @@ impl<'e> Translator<'e> {
             .filter(|(_, on)| *on)
             .map(|(t, _)| *t)
             .collect();
-            self.groups.insert(
-                name.clone(),
-                SecurityGroup {
-                    name: name.clone(),
-                    tags: vec!["palisade".into(), tag.clone()],
-                    description: format!(
-                        "NetworkPolicy {}/{} (#{index}; isolates {}): allows what its {} rules allow",
-                        np.namespace,
-                        np.name,
-                        types.join("+"),
-                        types.join("/").to_lowercase()
-                    ),
-                    security_group_rules: rules,
-                },
-            );
+            let group = SecurityGroup {
+                name: name.clone(),
+                tags: vec!["palisade".into(), tag.clone()],
+                description: format!(
+                    "NetworkPolicy {}/{} (#{index}; isolates {}): allows what its {} rules allow",
+                    np.namespace,
+                    np.name,
+                    types.join("+"),
+                    types.join("/").to_lowercase()
+                ),
+                security_group_rules: rules,
+            };
+            self.add_group(group, policy_owner(np, class))?;
             for m in members {
                 self.bindings.entry(m).or_default().insert(name.clone());
             }
         }
+        Ok(())
     }
 
     /// Remotes for the peers of a rule (`None` peers = any remote), each with the pod it
@@ -248,13 +302,13 @@ impl<'e> Translator<'e> {
     fn remotes(
         &mut self,
         np: &NetworkPolicy,
-        group: &str,
-        dir: &str,
+        class: &[Part],
+        dir: Direction,
         r: usize,
         peers: Option<&[ResolvedPeer<'_>]>,
-    ) -> Vec<(Target, Option<PodId>)> {
+    ) -> Result<Vec<(Target, Option<PodId>)>, NeutronError> {
         let Some(peers) = peers else {
-            return vec![(Target::Any, None)];
+            return Ok(vec![(Target::Any, None)]);
         };
         let mut out = Vec::new();
         for (i, peer) in peers.iter().enumerate() {
@@ -277,17 +331,34 @@ impl<'e> Translator<'e> {
                             }
                         }
                         PeerMode::RemoteGroups if !selected.is_empty() => {
-                            let name = format!("{group}-{dir}{r}-peer{i}");
+                            let parts: Vec<Part> = class
+                                .iter()
+                                .copied()
+                                .chain([Part::Peer {
+                                    egress: dir == Direction::Egress,
+                                    rule: r,
+                                    peer: i,
+                                }])
+                                .collect();
+                            let name = self.group_name(np, &parts);
+                            let dir = match dir {
+                                Direction::Ingress => "ingress",
+                                Direction::Egress => "egress",
+                            };
                             let families: BTreeSet<Ethertype> = selected
                                 .iter()
                                 .flat_map(|&p| self.pods()[p].ips.iter().map(Ethertype::of))
                                 .collect();
-                            self.groups.insert(name.clone(), SecurityGroup {
+                            let group = SecurityGroup {
                                 name: name.clone(),
                                 tags: vec!["palisade".into(), "peer".into()],
-                                description: format!("members: the pods {dir} rule {r} peer {i} of NetworkPolicy {}/{} selects", np.namespace, np.name),
+                                description: format!(
+                                    "members: the pods {dir} rule {r} peer {i} of NetworkPolicy {}/{} selects",
+                                    np.namespace, np.name
+                                ),
                                 security_group_rules: Vec::new(),
-                            });
+                            };
+                            self.add_group(group, policy_owner(np, &parts))?;
                             for &pod in &selected {
                                 self.bindings.entry(pod).or_default().insert(name.clone());
                             }
@@ -303,24 +374,24 @@ impl<'e> Translator<'e> {
                 }
             }
         }
-        out
+        Ok(out)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // one rule in its policy's context: all needed
     fn ingress_rule(
         &mut self,
         np: &NetworkPolicy,
-        group: &str,
+        class: &[Part],
         r: usize,
         rule: &ResolvedRule<'_>,
         named: &HashMap<(String, Protocol), Option<Port>>,
         desc: &str,
         out: &mut Vec<SgRule>,
-    ) {
+    ) -> Result<(), NeutronError> {
         let ports = port_matches(rule.ports, |n, p| {
             named.get(&(n.to_string(), p)).copied().flatten()
         });
-        let remotes = self.remotes(np, group, "in", r, rule.peers.as_deref());
+        let remotes = self.remotes(np, class, Direction::Ingress, r, rule.peers.as_deref())?;
         for (remote, pod_only) in &remotes {
             if pod_only.is_some() && *remote == Target::Any {
                 continue; // per-pod entries exist only for egress named ports
@@ -329,18 +400,19 @@ impl<'e> Translator<'e> {
                 push(out, RuleDirection::Ingress, remote, *traffic, desc);
             }
         }
+        Ok(())
     }
 
     fn egress_rule(
         &mut self,
         np: &NetworkPolicy,
-        group: &str,
+        class: &[Part],
         r: usize,
         rule: &ResolvedRule<'_>,
         desc: &str,
         out: &mut Vec<SgRule>,
-    ) {
-        let remotes = self.remotes(np, group, "eg", r, rule.peers.as_deref());
+    ) -> Result<(), NeutronError> {
+        let remotes = self.remotes(np, class, Direction::Egress, r, rule.peers.as_deref())?;
         // Numeric and protocol-wide ports: the same for every destination (named ports
         // resolve to nothing here).
         let ports = port_matches(rule.ports, |_, _| None);
@@ -366,7 +438,7 @@ impl<'e> Translator<'e> {
             })
             .collect();
         if named.is_empty() {
-            return;
+            return Ok(());
         }
         let mut destinations: Vec<PodId> = named
             .iter()
@@ -390,10 +462,11 @@ impl<'e> Translator<'e> {
                 }
             }
         }
+        Ok(())
     }
 
     /// The open groups for directions a pod is not isolated in, and the node-local groups.
-    fn open_and_node_groups(&mut self) {
+    fn open_and_node_groups(&mut self) -> Result<(), NeutronError> {
         let open = |name: &str, dir: RuleDirection, what: &str| SecurityGroup {
             name: name.into(),
             tags: vec!["palisade".into(), "open".into()],
@@ -435,11 +508,10 @@ impl<'e> Translator<'e> {
                     .map(|n| &cluster.nodes[n])
                 && !node.addresses.is_empty()
             {
-                let name = format!("palisade-node-{}", node.name);
+                let name = node_group(&node.name);
                 b.insert(name.clone());
-                self.groups
-                    .entry(name.clone())
-                    .or_insert_with(|| SecurityGroup {
+                if !self.groups.contains_key(&name) {
+                    let group = SecurityGroup {
                         name,
                         tags: vec!["palisade".into(), "node-local".into()],
                         description: format!(
@@ -457,22 +529,36 @@ impl<'e> Translator<'e> {
                                 description: format!("node-local: from node {}", node.name),
                             })
                             .collect(),
-                    });
+                    };
+                    self.add_group(group, format!("the node-local group of node {}", node.name))?;
+                }
             }
         }
         if used_open.0 {
-            self.groups.insert(
-                OPEN_INGRESS.into(),
-                open(OPEN_INGRESS, RuleDirection::Ingress, "ingress"),
-            );
+            let group = open(OPEN_INGRESS, RuleDirection::Ingress, "ingress");
+            self.add_group(group, "the open ingress group".into())?;
         }
         if used_open.1 {
-            self.groups.insert(
-                OPEN_EGRESS.into(),
-                open(OPEN_EGRESS, RuleDirection::Egress, "egress"),
-            );
+            let group = open(OPEN_EGRESS, RuleDirection::Egress, "egress");
+            self.add_group(group, "the open egress group".into())?;
         }
+        Ok(())
     }
+}
+
+/// Who owns one of `np`'s groups, for [`NeutronError::GroupNameCollision`].
+fn policy_owner(np: &NetworkPolicy, parts: &[Part]) -> String {
+    let which = parts.iter().fold(String::new(), |mut s, p| {
+        s.push_str(&match p {
+            Part::Class(n) => format!(", named-port class {n}"),
+            Part::Peer { egress, rule, peer } => format!(
+                ", {} rule {rule} peer {peer}",
+                if *egress { "egress" } else { "ingress" }
+            ),
+        });
+        s
+    });
+    format!("NetworkPolicy {}/{}{which}", np.namespace, np.name)
 }
 
 /// The port matches of a rule's ports (`None`: every port); `named` gives each named
@@ -537,5 +623,49 @@ fn push(
             remote: remote.clone(),
             description: desc.to_string(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use palisade_engine::Options;
+
+    /// Two policies whose names differ only after the point where shortened names are cut.
+    fn engine() -> Engine {
+        let long = |last: &str| {
+            let labels = ["a".repeat(63), "b".repeat(63), "c".repeat(63)];
+            format!("{}.{}{last}", labels.join("."), "d".repeat(60))
+        };
+        let policy = |name: String| {
+            format!(
+                "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec: {{podSelector: {{}}}}\n"
+            )
+        };
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: default}}\nstatus: {{podIP: 10.0.0.1}}\n{}{}",
+            policy(long("1")),
+            policy(long("2"))
+        );
+        let loaded = palisade_model::load_str(&yaml).unwrap();
+        Engine::new(loaded.cluster, Options::default())
+    }
+
+    #[test]
+    fn colliding_digests_are_refused_not_merged() {
+        let e = engine();
+        let options = TranslateOptions::default();
+        let (t, _) = translate_with(&e, &options, policy_digest).unwrap();
+        assert_eq!(
+            t.security_groups.len(),
+            3,
+            "two policy groups and the open egress group"
+        );
+        let err = translate_with(&e, &options, |_, _| 0).unwrap_err();
+        assert!(
+            matches!(&err, NeutronError::GroupNameCollision { first, second, .. }
+                if first.ends_with("d1") && second.ends_with("d2")),
+            "{err}"
+        );
     }
 }
