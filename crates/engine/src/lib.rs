@@ -41,6 +41,7 @@ mod explain;
 mod index;
 mod json;
 mod matrix;
+mod resolved;
 mod state;
 mod update;
 mod verdict;
@@ -50,6 +51,7 @@ pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use explain::{Explanation, NamedEndpoint, PolicyOutcome, PolicyStep, SideWalk, TierStep};
 pub use matrix::{Matrix, Probe};
+pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use state::{Engine, Options, PodId, Semantics};
 pub use update::Change;
 pub use verdict::{

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use palisade_model::Protocol;
 
-use crate::groups::{Ethertype, PortBinding, RuleDirection, SecurityGroup, SgRule, Translation};
+use crate::groups::{PortBinding, RuleDirection, SecurityGroup, Translation};
 
 /// A translation indexed for evaluation.
 pub struct SgEvaluator<'t> {
@@ -22,14 +22,11 @@ impl<'t> SgEvaluator<'t> {
             .iter()
             .map(|g| (g.name.as_str(), g))
             .collect();
-        let mut ports = HashMap::new();
-        for p in &t.ports {
-            for ip in &p.fixed_ips {
-                if let Ok(ip) = ip.parse() {
-                    ports.insert(ip, p);
-                }
-            }
-        }
+        let ports = t
+            .ports
+            .iter()
+            .flat_map(|p| p.fixed_ips.iter().map(move |ip| (*ip, p)))
+            .collect();
         SgEvaluator { groups, ports }
     }
 
@@ -42,46 +39,33 @@ impl<'t> SgEvaluator<'t> {
         {
             return true; // a pod's traffic to itself never reaches its port
         }
-        let side = |port_of: Option<&&PortBinding>, dir, remote: IpAddr| match port_of {
-            None => true,
-            Some(p) => p
-                .security_groups
-                .iter()
-                .filter_map(|g| self.groups.get(g.as_str()))
-                .any(|g| {
-                    g.security_group_rules
-                        .iter()
-                        .any(|r| r.direction == dir && self.matches(r, remote, protocol, port))
-                }),
-        };
-        side(sp, RuleDirection::Egress, dst) && side(dp, RuleDirection::Ingress, src)
+        self.side(sp.copied(), RuleDirection::Egress, dst, protocol, port)
+            && self.side(dp.copied(), RuleDirection::Ingress, src, protocol, port)
     }
 
-    fn matches(&self, r: &SgRule, remote: IpAddr, protocol: Protocol, port: u16) -> bool {
-        if r.ethertype != Ethertype::of(&remote) {
-            return false;
-        }
-        if let Some(p) = &r.protocol
-            && !p.eq_ignore_ascii_case(protocol.as_str())
-        {
-            return false;
-        }
-        if let (Some(min), Some(max)) = (r.port_range_min, r.port_range_max)
-            && !(min..=max).contains(&port)
-        {
-            return false;
-        }
-        if let Some(prefix) = &r.remote_ip_prefix {
-            return prefix
-                .parse::<ipnet::IpNet>()
-                .is_ok_and(|n| n.contains(&remote));
-        }
-        if let Some(group) = &r.remote_group_id {
-            return self
-                .ports
+    /// Whether some rule of `dir` of a group on `port_of` (if it is a port) admits the
+    /// connection with `remote` on the other side.
+    fn side(
+        &self,
+        port_of: Option<&PortBinding>,
+        dir: RuleDirection,
+        remote: IpAddr,
+        protocol: Protocol,
+        port: u16,
+    ) -> bool {
+        let Some(binding) = port_of else {
+            return true;
+        };
+        let carries = |group: &str| {
+            self.ports
                 .get(&remote)
-                .is_some_and(|p| p.security_groups.contains(group));
-        }
-        true
+                .is_some_and(|p| p.security_groups.contains(group))
+        };
+        binding
+            .security_groups
+            .iter()
+            .filter_map(|g| self.groups.get(g.as_str()))
+            .flat_map(|g| &g.security_group_rules)
+            .any(|r| r.direction == dir && r.admits(remote, protocol, port, carries))
     }
 }

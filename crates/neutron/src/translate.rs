@@ -1,17 +1,21 @@
 //! NetworkPolicies → security groups and port bindings, exactly per docs/semantics.md.
 
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::IpAddr;
 
 use ipnet::IpNet;
-use palisade_engine::{Engine, PodId, Semantics};
+use palisade_engine::{
+    BitSet, Engine, NamedPorts, PodId, ResolvedPeer, ResolvedPolicy, ResolvedRule, Semantics,
+};
 use palisade_model::{
-    Direction, NetworkPolicy, NetworkPolicyPeer, NetworkPolicyPort, NetworkPolicyRule, Pod,
-    PortSpec, Protocol,
+    Direction, NetworkPolicy, NetworkPolicyPort, Pod, Port, PortRange, PortSpec, Protocol,
 };
 
 use crate::cidr::subtract;
-use crate::groups::{Ethertype, PortBinding, RuleDirection, SecurityGroup, SgRule, Translation};
+use crate::groups::{
+    Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic, Translation,
+};
+use crate::naming::{Part, node_group, policy_digest, policy_group_with};
 
 /// How pod and namespace selector peers become rules.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -46,6 +50,19 @@ pub enum NeutronError {
         "the Neutron translation implements the standard (released) semantics only, not --semantics legacy"
     )]
     LegacySemantics,
+    /// Two different groups would get the same name (shortened names whose digests collide);
+    /// merging them would give each group's ports the other's rules.
+    #[error(
+        "security group name {name:?} would be shared by {first} and {second}; rename one of them"
+    )]
+    GroupNameCollision {
+        /// The name.
+        name: String,
+        /// What claimed it first.
+        first: String,
+        /// What claimed it second.
+        second: String,
+    },
 }
 
 /// Group every port without ingress isolation carries.
@@ -53,16 +70,9 @@ pub const OPEN_INGRESS: &str = "palisade-open-ingress";
 /// Group every port without egress isolation carries.
 pub const OPEN_EGRESS: &str = "palisade-open-egress";
 
-/// A port match of one rule: every protocol, or one protocol and an optional range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum PortMatch {
-    All,
-    Proto(Protocol, Option<(u16, u16)>),
-}
-
-/// The remote side of one rule.
+/// The remote side of one rule, with the address families of a group's members.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Remote {
+enum Target {
     Any,
     Prefix(IpNet),
     Group(String, BTreeSet<Ethertype>),
@@ -73,6 +83,15 @@ enum Remote {
 pub fn translate(
     engine: &Engine,
     options: &TranslateOptions,
+) -> Result<(Translation, Vec<String>), NeutronError> {
+    translate_with(engine, options, policy_digest)
+}
+
+/// [`translate`] with the digest of shortened group names given (tests use colliding ones).
+fn translate_with(
+    engine: &Engine,
+    options: &TranslateOptions,
+    digest: fn(&str, &str) -> u64,
 ) -> Result<(Translation, Vec<String>), NeutronError> {
     let cluster = engine.cluster();
     let mut warnings = Vec::new();
@@ -97,13 +116,16 @@ pub fn translate(
     let mut t = Translator {
         engine,
         options: *options,
+        named_ports: engine.named_ports(),
+        digest,
         groups: BTreeMap::new(),
+        owners: HashMap::new(),
         bindings: BTreeMap::new(),
     };
-    for (i, np) in cluster.network_policies.iter().enumerate() {
-        t.policy(i, np);
+    for (i, np) in engine.resolved_network_policies().enumerate() {
+        t.policy(i, np)?;
     }
-    t.open_and_node_groups();
+    t.open_and_node_groups()?;
     let security_groups = t.groups.into_values().map(dedupe).collect();
     let ports = t
         .bindings
@@ -112,7 +134,7 @@ pub fn translate(
             let p = &cluster.pods[pod];
             PortBinding {
                 pod: p.key(),
-                fixed_ips: p.ips.iter().map(IpAddr::to_string).collect(),
+                fixed_ips: p.ips.clone(),
                 security_groups,
             }
         })
@@ -136,7 +158,12 @@ fn dedupe(mut g: SecurityGroup) -> SecurityGroup {
 struct Translator<'e> {
     engine: &'e Engine,
     options: TranslateOptions,
+    named_ports: NamedPorts,
+    digest: fn(&str, &str) -> u64,
     groups: BTreeMap<String, SecurityGroup>,
+    /// What each group name stands for (a policy group with its parts, a node, an open
+    /// group): a second claimant is a collision.
+    owners: HashMap<String, String>,
     bindings: BTreeMap<PodId, BTreeSet<String>>,
 }
 
@@ -151,53 +178,48 @@ impl<'e> Translator<'e> {
         !p.host_network && !p.ips.is_empty()
     }
 
-    fn ns_labels(&self, ns: &str) -> Option<&'e palisade_model::Labels> {
-        self.engine
-            .cluster()
-            .namespaces
-            .iter()
-            .find(|n| n.name == ns)
-            .map(|n| &n.labels)
+    /// The port pods of a resolved pod set, ascending.
+    fn port_pods<'s>(&'s self, set: &'s BitSet) -> impl Iterator<Item = PodId> + 's {
+        set.iter().filter(|&i| self.is_port(i))
     }
 
-    /// Port pods a NetworkPolicy peer selects.
-    fn peer_pods(
-        &self,
-        np: &NetworkPolicy,
-        namespaces: &Option<palisade_model::Selector>,
-        pods: &palisade_model::Selector,
-    ) -> Vec<PodId> {
-        (0..self.pods().len())
-            .filter(|&i| self.is_port(i))
-            .filter(|&i| {
-                let p = &self.pods()[i];
-                let ns_ok = match namespaces {
-                    None => p.namespace == np.namespace,
-                    Some(sel) => self.ns_labels(&p.namespace).is_some_and(|l| sel.matches(l)),
-                };
-                ns_ok && pods.matches(&p.labels)
-            })
-            .collect()
+    /// The name of one of `np`'s groups (`parts` empty: its own).
+    fn group_name(&self, np: &NetworkPolicy, parts: &[Part]) -> String {
+        let digest = (self.digest)(&np.namespace, &np.name);
+        policy_group_with(&np.namespace, &np.name, parts, digest)
+    }
+
+    /// Records that `owner` is group `name`'s; a different second owner is a collision.
+    fn claim(&mut self, name: &str, owner: String) -> Result<(), NeutronError> {
+        match self.owners.entry(name.to_string()) {
+            Entry::Vacant(v) => {
+                v.insert(owner);
+                Ok(())
+            }
+            Entry::Occupied(o) if *o.get() == owner => Ok(()),
+            Entry::Occupied(o) => Err(NeutronError::GroupNameCollision {
+                name: name.to_string(),
+                first: o.get().clone(),
+                second: owner,
+            }),
+        }
+    }
+
+    /// Adds a group under a name [`Translator::claim`]ed for it.
+    fn add_group(&mut self, group: SecurityGroup, owner: String) -> Result<(), NeutronError> {
+        self.claim(&group.name, owner)?;
+        self.groups.insert(group.name.clone(), group);
+        Ok(())
     }
 
     /// The number of the container port `name` with `protocol` on `pod`, if it has one.
-    fn resolve(&self, pod: PodId, name: &str, protocol: Protocol) -> Option<u16> {
-        self.pods()[pod]
-            .ports
-            .iter()
-            .find(|c| c.name.as_deref() == Some(name) && c.protocol == protocol)
-            .map(|c| c.port.get())
+    fn resolve(&self, pod: PodId, name: &str, protocol: Protocol) -> Option<Port> {
+        self.named_ports.on(pod, name, protocol)
     }
 
-    fn policy(&mut self, index: usize, np: &'e NetworkPolicy) {
-        let cluster = self.engine.cluster();
-        let subjects: Vec<PodId> = (0..cluster.pods.len())
-            .filter(|&i| self.is_port(i))
-            .filter(|&i| {
-                cluster.pods[i].namespace == np.namespace
-                    && np.pod_selector.matches(&cluster.pods[i].labels)
-            })
-            .collect();
+    fn policy(&mut self, index: usize, resolved: ResolvedPolicy<'e>) -> Result<(), NeutronError> {
+        let np = resolved.policy;
+        let subjects: Vec<PodId> = self.port_pods(resolved.subject).collect();
         // Ingress named ports resolve against each selected pod: pods that resolve them
         // differently need different groups.
         let named: BTreeSet<(String, Protocol)> = if np.policy_types.ingress {
@@ -212,7 +234,7 @@ impl<'e> Translator<'e> {
         } else {
             BTreeSet::new()
         };
-        let mut classes: BTreeMap<Vec<Option<u16>>, Vec<PodId>> = BTreeMap::new();
+        let mut classes: BTreeMap<Vec<Option<Port>>, Vec<PodId>> = BTreeMap::new();
         for &s in &subjects {
             let key = named.iter().map(|(n, p)| self.resolve(s, n, *p)).collect();
             classes.entry(key).or_default().push(s);
@@ -220,35 +242,31 @@ impl<'e> Translator<'e> {
         if classes.is_empty() {
             classes.insert(vec![None; named.len()], Vec::new());
         }
-        let base = format!("np-{}-{}", np.namespace, np.name);
         let tag = format!(
             "np-{:016x}",
             palisade_model::digest::fnv64(&format!("{}/{}", np.namespace, np.name))
         );
         let many = classes.len() > 1;
         for (n, (resolution, members)) in classes.into_iter().enumerate() {
-            let name = if many {
-                format!("{base}-c{n}")
-            } else {
-                base.clone()
-            };
-            let lookup: HashMap<(String, Protocol), Option<u16>> =
+            let class: &[Part] = if many { &[Part::Class(n)] } else { &[] };
+            let name = self.group_name(np, class);
+            let lookup: HashMap<(String, Protocol), Option<Port>> =
                 named.iter().cloned().zip(resolution).collect();
             let mut rules = Vec::new();
             if np.policy_types.ingress {
-                for (r, rule) in np.ingress.iter().enumerate() {
+                for (r, rule) in resolved.rules(Direction::Ingress).enumerate() {
                     let desc = format!(
                         "NetworkPolicy {}/{} ingress rule {r}",
                         np.namespace, np.name
                     );
-                    self.ingress_rule(np, &name, r, rule, &lookup, &desc, &mut rules);
+                    self.ingress_rule(np, class, r, &rule, &lookup, &desc, &mut rules)?;
                 }
             }
             if np.policy_types.egress {
-                for (r, rule) in np.egress.iter().enumerate() {
+                for (r, rule) in resolved.rules(Direction::Egress).enumerate() {
                     let desc =
                         format!("NetworkPolicy {}/{} egress rule {r}", np.namespace, np.name);
-                    self.egress_rule(np, &name, r, rule, &desc, &mut rules);
+                    self.egress_rule(np, class, r, &rule, &desc, &mut rules)?;
                 }
             }
             let types: Vec<&str> = [
@@ -259,104 +277,95 @@ impl<'e> Translator<'e> {
             .filter(|(_, on)| *on)
             .map(|(t, _)| *t)
             .collect();
-            self.groups.insert(
-                name.clone(),
-                SecurityGroup {
-                    name: name.clone(),
-                    tags: vec!["palisade".into(), tag.clone()],
-                    description: format!(
-                        "NetworkPolicy {}/{} (#{index}; isolates {}): allows what its {} rules allow",
-                        np.namespace,
-                        np.name,
-                        types.join("+"),
-                        types.join("/").to_lowercase()
-                    ),
-                    security_group_rules: rules,
-                },
-            );
+            let group = SecurityGroup {
+                name: name.clone(),
+                tags: vec!["palisade".into(), tag.clone()],
+                description: format!(
+                    "NetworkPolicy {}/{} (#{index}; isolates {}): allows what its {} rules allow",
+                    np.namespace,
+                    np.name,
+                    types.join("+"),
+                    types.join("/").to_lowercase()
+                ),
+                security_group_rules: rules,
+            };
+            self.add_group(group, policy_owner(np, class))?;
             for m in members {
                 self.bindings.entry(m).or_default().insert(name.clone());
             }
         }
+        Ok(())
     }
 
-    /// The port matches of a rule; `named` gives each named port's number (if any).
-    fn port_matches(
-        &self,
-        rule: &NetworkPolicyRule,
-        named: impl Fn(&str, Protocol) -> Option<u16>,
-    ) -> Vec<PortMatch> {
-        match &rule.ports {
-            // "an empty ports list is the same as an absent one"
-            None => vec![PortMatch::All],
-            Some(v) if v.is_empty() => vec![PortMatch::All],
-            Some(v) => v
-                .iter()
-                .filter_map(|p: &NetworkPolicyPort| match &p.port {
-                    PortSpec::Any => Some(PortMatch::Proto(p.protocol, None)),
-                    PortSpec::Range(r) => Some(PortMatch::Proto(
-                        p.protocol,
-                        Some((r.start.get(), r.end.get())),
-                    )),
-                    PortSpec::Named(n) => {
-                        named(n, p.protocol).map(|x| PortMatch::Proto(p.protocol, Some((x, x))))
-                    }
-                })
-                .collect(),
-        }
-    }
-
-    /// Remotes for the peers of a rule (`None` peers = any remote).
+    /// Remotes for the peers of a rule (`None` peers = any remote), each with the pod it
+    /// stands for when it stands for one.
     fn remotes(
         &mut self,
         np: &NetworkPolicy,
-        group: &str,
-        dir: &str,
+        class: &[Part],
+        dir: Direction,
         r: usize,
-        peers: &Option<Vec<NetworkPolicyPeer>>,
-    ) -> Vec<(Remote, Option<PodId>)> {
-        let Some(peers) = peers.as_ref().filter(|p| !p.is_empty()) else {
-            return vec![(Remote::Any, None)];
+        peers: Option<&[ResolvedPeer<'_>]>,
+    ) -> Result<Vec<(Target, Option<PodId>)>, NeutronError> {
+        let Some(peers) = peers else {
+            return Ok(vec![(Target::Any, None)]);
         };
         let mut out = Vec::new();
         for (i, peer) in peers.iter().enumerate() {
             match peer {
-                NetworkPolicyPeer::IpBlock(b) => {
+                ResolvedPeer::IpBlock(b) => {
                     out.extend(
                         subtract(b.cidr, &b.except)
                             .into_iter()
-                            .map(|n| (Remote::Prefix(n), None)),
+                            .map(|n| (Target::Prefix(n), None)),
                     );
                 }
-                NetworkPolicyPeer::Pods { namespaces, pods } => {
-                    let selected = self.peer_pods(np, namespaces, pods);
+                ResolvedPeer::Pods(set) => {
+                    let selected: Vec<PodId> = self.port_pods(set).collect();
                     match self.options.peer_mode {
                         PeerMode::Prefixes => {
                             for pod in selected {
                                 for ip in &self.pods()[pod].ips {
-                                    out.push((Remote::Prefix(IpNet::from(*ip)), Some(pod)));
+                                    out.push((Target::Prefix(IpNet::from(*ip)), Some(pod)));
                                 }
                             }
                         }
                         PeerMode::RemoteGroups if !selected.is_empty() => {
-                            let name = format!("{group}-{dir}{r}-peer{i}");
+                            let parts: Vec<Part> = class
+                                .iter()
+                                .copied()
+                                .chain([Part::Peer {
+                                    egress: dir == Direction::Egress,
+                                    rule: r,
+                                    peer: i,
+                                }])
+                                .collect();
+                            let name = self.group_name(np, &parts);
+                            let dir = match dir {
+                                Direction::Ingress => "ingress",
+                                Direction::Egress => "egress",
+                            };
                             let families: BTreeSet<Ethertype> = selected
                                 .iter()
                                 .flat_map(|&p| self.pods()[p].ips.iter().map(Ethertype::of))
                                 .collect();
-                            self.groups.insert(name.clone(), SecurityGroup {
+                            let group = SecurityGroup {
                                 name: name.clone(),
                                 tags: vec!["palisade".into(), "peer".into()],
-                                description: format!("members: the pods {dir} rule {r} peer {i} of NetworkPolicy {}/{} selects", np.namespace, np.name),
+                                description: format!(
+                                    "members: the pods {dir} rule {r} peer {i} of NetworkPolicy {}/{} selects",
+                                    np.namespace, np.name
+                                ),
                                 security_group_rules: Vec::new(),
-                            });
+                            };
+                            self.add_group(group, policy_owner(np, &parts))?;
                             for &pod in &selected {
                                 self.bindings.entry(pod).or_default().insert(name.clone());
                             }
-                            out.push((Remote::Group(name, families), None));
-                            // Per-pod prefixes too, for named ports that need each pod's number.
+                            out.push((Target::Group(name, families), None));
+                            // Per-pod entries too, for named ports that need each pod's number.
                             for pod in selected {
-                                out.push((Remote::Any, Some(pod)));
+                                out.push((Target::Any, Some(pod)));
                             }
                         }
                         // A peer that selects nothing yet produces no rule.
@@ -365,116 +374,99 @@ impl<'e> Translator<'e> {
                 }
             }
         }
-        out
+        Ok(out)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)] // one rule in its policy's context: all needed
     fn ingress_rule(
         &mut self,
         np: &NetworkPolicy,
-        group: &str,
+        class: &[Part],
         r: usize,
-        rule: &NetworkPolicyRule,
-        named: &HashMap<(String, Protocol), Option<u16>>,
+        rule: &ResolvedRule<'_>,
+        named: &HashMap<(String, Protocol), Option<Port>>,
         desc: &str,
         out: &mut Vec<SgRule>,
-    ) {
-        let ports = self.port_matches(rule, |n, p| {
+    ) -> Result<(), NeutronError> {
+        let ports = port_matches(rule.ports, |n, p| {
             named.get(&(n.to_string(), p)).copied().flatten()
         });
-        let remotes = self.remotes(np, group, "in", r, &rule.peers);
+        let remotes = self.remotes(np, class, Direction::Ingress, r, rule.peers.as_deref())?;
         for (remote, pod_only) in &remotes {
-            if pod_only.is_some() && *remote == Remote::Any {
+            if pod_only.is_some() && *remote == Target::Any {
                 continue; // per-pod entries exist only for egress named ports
             }
-            for pm in &ports {
-                push(out, RuleDirection::Ingress, remote, *pm, desc);
+            for traffic in &ports {
+                push(out, RuleDirection::Ingress, remote, *traffic, desc);
             }
         }
+        Ok(())
     }
 
     fn egress_rule(
         &mut self,
         np: &NetworkPolicy,
-        group: &str,
+        class: &[Part],
         r: usize,
-        rule: &NetworkPolicyRule,
+        rule: &ResolvedRule<'_>,
         desc: &str,
         out: &mut Vec<SgRule>,
-    ) {
-        let has_named = rule
-            .ports
-            .iter()
-            .flatten()
-            .any(|p| matches!(p.port, PortSpec::Named(_)));
-        let unnamed = NetworkPolicyRule {
-            peers: rule.peers.clone(),
-            ports: rule.ports.clone().map(|v| {
-                v.into_iter()
-                    .filter(|p| !matches!(p.port, PortSpec::Named(_)))
-                    .collect()
-            }),
-        };
-        let remotes = self.remotes(np, group, "eg", r, &rule.peers);
-        // Numeric and protocol-wide ports: the same for every destination.
-        if !(has_named && unnamed.ports.as_ref().is_some_and(Vec::is_empty)) {
-            let ports = self.port_matches(&unnamed, |_, _| None);
-            for (remote, pod_only) in &remotes {
-                if pod_only.is_some() && *remote == Remote::Any {
-                    continue;
-                }
-                for pm in &ports {
-                    push(out, RuleDirection::Egress, remote, *pm, desc);
-                }
+    ) -> Result<(), NeutronError> {
+        let remotes = self.remotes(np, class, Direction::Egress, r, rule.peers.as_deref())?;
+        // Numeric and protocol-wide ports: the same for every destination (named ports
+        // resolve to nothing here).
+        let ports = port_matches(rule.ports, |_, _| None);
+        for (remote, pod_only) in &remotes {
+            if pod_only.is_some() && *remote == Target::Any {
+                continue;
+            }
+            for traffic in &ports {
+                push(out, RuleDirection::Egress, remote, *traffic, desc);
             }
         }
-        if !has_named {
-            return;
-        }
         // Named ports resolve against each destination pod: per-pod prefixes. The
-        // destinations are the pods the peers cover: every pod (no peers), the selected pods,
-        // and the pods whose address an ipBlock contains.
-        let named: Vec<&NetworkPolicyPort> = rule
+        // destinations are the pods the peers cover (every pod when there are no peers, the
+        // selected pods, the pods whose address an ipBlock contains) that declare one of
+        // the rule's named ports.
+        let named: Vec<(&str, Protocol)> = rule
             .ports
-            .iter()
+            .into_iter()
             .flatten()
-            .filter(|p| matches!(p.port, PortSpec::Named(_)))
-            .collect();
-        let destinations: Vec<PodId> = (0..self.pods().len())
-            .filter(|&i| self.is_port(i))
-            .filter(|&i| {
-                remotes.iter().any(|(r, marker)| match r {
-                    Remote::Any => marker.is_none_or(|m| m == i),
-                    Remote::Prefix(n) => {
-                        marker.is_none_or(|m| m == i)
-                            && self.pods()[i].ips.iter().any(|ip| n.contains(ip))
-                    }
-                    Remote::Group(..) => false, // its members come as per-pod markers
-                })
+            .filter_map(|p| match &p.port {
+                PortSpec::Named(n) => Some((n.as_str(), p.protocol)),
+                _ => None,
             })
             .collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        let mut destinations: Vec<PodId> = named
+            .iter()
+            .flat_map(|&(n, p)| self.named_ports.pods(n, p).iter().map(|&(pod, _)| pod))
+            .filter(|&pod| self.is_port(pod) && covers(rule, &self.pods()[pod], pod))
+            .collect();
+        destinations.sort_unstable();
+        destinations.dedup();
         for pod in destinations {
-            for p in &named {
-                let PortSpec::Named(n) = &p.port else {
-                    continue;
-                };
-                if let Some(x) = self.resolve(pod, n, p.protocol) {
+            for &(n, protocol) in &named {
+                if let Some(x) = self.resolve(pod, n, protocol) {
                     for ip in &self.pods()[pod].ips {
                         push(
                             out,
                             RuleDirection::Egress,
-                            &Remote::Prefix(IpNet::from(*ip)),
-                            PortMatch::Proto(p.protocol, Some((x, x))),
+                            &Target::Prefix(IpNet::from(*ip)),
+                            Traffic::Protocol(protocol, Some(PortRange::single(x))),
                             desc,
                         );
                     }
                 }
             }
         }
+        Ok(())
     }
 
     /// The open groups for directions a pod is not isolated in, and the node-local groups.
-    fn open_and_node_groups(&mut self) {
+    fn open_and_node_groups(&mut self) -> Result<(), NeutronError> {
         let open = |name: &str, dir: RuleDirection, what: &str| SecurityGroup {
             name: name.into(),
             tags: vec!["palisade".into(), "open".into()],
@@ -486,11 +478,8 @@ impl<'e> Translator<'e> {
                 .map(|ethertype| SgRule {
                     direction: dir,
                     ethertype,
-                    protocol: None,
-                    port_range_min: None,
-                    port_range_max: None,
-                    remote_ip_prefix: None,
-                    remote_group_id: None,
+                    traffic: Traffic::Any,
+                    remote: Remote::Any,
                     description: format!("not isolated for {what}"),
                 })
                 .collect(),
@@ -515,14 +504,14 @@ impl<'e> Translator<'e> {
                 && let Some(node) = cluster.pods[pod]
                     .node_name
                     .as_ref()
-                    .and_then(|n| cluster.nodes.iter().find(|x| &x.name == n))
+                    .and_then(|n| self.engine.node_id(n))
+                    .map(|n| &cluster.nodes[n])
                 && !node.addresses.is_empty()
             {
-                let name = format!("palisade-node-{}", node.name);
+                let name = node_group(&node.name);
                 b.insert(name.clone());
-                self.groups
-                    .entry(name.clone())
-                    .or_insert_with(|| SecurityGroup {
+                if !self.groups.contains_key(&name) {
+                    let group = SecurityGroup {
                         name,
                         tags: vec!["palisade".into(), "node-local".into()],
                         description: format!(
@@ -535,30 +524,76 @@ impl<'e> Translator<'e> {
                             .map(|ip| SgRule {
                                 direction: RuleDirection::Ingress,
                                 ethertype: Ethertype::of(ip),
-                                protocol: None,
-                                port_range_min: None,
-                                port_range_max: None,
-                                remote_ip_prefix: Some(IpNet::from(*ip).to_string()),
-                                remote_group_id: None,
+                                traffic: Traffic::Any,
+                                remote: Remote::Prefix(IpNet::from(*ip)),
                                 description: format!("node-local: from node {}", node.name),
                             })
                             .collect(),
-                    });
+                    };
+                    self.add_group(group, format!("the node-local group of node {}", node.name))?;
+                }
             }
         }
         if used_open.0 {
-            self.groups.insert(
-                OPEN_INGRESS.into(),
-                open(OPEN_INGRESS, RuleDirection::Ingress, "ingress"),
-            );
+            let group = open(OPEN_INGRESS, RuleDirection::Ingress, "ingress");
+            self.add_group(group, "the open ingress group".into())?;
         }
         if used_open.1 {
-            self.groups.insert(
-                OPEN_EGRESS.into(),
-                open(OPEN_EGRESS, RuleDirection::Egress, "egress"),
-            );
+            let group = open(OPEN_EGRESS, RuleDirection::Egress, "egress");
+            self.add_group(group, "the open egress group".into())?;
         }
+        Ok(())
     }
+}
+
+/// Who owns one of `np`'s groups, for [`NeutronError::GroupNameCollision`].
+fn policy_owner(np: &NetworkPolicy, parts: &[Part]) -> String {
+    let which = parts.iter().fold(String::new(), |mut s, p| {
+        s.push_str(&match p {
+            Part::Class(n) => format!(", named-port class {n}"),
+            Part::Peer { egress, rule, peer } => format!(
+                ", {} rule {rule} peer {peer}",
+                if *egress { "egress" } else { "ingress" }
+            ),
+        });
+        s
+    });
+    format!("NetworkPolicy {}/{}{which}", np.namespace, np.name)
+}
+
+/// The port matches of a rule's ports (`None`: every port); `named` gives each named
+/// port's number, if it has one.
+fn port_matches(
+    ports: Option<&[NetworkPolicyPort]>,
+    named: impl Fn(&str, Protocol) -> Option<Port>,
+) -> Vec<Traffic> {
+    match ports {
+        // "an empty ports list is the same as an absent one" (the engine gives `None`)
+        None => vec![Traffic::Any],
+        Some(v) => v
+            .iter()
+            .filter_map(|p| match &p.port {
+                PortSpec::Any => Some(Traffic::Protocol(p.protocol, None)),
+                PortSpec::Range(r) => Some(Traffic::Protocol(p.protocol, Some(*r))),
+                PortSpec::Named(n) => named(n, p.protocol)
+                    .map(|x| Traffic::Protocol(p.protocol, Some(PortRange::single(x)))),
+            })
+            .collect(),
+    }
+}
+
+/// Whether a rule's peers cover pod `id` as a destination: no peers, a selector peer that
+/// selects it, or an ipBlock that contains one of its addresses.
+fn covers(rule: &ResolvedRule<'_>, pod: &Pod, id: PodId) -> bool {
+    rule.peers.as_ref().is_none_or(|peers| {
+        peers.iter().any(|peer| match peer {
+            ResolvedPeer::Pods(set) => set.contains(id),
+            ResolvedPeer::IpBlock(b) => pod
+                .ips
+                .iter()
+                .any(|ip| b.cidr.contains(ip) && !b.except.iter().any(|e| e.contains(ip))),
+        })
+    })
 }
 
 /// Adds the rule(s) for one remote and one port match (one per address family for
@@ -566,35 +601,71 @@ impl<'e> Translator<'e> {
 fn push(
     out: &mut Vec<SgRule>,
     direction: RuleDirection,
-    remote: &Remote,
-    pm: PortMatch,
+    remote: &Target,
+    traffic: Traffic,
     desc: &str,
 ) {
-    let (protocol, range) = match pm {
-        PortMatch::All => (None, None),
-        PortMatch::Proto(p, r) => (Some(p.as_str().to_lowercase()), r),
-    };
     let families: Vec<Ethertype> = match remote {
-        Remote::Prefix(n) => vec![Ethertype::of(&n.addr())],
-        Remote::Group(_, f) => f.iter().copied().collect(),
-        Remote::Any => vec![Ethertype::IPv4, Ethertype::IPv6],
+        Target::Prefix(n) => vec![Ethertype::of(&n.addr())],
+        Target::Group(_, f) => f.iter().copied().collect(),
+        Target::Any => vec![Ethertype::IPv4, Ethertype::IPv6],
+    };
+    let remote = match remote {
+        Target::Any => Remote::Any,
+        Target::Prefix(n) => Remote::Prefix(*n),
+        Target::Group(g, _) => Remote::Group(g.clone()),
     };
     for ethertype in families {
         out.push(SgRule {
             direction,
             ethertype,
-            protocol: protocol.clone(),
-            port_range_min: range.map(|r| r.0),
-            port_range_max: range.map(|r| r.1),
-            remote_ip_prefix: match remote {
-                Remote::Prefix(n) => Some(n.to_string()),
-                _ => None,
-            },
-            remote_group_id: match remote {
-                Remote::Group(g, _) => Some(g.clone()),
-                _ => None,
-            },
+            traffic,
+            remote: remote.clone(),
             description: desc.to_string(),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use palisade_engine::Options;
+
+    /// Two policies whose names differ only after the point where shortened names are cut.
+    fn engine() -> Engine {
+        let long = |last: &str| {
+            let labels = ["a".repeat(63), "b".repeat(63), "c".repeat(63)];
+            format!("{}.{}{last}", labels.join("."), "d".repeat(60))
+        };
+        let policy = |name: String| {
+            format!(
+                "---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: {name}, namespace: default}}\nspec: {{podSelector: {{}}}}\n"
+            )
+        };
+        let yaml = format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p, namespace: default}}\nstatus: {{podIP: 10.0.0.1}}\n{}{}",
+            policy(long("1")),
+            policy(long("2"))
+        );
+        let loaded = palisade_model::load_str(&yaml).unwrap();
+        Engine::new(loaded.cluster, Options::default())
+    }
+
+    #[test]
+    fn colliding_digests_are_refused_not_merged() {
+        let e = engine();
+        let options = TranslateOptions::default();
+        let (t, _) = translate_with(&e, &options, policy_digest).unwrap();
+        assert_eq!(
+            t.security_groups.len(),
+            3,
+            "two policy groups and the open egress group"
+        );
+        let err = translate_with(&e, &options, |_, _| 0).unwrap_err();
+        assert!(
+            matches!(&err, NeutronError::GroupNameCollision { first, second, .. }
+                if first.ends_with("d1") && second.ends_with("d2")),
+            "{err}"
+        );
     }
 }

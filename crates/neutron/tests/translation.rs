@@ -6,8 +6,8 @@
 use palisade_engine::{Engine, Options};
 use palisade_model::Protocol;
 use palisade_neutron::{
-    NeutronError, OPEN_EGRESS, OPEN_INGRESS, PeerMode, SgEvaluator, SgRule, TranslateOptions,
-    Translation, translate,
+    NeutronError, OPEN_EGRESS, OPEN_INGRESS, PeerMode, Remote, SgEvaluator, SgRule, Traffic,
+    TranslateOptions, Translation, translate,
 };
 
 const PODS: &str = r#"
@@ -84,21 +84,21 @@ fn port<'t>(t: &'t Translation, pod: &str) -> Vec<&'t str> {
 
 /// `direction proto min-max remote` for compact assertions.
 fn show(r: &SgRule) -> String {
-    let ports = match (r.port_range_min, r.port_range_max) {
-        (Some(a), Some(b)) if a == b => format!(":{a}"),
-        (Some(a), Some(b)) => format!(":{a}-{b}"),
-        _ => String::new(),
+    let (protocol, ports) = match r.traffic {
+        Traffic::Any => ("any".to_string(), String::new()),
+        Traffic::Protocol(p, range) => (
+            p.as_str().to_lowercase(),
+            range.map(|r| format!(":{r}")).unwrap_or_default(),
+        ),
     };
-    let remote = r
-        .remote_ip_prefix
-        .clone()
-        .or(r.remote_group_id.clone())
-        .unwrap_or_else(|| "any".into());
+    let remote = match &r.remote {
+        Remote::Any => "any".to_string(),
+        Remote::Prefix(n) => n.to_string(),
+        Remote::Group(g) => g.clone(),
+    };
     format!(
-        "{:?} {:?} {}{ports} {remote}",
-        r.direction,
-        r.ethertype,
-        r.protocol.as_deref().unwrap_or("any")
+        "{:?} {:?} {protocol}{ports} {remote}",
+        r.direction, r.ethertype
     )
 }
 
@@ -126,7 +126,7 @@ spec:
         PeerMode::RemoteGroups,
     )
     .unwrap();
-    let rules: Vec<String> = group(&t, "np-default-test-network-policy")
+    let rules: Vec<String> = group(&t, "np-default/test-network-policy")
         .iter()
         .map(show)
         .collect();
@@ -141,9 +141,9 @@ spec:
             "Ingress IPv4 tcp:6379 172.17.32.0/19",
             "Ingress IPv4 tcp:6379 172.17.64.0/18",
             "Ingress IPv4 tcp:6379 172.17.128.0/17",
-            "Ingress IPv4 tcp:6379 np-default-test-network-policy-in0-peer1",
-            "Ingress IPv6 tcp:6379 np-default-test-network-policy-in0-peer1",
-            "Ingress IPv4 tcp:6379 np-default-test-network-policy-in0-peer2",
+            "Ingress IPv4 tcp:6379 np-default/test-network-policy:in0:peer1",
+            "Ingress IPv6 tcp:6379 np-default/test-network-policy:in0:peer1",
+            "Ingress IPv4 tcp:6379 np-default/test-network-policy:in0:peer2",
             "Egress IPv4 tcp:5978 10.0.0.0/24",
         ]
     );
@@ -153,7 +153,7 @@ spec:
         .iter()
         .filter(|p| {
             p.security_groups
-                .contains("np-default-test-network-policy-in0-peer1")
+                .contains("np-default/test-network-policy:in0:peer1")
         })
         .map(|p| p.pod.as_str())
         .collect();
@@ -165,8 +165,8 @@ spec:
     assert_eq!(
         port(&t, "default/db"),
         [
-            "np-default-test-network-policy",
-            "np-default-test-network-policy-in0-peer1"
+            "np-default/test-network-policy",
+            "np-default/test-network-policy:in0:peer1"
         ]
     );
     assert!(port(&t, "default/frontend").contains(&OPEN_INGRESS));
@@ -190,13 +190,13 @@ spec: {podSelector: {matchLabels: {role: db}}, policyTypes: [Egress]}
     )
     .unwrap();
     assert!(
-        group(&t, "np-default-ingress-only")
+        group(&t, "np-default/ingress-only")
             .iter()
             .all(|r| show(r).starts_with("Ingress")),
         "an Ingress-only policy opens no egress"
     );
     assert!(
-        group(&t, "np-default-no-egress").is_empty(),
+        group(&t, "np-default/no-egress").is_empty(),
         "deny all = an empty group"
     );
     let db = port(&t, "default/db");
@@ -231,7 +231,7 @@ spec:
         PeerMode::Prefixes,
     )
     .unwrap();
-    let rules: Vec<String> = group(&t, "np-default-product").iter().map(show).collect();
+    let rules: Vec<String> = group(&t, "np-default/product").iter().map(show).collect();
     assert_eq!(
         rules,
         [
@@ -259,7 +259,7 @@ spec:
         PeerMode::Prefixes,
     )
     .unwrap();
-    let rules: Vec<String> = group(&t, "np-default-from-frontends")
+    let rules: Vec<String> = group(&t, "np-default/from-frontends")
         .iter()
         .map(show)
         .collect();
@@ -295,11 +295,11 @@ spec:
     )
     .unwrap();
     // db (redis=6379) and db2 (redis=7000) resolve differently: one group each.
-    let c0: Vec<String> = group(&t, "np-default-named-in-c0")
+    let c0: Vec<String> = group(&t, "np-default/named-in:c0")
         .iter()
         .map(show)
         .collect();
-    let c1: Vec<String> = group(&t, "np-default-named-in-c1")
+    let c1: Vec<String> = group(&t, "np-default/named-in:c1")
         .iter()
         .map(show)
         .collect();
@@ -315,7 +315,7 @@ spec:
         ["Ingress IPv4 tcp:7000 any", "Ingress IPv6 tcp:7000 any"]
     );
     // Egress: each destination pod's own number.
-    let rules: Vec<String> = group(&t, "np-default-named-out").iter().map(show).collect();
+    let rules: Vec<String> = group(&t, "np-default/named-out").iter().map(show).collect();
     assert_eq!(
         rules,
         [
@@ -343,9 +343,9 @@ spec:
         )
         .unwrap();
         assert!(
-            group(&t, "np-default-nobody").is_empty(),
+            group(&t, "np-default/nobody").is_empty(),
             "{mode:?}: {:?}",
-            group(&t, "np-default-nobody")
+            group(&t, "np-default/nobody")
         );
     }
 }
@@ -389,11 +389,155 @@ fn stable_names_and_tags() {
     let g = a
         .security_groups
         .iter()
-        .find(|g| g.name == "np-default-p")
+        .find(|g| g.name == "np-default/p")
         .unwrap();
     assert!(
         g.tags.iter().any(|t| t.starts_with("np-") && t.len() == 19),
         "{:?}",
         g.tags
     );
+}
+
+/// Hostile-input finding: NetworkPolicies `a/b-c` and `a-b/c` were both translated to the
+/// group `np-a-b-c`, so the second overwrote the first and `0.0.0.0/0` reached `a/p2`,
+/// which the evaluator denies.
+#[test]
+fn group_names_of_a_slash_b_c_and_a_b_slash_c_do_not_collide() {
+    let yaml = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: a}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: a-b}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p2, namespace: a}
+status: {podIP: 10.0.0.2}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: p1, namespace: a-b}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: b-c, namespace: a}
+spec: {podSelector: {}, policyTypes: [Ingress]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: c, namespace: a-b}
+spec:
+  podSelector: {}
+  ingress: [{from: [{ipBlock: {cidr: 0.0.0.0/0}}]}]
+"#;
+    let loaded = palisade_model::load_str(yaml).unwrap();
+    let engine = Engine::new(loaded.cluster, Options::default());
+    for mode in [PeerMode::Prefixes, PeerMode::RemoteGroups] {
+        let (t, _) = translate(
+            &engine,
+            &TranslateOptions {
+                peer_mode: mode,
+                ignore_admin_policies: false,
+            },
+        )
+        .unwrap();
+        assert!(group(&t, "np-a/b-c").is_empty(), "{mode:?}: deny all");
+        assert_eq!(
+            group(&t, "np-a-b/c").iter().map(show).collect::<Vec<_>>(),
+            ["Ingress IPv4 any 0.0.0.0/0"],
+            "{mode:?}: allow from everywhere"
+        );
+        assert_eq!(port(&t, "a/p2"), ["np-a/b-c", OPEN_EGRESS], "{mode:?}");
+        assert_eq!(port(&t, "a-b/p1"), ["np-a-b/c", OPEN_EGRESS], "{mode:?}");
+        let sg = SgEvaluator::new(&t);
+        let outside = "203.0.113.9".parse().unwrap();
+        for (pod, ip) in [("a/p2", "10.0.0.2"), ("a-b/p1", "10.0.0.1")] {
+            let (ns, name) = pod.split_once('/').unwrap();
+            let flow = palisade_engine::Flow {
+                src: engine.endpoint_for_ip(outside),
+                dst: engine
+                    .endpoint_for_pod(engine.pod_id(ns, name).unwrap(), None)
+                    .unwrap(),
+                protocol: Protocol::Tcp,
+                port: 80,
+            };
+            let want = engine.evaluate(&flow).allowed;
+            assert_eq!(
+                want,
+                pod == "a-b/p1",
+                "the engine: only a-b/p1 is reachable"
+            );
+            assert_eq!(
+                sg.allows(outside, ip.parse().unwrap(), Protocol::Tcp, 80),
+                want,
+                "{mode:?}: the groups agree with the engine for {pod}"
+            );
+        }
+    }
+}
+
+#[test]
+fn long_names_fit_neutron_and_stay_distinct() {
+    // 253 characters, in labels of at most 63; the two differ only in their last character.
+    let long = |last: &str| {
+        [
+            "a".repeat(63),
+            "b".repeat(63),
+            "c".repeat(63),
+            "d".repeat(60) + last,
+        ]
+        .join(".")
+    };
+    let yaml = format!(
+        r#"
+apiVersion: v1
+kind: Pod
+metadata: {{name: p, namespace: default, labels: {{role: db}}}}
+status: {{podIP: 10.0.0.1}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: {a}, namespace: default}}
+spec: {{podSelector: {{}}, ingress: [{{from: [{{podSelector: {{}}}}]}}]}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: {b}, namespace: default}}
+spec: {{podSelector: {{}}, ingress: [{{from: [{{podSelector: {{}}}}]}}]}}
+"#,
+        a = long("1"),
+        b = long("2"),
+    );
+    let loaded = palisade_model::load_str(&yaml).unwrap();
+    let engine = Engine::new(loaded.cluster, Options::default());
+    let (t, _) = translate(
+        &engine,
+        &TranslateOptions {
+            peer_mode: PeerMode::RemoteGroups,
+            ignore_admin_policies: false,
+        },
+    )
+    .unwrap();
+    let names: Vec<&str> = t.security_groups.iter().map(|g| g.name.as_str()).collect();
+    let policy_groups: Vec<&&str> = names.iter().filter(|n| n.starts_with("np-")).collect();
+    assert_eq!(
+        policy_groups.len(),
+        4,
+        "two policies, each with a peer group: {names:?}"
+    );
+    for n in &names {
+        assert!(
+            n.len() <= palisade_neutron::MAX_NAME_LEN,
+            "{} characters: {n}",
+            n.len()
+        );
+    }
+    let mut unique = names.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), names.len(), "distinct: {names:?}");
 }
