@@ -450,6 +450,6 @@ fn compile_neutron_json_and_admin_refusal() {
     assert!(stderr(&o).contains("security groups"));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let groups = v["security_groups"].as_array().unwrap();
-    assert!(groups.iter().any(|g| g["name"] == "np-x-allow-from-y-b"));
+    assert!(groups.iter().any(|g| g["name"] == "np-x/allow-from-y-b"));
     assert_eq!(v["ports"].as_array().unwrap().len(), 9);
 }

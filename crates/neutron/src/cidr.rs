@@ -37,7 +37,7 @@ mod tests {
     }
 
     #[test]
-    fn the_seed_examples() {
+    fn the_kuryr_design_examples() {
         let got = subtract("1.1.1.0/24".parse().unwrap(), &nets(&["1.1.1.0/26"]));
         assert_eq!(got, nets(&["1.1.1.64/26", "1.1.1.128/25"]));
         let got = subtract("172.17.0.0/16".parse().unwrap(), &nets(&["172.17.1.0/24"]));

@@ -103,7 +103,7 @@ fn show(r: &SgRule) -> String {
 }
 
 #[test]
-fn the_seed_test_network_policy() {
+fn the_kuryr_design_test_network_policy() {
     // The Kuryr-Kubernetes design's example, with its egress ipBlock indented as intended.
     let (t, _, _) = run(
         r#"
