@@ -1,0 +1,58 @@
+//! The tenancy compiler: any configuration either fails with diagnostics or compiles to
+//! NetworkPolicies that Palisade itself loads without error, whose YAML rendering reads
+//! back to the same value, with tool labels that are valid Kubernetes labels (so no tool
+//! or group name can inject text into the output), and a state file that round-trips.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use palisade_tenancy::{Config, Options, State, compile};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let config = match Config::parse([("config.yaml", text)]) {
+        Ok(c) => c,
+        Err(diags) => {
+            assert!(!diags.is_empty(), "a failed parse reports why");
+            return;
+        }
+    };
+    let out = match compile(&config, &Options::default(), &State::default()) {
+        Ok(o) => o,
+        Err(diags) => {
+            assert!(!diags.is_empty(), "a failed compile reports why");
+            return;
+        }
+    };
+    for (tool, labels) in &out.tool_labels {
+        assert!(!tool.chars().any(char::is_control), "control character in tool key {tool:?}");
+        for (k, v) in labels {
+            assert!(palisade_fuzz::ref_qualified_name(k), "tool {tool:?}: invalid label key {k:?}");
+            assert!(palisade_fuzz::ref_label_value(v), "tool {tool:?}: invalid label value {v:?}");
+        }
+    }
+    let mut yaml = String::new();
+    for np in &out.network_policies {
+        let value = serde_json::to_value(np).expect("serializes");
+        let text = palisade_model::yaml::to_yaml(&value);
+        let back = palisade_model::yaml::parse_documents(&text).expect("own YAML parses");
+        assert_eq!(back.len(), 1, "one document per NetworkPolicy:\n{text}");
+        assert_eq!(back[0].value, value, "YAML round trip:\n{text}");
+        yaml += "---\n";
+        yaml += &text;
+    }
+    if out.network_policies.is_empty() {
+        return;
+    }
+    match palisade_fuzz::load(&yaml, false) {
+        Ok(l) => assert_eq!(
+            l.cluster.network_policies.len(),
+            out.network_policies.len(),
+            "every generated NetworkPolicy loads"
+        ),
+        Err(e) => panic!("Palisade refuses its own tenancy output: {e:?}\n{yaml}"),
+    }
+    let state = out.state.render();
+    assert_eq!(State::parse(&state).as_ref(), Ok(&out.state), "state round trip:\n{state}");
+});
