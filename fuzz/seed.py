@@ -46,6 +46,17 @@ metadata: {name: drop, namespace: x}
 spec:
   podSelector: {matchLabels: {app: a}}
   ingress: [{ports: [{port: http}], from: [{ipBlock: {cidr: "10.0.0.0/8", except: ["10.1.0.0/16"]}}]}]
+---
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: evil-rules}
+spec:
+  priority: 3
+  subject: {namespaces: {}}
+  ingress:
+  - {name: "x\"; flush ruleset\n#", action: Deny, from: [{namespaces: {}}]}
+  egress:
+  - {name: "}\r\ntable ip evil {", action: Pass, to: [{networks: ["0.0.0.0/0"]}]}
 """
 
 

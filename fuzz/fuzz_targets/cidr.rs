@@ -36,7 +36,9 @@ fn addr(v6: bool, a: u128) -> IpAddr {
 
 fn net(v6: bool, n: &Net) -> IpNet {
     let max = if v6 { 128 } else { 32 };
-    IpNet::new(addr(v6, n.addr), n.prefix % (max + 1)).expect("prefix in range").trunc()
+    IpNet::new(addr(v6, n.addr), n.prefix % (max + 1))
+        .expect("prefix in range")
+        .trunc()
 }
 
 fn bits(ip: IpAddr) -> u128 {
@@ -50,7 +52,10 @@ fuzz_target!(|input: Input| {
     let v6 = input.v6;
     let cidr = net(v6, &input.cidr);
     let except: Vec<IpNet> = input.except.iter().take(6).map(|n| net(v6, n)).collect();
-    let block = IpBlock { cidr, except: except.clone() };
+    let block = IpBlock {
+        cidr,
+        except: except.clone(),
+    };
     let parts = palisade_neutron::subtract(cidr, &except);
     for (i, a) in parts.iter().enumerate() {
         assert!(cidr.contains(a), "{a} outside {cidr}");
@@ -69,11 +74,19 @@ fuzz_target!(|input: Input| {
     let want = |ip: &IpAddr| cidr.contains(ip) && !except.iter().any(|e| e.contains(ip));
     for ip in &probes {
         assert_eq!(block.contains(ip), want(ip), "IpBlock::contains({ip})");
-        assert_eq!(parts.iter().any(|p| p.contains(ip)), want(ip), "subtract covers {ip}");
+        assert_eq!(
+            parts.iter().any(|p| p.contains(ip)),
+            want(ip),
+            "subtract covers {ip}"
+        );
     }
 
     // The same block as an ingress rule of a pod whose address is outside every probe.
-    let pod_ip: IpAddr = if v6 { "fd00:ffff::1".parse().expect("ip") } else { [100, 64, 0, 1].into() };
+    let pod_ip: IpAddr = if v6 {
+        "fd00:ffff::1".parse().expect("ip")
+    } else {
+        [100, 64, 0, 1].into()
+    };
     let cluster = Cluster {
         namespaces: vec![Namespace {
             name: "ns".into(),
@@ -97,7 +110,10 @@ fuzz_target!(|input: Input| {
             name: "block".into(),
             api: NetworkPolicyApi::V1,
             pod_selector: Selector::everything(),
-            policy_types: PolicyTypes { ingress: true, egress: false },
+            policy_types: PolicyTypes {
+                ingress: true,
+                egress: false,
+            },
             ingress: vec![NetworkPolicyRule {
                 ports: None,
                 peers: Some(vec![NetworkPolicyPeer::IpBlock(block)]),
@@ -111,10 +127,24 @@ fuzz_target!(|input: Input| {
     let ruleset = palisade_nft::compile(&engine, None).expect("compiles");
     let dst = engine.endpoint_for_ip(pod_ip);
     for ip in probes.iter().filter(|ip| **ip != pod_ip) {
-        let flow = Flow { src: engine.endpoint_for_ip(*ip), dst, protocol: Protocol::Tcp, port: 80 };
+        let flow = Flow {
+            src: engine.endpoint_for_ip(*ip),
+            dst,
+            protocol: Protocol::Tcp,
+            port: 80,
+        };
         assert_eq!(engine.evaluate(&flow).allowed, want(ip), "engine on {ip}");
-        let p = Packet { src: *ip, dst: pod_ip, protocol: Protocol::Tcp, dport: 80 };
-        assert_eq!(ruleset.lookup(&p) == NftVerdict::Accept, want(ip), "nft on {ip}");
+        let p = Packet {
+            src: *ip,
+            dst: pod_ip,
+            protocol: Protocol::Tcp,
+            dport: 80,
+        };
+        assert_eq!(
+            ruleset.lookup(&p) == NftVerdict::Accept,
+            want(ip),
+            "nft on {ip}"
+        );
     }
     palisade_fuzz::check_nft_text(&ruleset.render()).expect("nft text");
 });

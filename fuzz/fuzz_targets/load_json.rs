@@ -14,7 +14,9 @@ fn normalize(v: &Value) -> Value {
             .and_then(serde_json::Number::from_f64)
             .map_or(Value::Null, Value::Number),
         Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), normalize(v))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -29,7 +31,11 @@ fuzz_target!(|data: &[u8]| {
     match palisade_model::yaml::parse_documents(text) {
         Ok(docs) => {
             let got: Vec<Value> = docs.iter().map(|d| normalize(&d.value)).collect();
-            let want: Vec<Value> = if json.is_null() { vec![] } else { vec![normalize(&json)] };
+            let want: Vec<Value> = if json.is_null() {
+                vec![]
+            } else {
+                vec![normalize(&json)]
+            };
             assert_eq!(got, want, "the YAML reader reads this JSON differently");
         }
         // Duplicate keys are refused on purpose (kubectl refuses them).

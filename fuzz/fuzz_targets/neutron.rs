@@ -22,20 +22,38 @@ fuzz_target!(|data: &[u8]| {
     let cluster = engine.cluster();
     let ips = palisade_fuzz::addresses(cluster);
     let owners = |ip: &std::net::IpAddr| {
-        let pods = cluster.pods.iter().filter(|p| !p.host_network && p.ips.contains(ip)).count();
-        let hosts = cluster.nodes.iter().filter(|n| n.addresses.contains(ip)).count();
-        let host_pods = cluster.pods.iter().any(|p| p.host_network && p.ips.contains(ip));
+        let pods = cluster
+            .pods
+            .iter()
+            .filter(|p| !p.host_network && p.ips.contains(ip))
+            .count();
+        let hosts = cluster
+            .nodes
+            .iter()
+            .filter(|n| n.addresses.contains(ip))
+            .count();
+        let host_pods = cluster
+            .pods
+            .iter()
+            .any(|p| p.host_network && p.ips.contains(ip));
         pods + hosts.max(usize::from(host_pods))
     };
     for peer_mode in [PeerMode::Prefixes, PeerMode::RemoteGroups] {
-        let options = TranslateOptions { peer_mode, ignore_admin_policies: false };
+        let options = TranslateOptions {
+            peer_mode,
+            ignore_admin_policies: false,
+        };
         let (t, _) = match translate(&engine, &options) {
             Ok(t) => t,
             Err(e) => panic!("translation refused: {e}"),
         };
         let mut names = BTreeSet::new();
         for g in &t.security_groups {
-            assert!(g.name.len() <= 255, "group name longer than 255: {}", g.name);
+            assert!(
+                g.name.len() <= 255,
+                "group name longer than 255: {}",
+                g.name
+            );
             assert!(names.insert(g.name.clone()), "two groups named {}", g.name);
         }
         let json = serde_json::to_string(&t).expect("serializes");
@@ -43,7 +61,10 @@ fuzz_target!(|data: &[u8]| {
         let sg = SgEvaluator::new(&t);
         for probe in palisade_fuzz::probes(&engine) {
             for &src in ips.iter().filter(|i| owners(i) <= 1) {
-                for &dst in ips.iter().filter(|i| owners(i) <= 1 && i.is_ipv4() == src.is_ipv4()) {
+                for &dst in ips
+                    .iter()
+                    .filter(|i| owners(i) <= 1 && i.is_ipv4() == src.is_ipv4())
+                {
                     let flow = Flow {
                         src: engine.endpoint_for_ip(src),
                         dst: engine.endpoint_for_ip(dst),
@@ -52,7 +73,12 @@ fuzz_target!(|data: &[u8]| {
                     };
                     let want = engine.evaluate(&flow).allowed;
                     let got = sg.allows(src, dst, probe.protocol, probe.port);
-                    assert_eq!(got, want, "{peer_mode:?}: {src} -> {dst} {probe:?}\n{}", engine.explain(&flow));
+                    assert_eq!(
+                        got,
+                        want,
+                        "{peer_mode:?}: {src} -> {dst} {probe:?}\n{}",
+                        engine.explain(&flow)
+                    );
                 }
             }
         }

@@ -40,14 +40,28 @@ fuzz_target!(|data: &[u8]| {
         // left to the model's validation; compare where each address names one pod.
         let ips = palisade_fuzz::addresses(cluster);
         let owners = |ip: &std::net::IpAddr| {
-            let pods = cluster.pods.iter().filter(|p| !p.host_network && p.ips.contains(ip)).count();
-            let hosts = cluster.nodes.iter().filter(|n| n.addresses.contains(ip)).count();
-            let host_pods = cluster.pods.iter().any(|p| p.host_network && p.ips.contains(ip));
+            let pods = cluster
+                .pods
+                .iter()
+                .filter(|p| !p.host_network && p.ips.contains(ip))
+                .count();
+            let hosts = cluster
+                .nodes
+                .iter()
+                .filter(|n| n.addresses.contains(ip))
+                .count();
+            let host_pods = cluster
+                .pods
+                .iter()
+                .any(|p| p.host_network && p.ips.contains(ip));
             pods + hosts.max(usize::from(host_pods))
         };
         for probe in palisade_fuzz::probes(&engine) {
             for &src in ips.iter().filter(|i| owners(i) <= 1) {
-                for &dst in ips.iter().filter(|i| owners(i) <= 1 && i.is_ipv4() == src.is_ipv4()) {
+                for &dst in ips
+                    .iter()
+                    .filter(|i| owners(i) <= 1 && i.is_ipv4() == src.is_ipv4())
+                {
                     let flow = Flow {
                         src: engine.endpoint_for_ip(src),
                         dst: engine.endpoint_for_ip(dst),
@@ -55,9 +69,18 @@ fuzz_target!(|data: &[u8]| {
                         port: probe.port,
                     };
                     let want = engine.evaluate(&flow).allowed;
-                    let got = rs.lookup(&Packet { src, dst, protocol: probe.protocol, dport: probe.port })
-                        == NftVerdict::Accept;
-                    assert_eq!(got, want, "{src} -> {dst} {probe:?}\n{}\n{script}", engine.explain(&flow));
+                    let got = rs.lookup(&Packet {
+                        src,
+                        dst,
+                        protocol: probe.protocol,
+                        dport: probe.port,
+                    }) == NftVerdict::Accept;
+                    assert_eq!(
+                        got,
+                        want,
+                        "{src} -> {dst} {probe:?}\n{}\n{script}",
+                        engine.explain(&flow)
+                    );
                 }
             }
         }

@@ -12,7 +12,10 @@ const KINDS: [(&str, &str); 10] = [
     ("networking.k8s.io/v1", "NetworkPolicy"),
     ("extensions/v1beta1", "NetworkPolicy"),
     ("policy.networking.k8s.io/v1alpha1", "AdminNetworkPolicy"),
-    ("policy.networking.k8s.io/v1alpha1", "BaselineAdminNetworkPolicy"),
+    (
+        "policy.networking.k8s.io/v1alpha1",
+        "BaselineAdminNetworkPolicy",
+    ),
     ("policy.networking.k8s.io/v1alpha2", "ClusterNetworkPolicy"),
     ("v1", "PodList"),
     ("v1", "List"),

@@ -12,7 +12,16 @@ use palisade_model::{Direction, Protocol};
 use serde_json::{Value, json};
 
 /// Label keys: valid ones that overlap, and a few the API server refuses.
-const KEYS: [&str; 8] = ["app", "tier", "example.com/role", "a.b", "x_y", "-bad", "a/b/c", ""];
+const KEYS: [&str; 8] = [
+    "app",
+    "tier",
+    "example.com/role",
+    "a.b",
+    "x_y",
+    "-bad",
+    "a/b/c",
+    "",
+];
 /// Label values: valid ones, the empty value, and invalid ones.
 const VALUES: [&str; 7] = ["a", "b", "", "A-1.z", "bad value", "-x", "v"];
 const OPS: [&str; 5] = ["In", "NotIn", "Exists", "DoesNotExist", "Equals"];
@@ -46,11 +55,15 @@ fn value(i: u8) -> &'static str {
 }
 
 fn labels(pairs: &[(u8, u8)]) -> BTreeMap<String, String> {
-    pairs.iter().map(|&(k, v)| (key(k).to_string(), value(v).to_string())).collect()
+    pairs
+        .iter()
+        .map(|&(k, v)| (key(k).to_string(), value(v).to_string()))
+        .collect()
 }
 
 fn labels_valid(l: &BTreeMap<String, String>) -> bool {
-    l.iter().all(|(k, v)| palisade_fuzz::ref_qualified_name(k) && palisade_fuzz::ref_label_value(v))
+    l.iter()
+        .all(|(k, v)| palisade_fuzz::ref_qualified_name(k) && palisade_fuzz::ref_label_value(v))
 }
 
 fn selector_json(s: &Sel) -> Value {
@@ -117,13 +130,17 @@ fuzz_target!(|input: Input| {
             "metadata": {"name": format!("p{i}"), "namespace": format!("ns{ns}"), "labels": l},
             "status": {"podIP": format!("10.0.{ns}.{}", i + 1)}}));
     }
-    items.push(json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+    items.push(
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
         "metadata": {"name": "sel", "namespace": "ns0"},
-        "spec": {"podSelector": selector_json(&input.pod_selector), "policyTypes": ["Ingress"]}}));
-    items.push(json!({"apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "AdminNetworkPolicy",
+        "spec": {"podSelector": selector_json(&input.pod_selector), "policyTypes": ["Ingress"]}}),
+    );
+    items.push(
+        json!({"apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "AdminNetworkPolicy",
         "metadata": {"name": "sel"},
         "spec": {"priority": 1, "subject": {"namespaces": selector_json(&input.namespace_selector)},
-                 "egress": [{"action": "Deny", "to": [{"networks": ["0.0.0.0/0"]}]}]}}));
+                 "egress": [{"action": "Deny", "to": [{"networks": ["0.0.0.0/0"]}]}]}}),
+    );
     let text = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
 
     let valid = pods.iter().all(|(_, l)| labels_valid(l))
@@ -142,13 +159,17 @@ fuzz_target!(|input: Input| {
     };
     let engine = Engine::new(loaded.cluster, Default::default());
     for (i, (ns, l)) in pods.iter().enumerate() {
-        let id = engine.pod_id(&format!("ns{ns}"), &format!("p{i}")).expect("pod loaded");
+        let id = engine
+            .pod_id(&format!("ns{ns}"), &format!("p{i}"))
+            .expect("pod loaded");
         assert_eq!(
             engine.isolated(id, Direction::Ingress),
             *ns == 0 && selects(&input.pod_selector, l),
             "podSelector on p{i} {l:?}"
         );
-        let src = engine.endpoint_for_pod(id, None).expect("pod has an address");
+        let src = engine
+            .endpoint_for_pod(id, None)
+            .expect("pod has an address");
         let flow = Flow {
             src,
             dst: engine.endpoint_for_ip([203, 0, 113, 1].into()),

@@ -26,10 +26,19 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     for (tool, labels) in &out.tool_labels {
-        assert!(!tool.chars().any(char::is_control), "control character in tool key {tool:?}");
+        assert!(
+            !tool.chars().any(char::is_control),
+            "control character in tool key {tool:?}"
+        );
         for (k, v) in labels {
-            assert!(palisade_fuzz::ref_qualified_name(k), "tool {tool:?}: invalid label key {k:?}");
-            assert!(palisade_fuzz::ref_label_value(v), "tool {tool:?}: invalid label value {v:?}");
+            assert!(
+                palisade_fuzz::ref_qualified_name(k),
+                "tool {tool:?}: invalid label key {k:?}"
+            );
+            assert!(
+                palisade_fuzz::ref_label_value(v),
+                "tool {tool:?}: invalid label value {v:?}"
+            );
         }
     }
     let mut yaml = String::new();
@@ -54,5 +63,9 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => panic!("Palisade refuses its own tenancy output: {e:?}\n{yaml}"),
     }
     let state = out.state.render();
-    assert_eq!(State::parse(&state).as_ref(), Ok(&out.state), "state round trip:\n{state}");
+    assert_eq!(
+        State::parse(&state).as_ref(),
+        Ok(&out.state),
+        "state round trip:\n{state}"
+    );
 });

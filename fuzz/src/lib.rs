@@ -54,7 +54,8 @@ pub fn load_both(text: &str) -> Loaded {
 
 /// Compiles a cluster if it is small enough to evaluate pairwise.
 pub fn small_engine(cluster: Cluster, options: Options) -> Option<Engine> {
-    (cluster.pods.len() <= MAX_PODS && cluster.network_policies.len() + cluster.admin_policies.len() <= 64)
+    (cluster.pods.len() <= MAX_PODS
+        && cluster.network_policies.len() + cluster.admin_policies.len() <= 64)
         .then(|| Engine::new(cluster, options))
 }
 
@@ -146,20 +147,83 @@ pub fn addresses(cluster: &Cluster) -> Vec<IpAddr> {
 
 /// The words a rendered ruleset may contain besides addresses, numbers and generated names.
 const NFT_WORDS: &[&str] = &[
-    "add", "delete", "flush", "table", "inet", "palisade", "map", "set", "chain", "rule",
-    "element", "type", "ipv4_addr", "ipv6_addr", ":", "verdict", "elements", "=", "{", "}",
-    "flags", "interval", "hook", "forward", "input", "output", "priority", "filter", "policy",
-    "accept", "drop", "return", "jump", "goto", "ct", "state", "established,related", "invalid",
-    "ip", "ip6", "saddr", "daddr", "vmap", "@egress4", "@egress6", "@ingress4", "@ingress6",
-    "egress4", "egress6", "ingress4", "ingress6", "meta", "l4proto", "tcp", "udp", "sctp", "th",
-    "dport", "!=", "counter", "log", "prefix", "group", "comment", "QUOTED",
+    "add",
+    "delete",
+    "flush",
+    "table",
+    "inet",
+    "palisade",
+    "map",
+    "set",
+    "chain",
+    "rule",
+    "element",
+    "type",
+    "ipv4_addr",
+    "ipv6_addr",
+    ":",
+    "verdict",
+    "elements",
+    "=",
+    "{",
+    "}",
+    "flags",
+    "interval",
+    "hook",
+    "forward",
+    "input",
+    "output",
+    "priority",
+    "filter",
+    "policy",
+    "accept",
+    "drop",
+    "return",
+    "jump",
+    "goto",
+    "ct",
+    "state",
+    "established,related",
+    "invalid",
+    "ip",
+    "ip6",
+    "saddr",
+    "daddr",
+    "vmap",
+    "@egress4",
+    "@egress6",
+    "@ingress4",
+    "@ingress6",
+    "egress4",
+    "egress6",
+    "ingress4",
+    "ingress6",
+    "meta",
+    "l4proto",
+    "tcp",
+    "udp",
+    "sctp",
+    "th",
+    "dport",
+    "!=",
+    "counter",
+    "log",
+    "prefix",
+    "group",
+    "comment",
+    "QUOTED",
 ];
 
 /// Whether `w` is a name the nft compiler generates (digests, never user text): chains
 /// `e<12 hex>[x…][_np|_bl]`, `i…` likewise, sets `s4<12 hex>` / `s6<12 hex>`.
 fn generated_name(w: &str) -> bool {
     let w = w.strip_prefix('@').unwrap_or(w);
-    let hex12 = |s: &str| s.len() >= 12 && s[..12].bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    let hex12 = |s: &str| {
+        s.len() >= 12
+            && s[..12]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+    };
     if let Some(rest) = w.strip_prefix("s4").or_else(|| w.strip_prefix("s6")) {
         return rest.len() == 12 && hex12(rest);
     }
@@ -214,7 +278,9 @@ fn strip_quotes(line: &str) -> Result<String, String> {
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         let is_comment = before.ends_with("comment") && body.chars().all(|c| !c.is_control());
         if !is_log && !is_comment {
-            return Err(format!("a string that is neither a log prefix nor a comment: {line:?}"));
+            return Err(format!(
+                "a string that is neither a log prefix nor a comment: {line:?}"
+            ));
         }
         out.push_str("QUOTED");
         rest = &rest[end + 1..];
@@ -255,7 +321,8 @@ pub fn check_nft_text(script: &str) -> Result<(), String> {
 fn dns1123_label_shape(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b[0] != b'-'
         && b[b.len() - 1] != b'-'
 }
@@ -277,7 +344,8 @@ fn qualified_name_part(s: &str) -> bool {
     !b.is_empty()
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || b"-_.".contains(c))
 }
 
 /// `IsQualifiedName`: `[prefix/]name`, prefix a DNS-1123 subdomain, name ≤ 63 characters.
@@ -303,7 +371,8 @@ pub fn ref_port_name(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
         && b.len() <= 15
-        && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
         && b.iter().any(u8::is_ascii_lowercase)
         && !s.contains("--")
         && b[0] != b'-'
@@ -335,7 +404,9 @@ pub fn ref_cidr_shape(s: &str) -> Option<bool> {
 }
 
 /// A label map from pairs (later pairs win).
-pub fn label_map<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> BTreeMap<String, String> {
+pub fn label_map<'a>(
+    pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> BTreeMap<String, String> {
     pairs
         .into_iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
