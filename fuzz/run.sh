@@ -12,6 +12,7 @@
 # Exits 1 when anything crashed or a regression input failed.
 set -u
 cd "$(dirname "$0")"
+export LSAN_OPTIONS="suppressions=$PWD/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 secs=${1:-60}
 shift || true
 if [ $# -gt 0 ]; then targets=("$@"); else mapfile -t targets < <(cargo +nightly fuzz list); fi
