@@ -54,9 +54,9 @@ spec:
   priority: 3
   subject: {namespaces: {}}
   ingress:
-  - {name: "x\"; flush ruleset\n#", action: Deny, from: [{namespaces: {}}]}
+  - {name: "x\\"; flush ruleset\\n#", action: Deny, from: [{namespaces: {}}]}
   egress:
-  - {name: "}\r\ntable ip evil {", action: Pass, to: [{networks: ["0.0.0.0/0"]}]}
+  - {name: "}\\r\\ntable ip evil {", action: Pass, to: [{networks: ["0.0.0.0/0"]}]}
 """
 
 

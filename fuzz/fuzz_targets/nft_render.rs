@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
         if let Err(e) = palisade_fuzz::check_nft_text(&update) {
             panic!("update script: {e}\n{update}");
         }
-        let _ = rs.log_prefix_names();
+        let _ = rs.log_prefixes().count();
         if node.is_some() {
             continue;
         }
