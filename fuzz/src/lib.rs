@@ -206,6 +206,9 @@ const NFT_WORDS: &[&str] = &[
     "th",
     "dport",
     "!=",
+    "&",
+    "(fin|syn|rst|ack)",
+    "syn",
     "counter",
     "log",
     "prefix",
@@ -421,6 +424,7 @@ mod tests {
     fn nft_lexer_accepts_generated_text_and_rejects_user_text() {
         assert!(check_nft_text("add table inet palisade\n  chain e0123456789ab_np {\n    ip saddr @s4aaaaaaaaaaaa counter log prefix \"pal-3 \" group 100 drop\n  }\n").is_ok());
         assert!(check_nft_text("    ip saddr 10.0.0.0/8 th dport { 80-81, 443 } return\n").is_ok());
+        assert!(check_nft_text("    tcp flags & (fin|syn|rst|ack) != syn drop\n").is_ok());
         assert!(check_nft_text("  chain evil {\n").is_err());
         assert!(check_nft_text("  log prefix \"x\" drop\n").is_err());
         assert!(check_nft_text("  drop # hi\n").is_err());
