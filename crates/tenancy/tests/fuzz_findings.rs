@@ -2,27 +2,29 @@
 
 #![allow(missing_docs, clippy::unwrap_used)]
 
-use palisade_tenancy::{Config, Options, State, compile};
+use palisade_tenancy::{Config, Error, Options, State, compile};
 
 /// fuzz/regressions/tenancy/tool-name-with-control-character.yaml: a tool name is a label
 /// value's source and is printed in the output's header; a name with a control character
 /// (here U+0016; a newline injects YAML) must be refused, not carried into the output.
 #[test]
-#[ignore = "fails until tool names are validated"]
 fn a_tool_name_with_a_control_character_is_refused() {
-    let config = Config::parse([(
+    let parsed = Config::parse([(
         "t.yaml",
         "groups: [g]\ntools: [{name: \"sc\\x16anner\", group: g}]\n",
-    )])
-    .unwrap();
-    match compile(&config, &Options::default(), &State::default()) {
-        Err(errors) => assert!(
+    )]);
+    match parsed {
+        Err(Error::Invalid(errors)) => assert!(
             errors.iter().any(|d| d.to_string().contains("tools")),
             "{errors:?}"
         ),
-        Ok(out) => panic!(
-            "compiled with tool keys {:?}",
-            out.tool_labels.keys().collect::<Vec<_>>()
-        ),
+        Err(other) => panic!("{other}"),
+        Ok(config) => {
+            let out = compile(&config, &Options::default(), &State::default());
+            panic!(
+                "compiled with tool keys {:?}",
+                out.tool_labels.keys().collect::<Vec<_>>()
+            )
+        }
     }
 }
