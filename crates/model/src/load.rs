@@ -397,12 +397,11 @@ impl Loader {
         if !self.errors.is_empty() && !options.skip_invalid {
             return Err(LoadError::Invalid(self.errors));
         }
-        if self.cluster.is_empty() {
-            // Nothing to evaluate is a mistake (an empty directory, empty stdin), not a
-            // cluster where everything is allowed.
-            let mut errors = std::mem::take(&mut self.errors);
-            errors.push(self.nothing_loaded(had_documents));
-            return Err(LoadError::Invalid(errors));
+        if self.cluster.is_empty() && self.errors.is_empty() {
+            // Finding nothing to read is a mistake (an empty directory, empty stdin), not
+            // a cluster where everything is allowed. (Objects skipped as invalid were
+            // found, and reported.)
+            return Err(LoadError::Invalid(vec![self.nothing_loaded(had_documents)]));
         }
         self.skipped = std::mem::take(&mut self.errors);
         self.imply_namespaces();

@@ -295,6 +295,8 @@ enum Frame {
         map: Map<String, Value>,
         lines: Vec<(u64, usize, Lines)>,
         key: Option<(String, usize)>,
+        /// The pending key is a merge key (a plain `<<`).
+        merge: bool,
         anchor: usize,
     },
 }
@@ -323,8 +325,15 @@ impl<'b> Builder<'b> {
                     message: e.info().to_string(),
                 })
                 .and_then(|(event, span)| self.event(event, span));
-            if let Err(e) = result {
+            if let Err(mut e) = result {
                 let from = self.doc_start.unwrap_or(e.line - self.offset);
+                if from + self.offset != e.line {
+                    e.message = format!(
+                        "{} (in the document starting at line {})",
+                        e.message,
+                        from + self.offset
+                    );
+                }
                 return Some((e, from));
             }
         }
@@ -348,9 +357,12 @@ impl<'b> Builder<'b> {
                 let resolved = resolve(&text, style, tag.as_deref())
                     .map_err(|message| SyntaxError { line, message })?;
                 if let Some(Frame::Map {
-                    key: key @ None, ..
+                    key: key @ None,
+                    merge,
+                    ..
                 }) = self.stack.last_mut()
                 {
+                    *merge = style == ScalarStyle::Plain && tag.is_none() && text == "<<";
                     let name = match resolved {
                         Resolved::Str => text.into_owned(),
                         r => r
@@ -412,6 +424,7 @@ impl<'b> Builder<'b> {
                     map: Map::new(),
                     lines: Vec::new(),
                     key: None,
+                    merge: false,
                     anchor,
                 });
             }
@@ -478,34 +491,99 @@ impl<'b> Builder<'b> {
                 l.push(lines);
             }
             Some(Frame::Map {
-                map, lines: l, key, ..
+                map,
+                lines: l,
+                key,
+                merge,
+                ..
             }) => {
                 if let Some((k, key_line)) = key.take() {
-                    let hash = key_hash(&k);
-                    match map.entry(k) {
-                        serde_json::map::Entry::Occupied(e) => {
-                            let first = l
-                                .iter()
-                                .find(|(h, _, _)| *h == hash)
-                                .map_or(line, |(_, first, _)| *first);
-                            return Err(SyntaxError {
-                                line: key_line,
-                                message: format!(
-                                    "duplicate mapping key {:?}: first at line {first}, again at line {key_line}",
-                                    e.key()
-                                ),
-                            });
-                        }
-                        serde_json::map::Entry::Vacant(e) => {
-                            e.insert(value);
-                            l.push((hash, key_line, lines));
-                        }
+                    if std::mem::take(merge) {
+                        return merge_into(map, l, value, lines, key_line);
                     }
+                    insert_entry(map, l, k, value, key_line, lines)?;
                 }
             }
         }
         Ok(())
     }
+}
+
+/// Adds `key: value` to a mapping being built; a key it already has is an error naming
+/// both lines, as kubectl refuses it.
+fn insert_entry(
+    map: &mut Map<String, Value>,
+    entries: &mut Vec<(u64, usize, Lines)>,
+    key: String,
+    value: Value,
+    key_line: usize,
+    lines: Lines,
+) -> Result<(), SyntaxError> {
+    let hash = key_hash(&key);
+    match map.entry(key) {
+        serde_json::map::Entry::Occupied(e) => {
+            let first = entries
+                .iter()
+                .find(|(h, _, _)| *h == hash)
+                .map_or(key_line, |(_, first, _)| *first);
+            Err(SyntaxError {
+                line: key_line,
+                message: format!(
+                    "duplicate mapping key {:?}: first at line {first}, again at line {key_line}",
+                    e.key()
+                ),
+            })
+        }
+        serde_json::map::Entry::Vacant(e) => {
+            e.insert(value);
+            entries.push((hash, key_line, lines));
+            Ok(())
+        }
+    }
+}
+
+/// A merge key (`<<: *defaults`, or a sequence of mappings) adds the merged mappings'
+/// keys, as go-yaml v2 does; a key both merged and written (or merged twice) is a
+/// duplicate, as in kubectl's strict reading.
+fn merge_into(
+    map: &mut Map<String, Value>,
+    entries: &mut Vec<(u64, usize, Lines)>,
+    value: Value,
+    lines: Lines,
+    line: usize,
+) -> Result<(), SyntaxError> {
+    let not_a_map = || SyntaxError {
+        line,
+        message: "map merge requires a mapping or a sequence of mappings as the value".into(),
+    };
+    let merged: Vec<(Map<String, Value>, Lines)> = match (value, lines) {
+        (Value::Object(m), lines) => vec![(m, lines)],
+        (Value::Array(items), Lines::Seq(_, item_lines)) => {
+            // Earlier mappings take precedence: go-yaml v2 merges them last.
+            let mut out = Vec::new();
+            for (item, lines) in items.into_iter().zip(item_lines).rev() {
+                match item {
+                    Value::Object(m) => out.push((m, lines)),
+                    _ => return Err(not_a_map()),
+                }
+            }
+            out
+        }
+        _ => return Err(not_a_map()),
+    };
+    for (m, lines) in merged {
+        let mut from: HashMap<u64, (usize, Lines)> = match lines {
+            Lines::Map(_, e) => e.into_iter().map(|(h, l, c)| (h, (l, c))).collect(),
+            _ => HashMap::new(),
+        };
+        for (k, v) in m {
+            let (key_line, child) = from
+                .remove(&key_hash(&k))
+                .unwrap_or((line, Lines::Leaf(line)));
+            insert_entry(map, entries, k, v, key_line.max(line), child)?;
+        }
+    }
+    Ok(())
 }
 
 /// How a scalar reads: plain untagged scalars by kubectl's YAML 1.1 rules, tagged ones by
@@ -642,6 +720,28 @@ mod tests {
         assert!(err.message.contains("\"true\""), "{err}");
         // The same key in different mappings is fine.
         assert!(parse_documents("a: {x: 1}\nb: {x: 1}\n").is_ok());
+    }
+
+    #[test]
+    fn merge_keys_merge_as_in_go_yaml_v2() {
+        let text = "base: &b {app: web, tier: db}\nsel:\n  <<: *b\n  extra: x\nboth:\n  <<: [{a: 1}, {b: 2}]\n";
+        let docs = parse_documents(text).unwrap();
+        assert_eq!(
+            docs[0].value["sel"],
+            serde_json::json!({"app": "web", "tier": "db", "extra": "x"})
+        );
+        assert_eq!(docs[0].value["both"], serde_json::json!({"a": 1, "b": 2}));
+        let err = parse_documents("b: &b {app: web}\ns:\n  <<: *b\n  app: db\n").unwrap_err();
+        assert!(
+            err.message.contains("duplicate mapping key \"app\""),
+            "{err}"
+        );
+        assert!(parse_documents("s:\n  <<: 1\n").is_err());
+        assert_eq!(
+            parse_documents("s: {\"<<\": 1}\n").unwrap()[0].value["s"]["<<"],
+            1,
+            "a quoted << is an ordinary key"
+        );
     }
 
     /// Issue 10, bug 5: a broken document loses only itself.

@@ -276,19 +276,10 @@ fn bug9_no_objects_at_all_is_an_error() {
         errors[0].message.contains("no objects Palisade reads"),
         "{errors:?}"
     );
-    // With --skip-invalid, skipping everything is not success either.
-    let errors = invalid(load_sources(
-        [(
-            "f.yaml",
-            "apiVersion: v1\nkind: Namespace\nmetadata: {name: X}\n",
-        )],
-        LoadOptions { skip_invalid: true },
-    ));
-    assert_eq!(
-        errors.len(),
-        2,
-        "the skipped object and the empty load: {errors:?}"
-    );
+    // With --skip-invalid, objects that were found and skipped are reported, not "empty".
+    let loaded = load_skipping("apiVersion: v1\nkind: Namespace\nmetadata: {name: X}\n");
+    assert!(loaded.cluster.is_empty());
+    assert_eq!(loaded.diagnostics[0].severity, Severity::Error);
 }
 
 #[test]

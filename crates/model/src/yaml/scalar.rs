@@ -8,6 +8,8 @@
 //! base-60 numbers (`1:30`) are strings too (go-yaml v2 does not read them). Quoted
 //! scalars are strings unless a `!!int`/`!!float`/`!!bool`/`!!null` tag asks otherwise.
 
+use std::borrow::Cow;
+
 use serde_json::{Number, Value};
 
 /// A scalar as go-yaml v2 resolves it.
@@ -84,7 +86,10 @@ pub(crate) fn resolve_plain(text: &str) -> Resolved {
         b'.' => b'.',
         _ => return Resolved::Str,
     };
-    if let Some((_, r)) = WORDS.iter().find(|(w, _)| *w == text) {
+    // Every word of the table is at most five bytes long.
+    if text.len() <= 5
+        && let Some((_, r)) = WORDS.iter().find(|(w, _)| *w == text)
+    {
         return r.clone();
     }
     match hint {
@@ -173,7 +178,11 @@ fn number_or_timestamp(text: &str) -> Resolved {
     if let Some(t) = timestamp(text) {
         return Resolved::Timestamp(t);
     }
-    let plain: String = text.chars().filter(|c| *c != '_').collect();
+    let plain: Cow<'_, str> = if text.contains('_') {
+        Cow::Owned(text.replace('_', ""))
+    } else {
+        Cow::Borrowed(text)
+    };
     if let Some(i) = go_parse_int(&plain) {
         return Resolved::Int(i);
     }
