@@ -69,7 +69,18 @@ pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, Loa
     for (name, bytes) in raw {
         match String::from_utf8(bytes) {
             Ok(text) => texts.push((name, text)),
-            Err(e) => loader.not_text(&name, e.as_bytes(), e.utf8_error().valid_up_to()),
+            Err(e) => {
+                let valid_up_to = e.utf8_error().valid_up_to();
+                loader.not_text(&name, e.as_bytes(), valid_up_to);
+                // The whole documents before the broken one still load (and count under
+                // --skip-invalid); never a cut document, which could say less than written.
+                let bytes = e.into_bytes();
+                let valid = std::str::from_utf8(&bytes[..valid_up_to]).unwrap_or_default();
+                let keep = last_document_marker(valid).unwrap_or(0);
+                if keep > 0 {
+                    texts.push((name, valid[..keep].to_string()));
+                }
+            }
         }
     }
     loader.parse_all(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
@@ -160,6 +171,20 @@ fn read_within(
         });
     }
     Ok(bytes)
+}
+
+/// The offset of the last line of `text` that is a document marker (`---` then a space, a
+/// tab or the end of the line), if any after the first line.
+fn last_document_marker(text: &str) -> Option<usize> {
+    let mut end = text.len();
+    while let Some(p) = text[..end].rfind("\n---") {
+        let start = p + 1;
+        match text.as_bytes().get(start + 3) {
+            None | Some(b' ' | b'\t' | b'\r' | b'\n') => return Some(start),
+            _ => end = p,
+        }
+    }
+    None
 }
 
 fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
