@@ -383,7 +383,7 @@ impl<'b> Builder<'b> {
                     self.anchors
                         .insert(anchor, (value.clone(), Lines::Leaf(line), cost));
                 }
-                self.attach(value, Lines::Leaf(line), line)?;
+                self.attach(value, Lines::Leaf(line))?;
             }
             Event::Alias(id) => {
                 let (value, lines, cost) = self.anchors.get(&id).cloned().ok_or(SyntaxError {
@@ -406,7 +406,7 @@ impl<'b> Builder<'b> {
                     *key = Some((scalar_key(&value), line));
                     return Ok(());
                 }
-                self.attach(value, lines, line)?;
+                self.attach(value, lines)?;
             }
             Event::SequenceStart(anchor, _) => {
                 self.check_depth(line)?;
@@ -429,20 +429,20 @@ impl<'b> Builder<'b> {
                 });
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (value, lines, anchor, start) = match self.stack.pop() {
+                let (value, lines, anchor) = match self.stack.pop() {
                     Some(Frame::Seq {
                         line,
                         items,
                         lines,
                         anchor,
-                    }) => (Value::Array(items), Lines::Seq(line, lines), anchor, line),
+                    }) => (Value::Array(items), Lines::Seq(line, lines), anchor),
                     Some(Frame::Map {
                         line,
                         map,
                         lines,
                         anchor,
                         ..
-                    }) => (Value::Object(map), Lines::Map(line, lines), anchor, line),
+                    }) => (Value::Object(map), Lines::Map(line, lines), anchor),
                     None => return Ok(()),
                 };
                 if anchor > 0 {
@@ -450,7 +450,7 @@ impl<'b> Builder<'b> {
                     self.anchors
                         .insert(anchor, (value.clone(), lines.clone(), cost));
                 }
-                self.attach(value, lines, start)?;
+                self.attach(value, lines)?;
             }
             Event::StreamStart | Event::StreamEnd | Event::Nothing => {}
         }
@@ -475,7 +475,7 @@ impl<'b> Builder<'b> {
 
     /// Adds a finished node to its parent (or completes the document). A key given twice
     /// in one mapping is an error naming both lines, as kubectl refuses it.
-    fn attach(&mut self, value: Value, lines: Lines, line: usize) -> Result<(), SyntaxError> {
+    fn attach(&mut self, value: Value, lines: Lines) -> Result<(), SyntaxError> {
         match self.stack.last_mut() {
             None => {
                 self.pending = (!value.is_null()).then(|| Document {
