@@ -27,7 +27,7 @@ fn policies() -> String {
         .map(|f| std::fs::read_to_string(f).unwrap())
         .collect();
     docs.push(
-        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-y, namespace: y}\nspec: {podSelector: {}}\n"
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-y, namespace: 'y'}\nspec: {podSelector: {}}\n"
             .into(),
     );
     docs.join("\n---\n")
@@ -265,7 +265,7 @@ fn allow_all_with_an_invalid_label_key() {
 #[test]
 fn allow_all_with_an_uppercase_name() {
     never_widens(
-        b"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: Open, namespace: y}\nspec: {podSelector: {}, ingress: [{}]}\n",
+        b"apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: Open, namespace: 'y'}\nspec: {podSelector: {}, ingress: [{}]}\n",
         true,
     );
 }

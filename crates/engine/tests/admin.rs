@@ -16,7 +16,7 @@ spec:
   ingress:
   - name: no-y
     action: Deny
-    from: [{namespaces: {matchLabels: {ns: y}}}]
+    from: [{namespaces: {matchLabels: {ns: 'y'}}}]
 "#;
 
 #[test]
@@ -149,7 +149,7 @@ kind: BaselineAdminNetworkPolicy
 metadata: {name: default}
 spec:
   subject: {namespaces: {matchLabels: {ns: x}}}
-  ingress: [{name: baseline-deny-y, action: Deny, from: [{namespaces: {matchLabels: {ns: y}}}]}]
+  ingress: [{name: baseline-deny-y, action: Deny, from: [{namespaces: {matchLabels: {ns: 'y'}}}]}]
 "#,
     );
     assert_matrix(&e, TCP80, |from, to| match ns(to) {
@@ -186,7 +186,7 @@ spec:
 ---
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
-metadata: {name: open-y, namespace: y}
+metadata: {name: open-y, namespace: 'y'}
 spec: {podSelector: {}, ingress: [{from: [{namespaceSelector: {matchLabels: {ns: x}}}]}]}
 "#,
     );
@@ -226,7 +226,7 @@ spec:
 ---
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
-metadata: {name: deny-egress-y, namespace: y}
+metadata: {name: deny-egress-y, namespace: 'y'}
 spec: {podSelector: {}, policyTypes: [Egress]}
 "#,
     );
@@ -336,7 +336,7 @@ kind: AdminNetworkPolicy
 metadata: {name: range}
 spec:
   priority: 1
-  subject: {namespaces: {matchLabels: {ns: y}}}
+  subject: {namespaces: {matchLabels: {ns: 'y'}}}
   ingress:
   - {action: Deny, from: [{namespaces: {}}], ports: [{portRange: {protocol: UDP, start: 81, end: 90}}]}
 "#,
@@ -383,8 +383,8 @@ fn tenant_engine(policy: &str) -> palisade_engine::Engine {
             "  labels:\n    ns: x\n    tenant: t1",
         )
         .replace(
-            "  labels:\n    ns: y",
-            "  labels:\n    ns: y\n    tenant: t1",
+            "  labels:\n    ns: \"y\"",
+            "  labels:\n    ns: \"y\"\n    tenant: t1",
         )
         .replace(
             "  labels:\n    ns: z",
@@ -483,7 +483,7 @@ kind: AdminNetworkPolicy
 metadata: {name: future-pass}
 spec:
   priority: 2
-  subject: {namespaces: {matchLabels: {ns: y}}}
+  subject: {namespaces: {matchLabels: {ns: 'y'}}}
   ingress: [{action: Pass, from: [{serviceAccounts: {name: foo}}]}]
 "#,
             ),

@@ -73,7 +73,7 @@ fn deny_both_directions() {
         r#"
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
-metadata: {name: deny-all, namespace: y}
+metadata: {name: deny-all, namespace: 'y'}
 spec:
   podSelector: {}
   policyTypes: [Ingress, Egress]
@@ -131,7 +131,7 @@ spec:
   podSelector: {matchLabels: {pod: a}}
   ingress:
   - from:
-    - namespaceSelector: {matchLabels: {ns: y}}
+    - namespaceSelector: {matchLabels: {ns: 'y'}}
 "#,
     );
     assert_matrix(&e, UDP80, |from, to| to != "x/a" || ns(from) == "y");
@@ -148,7 +148,7 @@ spec:
   podSelector: {matchLabels: {pod: a}}
   ingress:
   - from:
-    - namespaceSelector: {matchLabels: {ns: y}}
+    - namespaceSelector: {matchLabels: {ns: 'y'}}
       podSelector: {matchLabels: {pod: c}}
 "#,
     );
@@ -166,7 +166,7 @@ spec:
   podSelector: {matchLabels: {pod: a}}
   ingress:
   - from:
-    - namespaceSelector: {matchLabels: {ns: y}}
+    - namespaceSelector: {matchLabels: {ns: 'y'}}
     - podSelector: {matchLabels: {pod: c}}
 "#,
     );
@@ -188,7 +188,7 @@ spec:
   ingress:
   - from:
     - namespaceSelector:
-        matchExpressions: [{key: ns, operator: NotIn, values: [y]}]
+        matchExpressions: [{key: ns, operator: NotIn, values: ['y']}]
       podSelector:
         matchExpressions: [{key: pod, operator: Exists}, {key: missing, operator: DoesNotExist}]
 "#,
@@ -346,7 +346,7 @@ fn ingress_from_external_ip_block() {
         r#"
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
-metadata: {name: from-office, namespace: y}
+metadata: {name: from-office, namespace: 'y'}
 spec:
   podSelector: {}
   ingress:
@@ -605,7 +605,7 @@ fn pod_selectors_do_not_match_host_network_pods() {
         r#"
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
-metadata: {name: egress-to-pods, namespace: y}
+metadata: {name: egress-to-pods, namespace: 'y'}
 spec:
   podSelector: {}
   policyTypes: [Egress]

@@ -23,7 +23,7 @@ kind: NetworkPolicy
 metadata: {name: from-y, namespace: x}
 spec:
   podSelector: {matchLabels: {pod: a}}
-  ingress: [{from: [{namespaceSelector: {matchLabels: {ns: y}}}]}]
+  ingress: [{from: [{namespaceSelector: {matchLabels: {ns: 'y'}}}]}]
 ---
 apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
@@ -37,7 +37,7 @@ kind: AdminNetworkPolicy
 metadata: {name: first}
 spec:
   priority: 10
-  subject: {namespaces: {matchLabels: {ns: y}}}
+  subject: {namespaces: {matchLabels: {ns: 'y'}}}
   ingress: [{name: never, action: Deny, from: [{namespaces: {matchLabels: {ns: none}}}]}]
 ---
 apiVersion: policy.networking.k8s.io/v1alpha1
@@ -45,7 +45,7 @@ kind: AdminNetworkPolicy
 metadata: {name: deny-x-to-y}
 spec:
   priority: 20
-  subject: {namespaces: {matchLabels: {ns: y}}}
+  subject: {namespaces: {matchLabels: {ns: 'y'}}}
   ingress: [{name: block-x, action: Deny, from: [{namespaces: {matchLabels: {ns: x}}}]}]
 "#;
 

@@ -11,6 +11,9 @@ use crate::yaml::LineMap;
 pub enum Severity {
     /// Worth knowing; nothing was lost.
     Notice,
+    /// Accepted (the API server accepts it too), but likely a mistake that changes what
+    /// Palisade decides.
+    Warning,
     /// The input is invalid (or, with `--skip-invalid`, an object was skipped).
     Error,
 }
@@ -36,6 +39,7 @@ impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let level = match self.severity {
             Severity::Notice => "notice",
+            Severity::Warning => "warning",
             Severity::Error => "error",
         };
         write!(f, "{}:{}: {level}: ", self.file, self.line)?;

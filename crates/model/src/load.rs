@@ -1,6 +1,7 @@
 //! Loading: paths (files, directories, `-` for stdin) → documents → objects → a [`Cluster`].
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -46,41 +47,144 @@ pub struct Loaded {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Reads every path: files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name
-/// order) and `-` for stdin.
-pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, LoadError> {
-    let sources = read_paths(paths)?;
-    load_sources(
-        sources.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-        options,
-    )
-}
+/// Most bytes read from one source (a file or stdin): four times a 100,000-pod
+/// `kubectl get -o yaml` dump (about 300 MB). A larger source is refused, not truncated.
+pub const MAX_SOURCE_BYTES: u64 = 1 << 30;
 
-/// The (name, text) of every input `-f` names: files, directories (recursively, `*.yaml`,
-/// `*.yml`, `*.json`, in name order) and `-` for stdin (named `-`).
-pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<(String, String)>, LoadError> {
-    let mut sources = Vec::new();
-    for path in paths {
-        if path.as_os_str() == "-" {
-            let mut text = String::new();
-            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|source| {
-                LoadError::Io {
-                    path: path.clone(),
-                    source,
+/// Most bytes read by one load, all sources together.
+pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
+
+/// Reads every path: files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name
+/// order) and `-` for stdin. At most [`MAX_SOURCE_BYTES`] are read from one source and
+/// [`MAX_TOTAL_BYTES`] in all; a source that is not UTF-8 text is an error at its first
+/// bad line.
+pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, LoadError> {
+    let raw = read_raw(paths)?;
+    let mut loader = Loader::named(
+        paths
+            .first()
+            .map_or("-".into(), |p| p.display().to_string()),
+    );
+    let mut texts = Vec::new();
+    for (name, bytes) in raw {
+        match String::from_utf8(bytes) {
+            Ok(text) => texts.push((name, text)),
+            Err(e) => {
+                let valid_up_to = e.utf8_error().valid_up_to();
+                loader.not_text(&name, e.as_bytes(), valid_up_to);
+                // The whole documents before the broken one still load (and count under
+                // --skip-invalid); never a cut document, which could say less than written.
+                let bytes = e.into_bytes();
+                let valid = std::str::from_utf8(&bytes[..valid_up_to]).unwrap_or_default();
+                let keep = last_document_marker(valid).unwrap_or(0);
+                if keep > 0 {
+                    texts.push((name, valid[..keep].to_string()));
                 }
-            })?;
-            sources.push(("-".to_string(), text));
-        } else {
-            for file in expand(path)? {
-                let text = std::fs::read_to_string(&file).map_err(|source| LoadError::Io {
-                    path: file.clone(),
-                    source,
-                })?;
-                sources.push((file.display().to_string(), text));
             }
         }
     }
-    Ok(sources)
+    loader.parse_all(texts.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+    loader.finish(options)
+}
+
+/// The (name, text) of every input `-f` names: files, directories (recursively, `*.yaml`,
+/// `*.yml`, `*.json`, in name order) and `-` for stdin (named `-`), within the size
+/// limits; a source that is not UTF-8 is an error at its first bad line.
+pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<(String, String)>, LoadError> {
+    let mut out = Vec::new();
+    let mut loader = Loader::default();
+    for (name, bytes) in read_raw(paths)? {
+        match String::from_utf8(bytes) {
+            Ok(text) => out.push((name, text)),
+            Err(e) => loader.not_text(&name, e.as_bytes(), e.utf8_error().valid_up_to()),
+        }
+    }
+    if loader.errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(LoadError::Invalid(loader.errors))
+    }
+}
+
+/// The bytes of every input, within [`MAX_SOURCE_BYTES`] and [`MAX_TOTAL_BYTES`].
+fn read_raw(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
+    let mut raw: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut total = 0u64;
+    for path in paths {
+        if path.as_os_str() == "-" {
+            let bytes = read_limited(std::io::stdin().lock(), path, total)?;
+            total += bytes.len() as u64;
+            raw.push(("-".to_string(), bytes));
+        } else {
+            for file in expand(path)? {
+                let reader = std::fs::File::open(&file).map_err(|source| LoadError::Io {
+                    path: file.clone(),
+                    source,
+                })?;
+                let bytes = read_limited(reader, &file, total)?;
+                total += bytes.len() as u64;
+                raw.push((file.display().to_string(), bytes));
+            }
+        }
+    }
+    Ok(raw)
+}
+
+/// Reads at most [`MAX_SOURCE_BYTES`] (and what is left of [`MAX_TOTAL_BYTES`] after
+/// `so_far`); more is an error naming the path.
+fn read_limited(reader: impl Read, path: &Path, so_far: u64) -> Result<Vec<u8>, LoadError> {
+    read_within(reader, path, so_far, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES)
+}
+
+/// [`read_limited`] with the limits given.
+fn read_within(
+    reader: impl Read,
+    path: &Path,
+    so_far: u64,
+    per_source: u64,
+    per_run: u64,
+) -> Result<Vec<u8>, LoadError> {
+    let limit = per_source.min(per_run.saturating_sub(so_far));
+    let mut bytes = Vec::new();
+    reader
+        .take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| LoadError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    if bytes.len() as u64 > limit {
+        let message = if limit < per_source {
+            format!(
+                "the input is larger than {} MiB, the most one run reads",
+                per_run >> 20
+            )
+        } else {
+            format!(
+                "larger than {} MiB, the most Palisade reads from one source",
+                per_source >> 20
+            )
+        };
+        return Err(LoadError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, message),
+        });
+    }
+    Ok(bytes)
+}
+
+/// The offset of the last line of `text` that is a document marker (`---` then a space, a
+/// tab or the end of the line), if any after the first line.
+fn last_document_marker(text: &str) -> Option<usize> {
+    let mut end = text.len();
+    while let Some(p) = text[..end].rfind("\n---") {
+        let start = p + 1;
+        match text.as_bytes().get(start + 3) {
+            None | Some(b' ' | b'\t' | b'\r' | b'\n') => return Some(start),
+            _ => end = p,
+        }
+    }
+    None
 }
 
 fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
@@ -118,33 +222,9 @@ pub fn load_sources<'a>(
     sources: impl IntoIterator<Item = (&'a str, &'a str)>,
     options: LoadOptions,
 ) -> Result<Loaded, LoadError> {
-    let mut loader = Loader::default();
-    // Files are parsed concurrently; their documents keep the input order.
     let sources: Vec<(&str, &str)> = sources.into_iter().collect();
-    let parsed: Vec<(&str, Result<Vec<yaml::Document>, yaml::SyntaxError>)> =
-        std::thread::scope(|s| {
-            let handles: Vec<_> = sources
-                .iter()
-                .map(|&(name, text)| (name, s.spawn(move || yaml::parse_documents(text))))
-                .collect();
-            handles
-                .into_iter()
-                .map(|(name, h)| {
-                    (
-                        name,
-                        h.join().unwrap_or_else(|_| {
-                            Err(yaml::SyntaxError {
-                                line: 0,
-                                message: "parser thread failed".into(),
-                            })
-                        }),
-                    )
-                })
-                .collect()
-        });
-    for (name, result) in parsed {
-        loader.source(name, result);
-    }
+    let mut loader = Loader::named(sources.first().map_or("<input>", |s| s.0).to_string());
+    loader.parse_all(sources);
     loader.finish(options)
 }
 
@@ -155,12 +235,16 @@ pub fn load_str(text: &str) -> Result<Loaded, LoadError> {
 
 #[derive(Default)]
 struct Loader {
+    /// What to call the input as a whole (the first path), for errors about all of it.
+    input: String,
     cluster: Cluster,
     errors: Vec<Diagnostic>,
     skipped: Vec<Diagnostic>,
     notices: Vec<Diagnostic>,
     seen: HashMap<(String, String, String), Origin>,
     documents: Vec<(Arc<str>, yaml::Document)>,
+    /// Sources read (files, stdin, named texts).
+    sources: usize,
 }
 
 /// One object to decode: a document, or an item of a `List` in one.
@@ -184,21 +268,74 @@ enum Object {
 }
 
 impl Loader {
-    fn source(&mut self, name: &str, parsed: Result<Vec<yaml::Document>, yaml::SyntaxError>) {
+    fn named(input: String) -> Self {
+        Loader {
+            input,
+            ..Loader::default()
+        }
+    }
+
+    /// Parses the texts concurrently (sharing one alias budget); their documents keep the
+    /// input order.
+    fn parse_all<'a>(&mut self, sources: impl IntoIterator<Item = (&'a str, &'a str)>) {
+        let sources: Vec<(&str, &str)> = sources.into_iter().collect();
+        let budget = yaml::AliasBudget::default();
+        let budget = &budget;
+        let parsed: Vec<(&str, yaml::Parsed)> = std::thread::scope(|s| {
+            let handles: Vec<_> = sources
+                .iter()
+                .map(|&(name, text)| (name, s.spawn(move || yaml::parse_stream(text, budget))))
+                .collect();
+            handles
+                .into_iter()
+                .map(|(name, h)| {
+                    let parsed = h.join().unwrap_or_else(|_| yaml::Parsed {
+                        documents: Vec::new(),
+                        errors: vec![yaml::SyntaxError {
+                            line: 1,
+                            message: "parser thread failed".into(),
+                        }],
+                    });
+                    (name, parsed)
+                })
+                .collect()
+        });
+        for (name, result) in parsed {
+            self.source(name, result);
+        }
+    }
+
+    fn source(&mut self, name: &str, parsed: yaml::Parsed) {
         let file: Arc<str> = Arc::from(name);
-        match parsed {
-            Err(e) => self.errors.push(Diagnostic {
+        self.sources += 1;
+        for e in parsed.errors {
+            self.errors.push(Diagnostic {
                 severity: Severity::Error,
-                file,
+                file: file.clone(),
                 line: e.line,
                 object: String::new(),
                 field: String::new(),
                 message: format!("YAML syntax error: {}", e.message),
-            }),
-            Ok(docs) => self
-                .documents
-                .extend(docs.into_iter().map(|d| (file.clone(), d))),
+            });
         }
+        self.documents
+            .extend(parsed.documents.into_iter().map(|d| (file.clone(), d)));
+    }
+
+    /// A source that is not UTF-8: an error at the line of its first bad byte.
+    fn not_text(&mut self, name: &str, bytes: &[u8], valid_up_to: usize) {
+        let line = 1 + bytes[..valid_up_to].iter().filter(|b| **b == b'\n').count();
+        self.sources += 1;
+        self.errors.push(Diagnostic {
+            severity: Severity::Error,
+            file: Arc::from(name),
+            line,
+            object: String::new(),
+            field: String::new(),
+            message: format!(
+                "not UTF-8 text (byte {valid_up_to} is not valid UTF-8); manifests are YAML or JSON text"
+            ),
+        });
     }
 
     /// Decodes every document (in parallel), then adds the objects in input order.
@@ -278,11 +415,18 @@ impl Loader {
     }
 
     fn finish(mut self, options: LoadOptions) -> Result<Loaded, LoadError> {
+        let had_documents = !self.documents.is_empty();
         self.decode_all();
+        self.errors
+            .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
         if !self.errors.is_empty() && !options.skip_invalid {
-            self.errors
-                .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
             return Err(LoadError::Invalid(self.errors));
+        }
+        if self.cluster.is_empty() && self.errors.is_empty() {
+            // Finding nothing to read is a mistake (an empty directory, empty stdin), not
+            // a cluster where everything is allowed. (Objects skipped as invalid were
+            // found, and reported.)
+            return Err(LoadError::Invalid(vec![self.nothing_loaded(had_documents)]));
         }
         self.skipped = std::mem::take(&mut self.errors);
         self.imply_namespaces();
@@ -296,11 +440,31 @@ impl Loader {
         c.admin_policies
             .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         let mut diagnostics = self.skipped;
+        diagnostics.extend(shared_ip_warnings(&self.cluster));
         diagnostics.append(&mut self.notices);
         Ok(Loaded {
             cluster: self.cluster,
             diagnostics,
         })
+    }
+
+    /// The error for a load that found no object to read.
+    fn nothing_loaded(&self, had_documents: bool) -> Diagnostic {
+        let message = if self.sources == 0 {
+            "no manifests: no *.yaml, *.yml or *.json file in the input".to_string()
+        } else if !had_documents {
+            "no objects: the input holds no YAML or JSON document".to_string()
+        } else {
+            "no objects Palisade reads (Namespace, Pod, Node, NetworkPolicy, AdminNetworkPolicy, BaselineAdminNetworkPolicy, ClusterNetworkPolicy) in the input".to_string()
+        };
+        Diagnostic {
+            severity: Severity::Error,
+            file: Arc::from(self.input.as_str()),
+            line: 1,
+            object: String::new(),
+            field: String::new(),
+            message,
+        }
     }
 
     /// Namespaces that pods or policies live in but that were not declared are assumed,
@@ -334,6 +498,30 @@ impl Loader {
             c.namespaces.push(core::implied_namespace(&ns));
         }
     }
+}
+
+/// A warning for every pod whose IP another (non-host-network) pod also has, naming both.
+fn shared_ip_warnings(cluster: &Cluster) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for (ip, pods) in cluster.duplicate_pod_ips() {
+        let first = pods[0];
+        for pod in &pods[1..] {
+            out.push(Diagnostic {
+                severity: Severity::Warning,
+                file: pod.origin.file.clone(),
+                line: pod.origin.line,
+                object: format!("Pod {}", pod.key()),
+                field: "status.podIPs".into(),
+                message: format!(
+                    "{ip} is also the IP of Pod {} ({}:{}); Palisade cannot tell these pods apart, so connections to and from {ip} fail closed",
+                    first.key(),
+                    first.origin.file,
+                    first.origin.line
+                ),
+            });
+        }
+    }
+    out
 }
 
 /// Collects the objects of a document: itself, or the items of a `List` / `*List`.
@@ -464,4 +652,27 @@ fn decode(item: &Item<'_>) -> Decoded {
         }
     };
     (ctx.diags, object.map(|o| (kind.to_string(), o)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 10, bug 7: `-f /dev/zero` grew without bound; reading stops one byte past the
+    /// limit with an error naming the file.
+    #[test]
+    fn bug7_reading_stops_at_the_limits() {
+        let path = Path::new("/dev/zero");
+        let zeros = || std::io::repeat(0);
+        let err = read_within(zeros(), path, 0, 2 << 20, 8 << 20).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("/dev/zero: larger than 2 MiB"), "{text}");
+        let err = read_within(zeros(), path, 7 << 20, 2 << 20, 8 << 20).unwrap_err();
+        assert!(
+            err.to_string().contains("8 MiB, the most one run reads"),
+            "{err}"
+        );
+        let ok = read_within(&b"kind: Pod\n"[..], path, 0, 2 << 20, 8 << 20).unwrap();
+        assert_eq!(ok.len(), 10);
+    }
 }

@@ -1,5 +1,6 @@
 //! The cluster objects Palisade understands, in validated, precise form.
 
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -387,4 +388,42 @@ pub struct Cluster {
     pub network_policies: Vec<NetworkPolicy>,
     /// AdminNetworkPolicies, BaselineAdminNetworkPolicies and ClusterNetworkPolicies.
     pub admin_policies: Vec<AdminPolicy>,
+}
+
+impl Cluster {
+    /// Whether nothing at all was loaded.
+    pub fn is_empty(&self) -> bool {
+        self.namespaces.is_empty()
+            && self.pods.is_empty()
+            && self.nodes.is_empty()
+            && self.network_policies.is_empty()
+            && self.admin_policies.is_empty()
+    }
+
+    /// The IPs that more than one non-host-network pod has, each with those pods in
+    /// `pods` order (see [`duplicate_pod_ips`]).
+    pub fn duplicate_pod_ips(&self) -> BTreeMap<IpAddr, Vec<&Pod>> {
+        duplicate_pod_ips(&self.pods)
+    }
+}
+
+/// The IPs that more than one non-host-network pod has, each with those pods in input
+/// order. The API server accepts such pods, but a connection to or from a shared IP cannot
+/// be attributed to one pod: the engine and the nftables backend fail closed for them
+/// (docs/semantics.md, "Pods that share an IP"). Host-network pods share their node's IP
+/// by design and are not counted.
+pub fn duplicate_pod_ips<'a>(
+    pods: impl IntoIterator<Item = &'a Pod>,
+) -> BTreeMap<IpAddr, Vec<&'a Pod>> {
+    let mut by_ip: BTreeMap<IpAddr, Vec<&Pod>> = BTreeMap::new();
+    for pod in pods.into_iter().filter(|p| !p.host_network) {
+        for ip in &pod.ips {
+            let sharing = by_ip.entry(*ip).or_default();
+            if !sharing.last().is_some_and(|p| std::ptr::eq(*p, pod)) {
+                sharing.push(pod);
+            }
+        }
+    }
+    by_ip.retain(|_, pods| pods.len() > 1);
+    by_ip
 }

@@ -33,9 +33,20 @@ pub fn dns_label(s: &str) -> Option<String> {
     })
 }
 
-/// Errors of a DNS-1123 subdomain (dot-separated labels, at most 253 characters).
+/// Errors of a DNS-1123 subdomain (apimachinery `IsDNS1123Subdomain`: dot-separated parts
+/// of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 253 characters in all; a part may be longer
+/// than 63). The names of Pods, Nodes, NetworkPolicies and the admin policies are subdomains;
+/// namespace names are labels ([`dns_label`]).
 pub fn dns_subdomain(s: &str) -> Option<String> {
-    let ok = !s.is_empty() && s.len() <= 253 && s.split('.').all(|l| dns_label(l).is_none());
+    let part_ok = |p: &str| {
+        let b = p.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0] != b'-'
+            && b[b.len() - 1] != b'-'
+    };
+    let ok = !s.is_empty() && s.len() <= 253 && s.split('.').all(part_ok);
     (!ok).then(|| {
         format!("invalid value {s:?}: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', must start and end with an alphanumeric character, and be at most 253 characters")
     })
@@ -232,6 +243,17 @@ pub(crate) fn cidr_ip(s: &str) -> Option<std::net::IpAddr> {
 mod tests {
     use super::*;
 
+    /// A valid 71-character subdomain with one 71-character part.
+    const LONG_PART: &str =
+        "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde";
+    /// 254 characters.
+    const TOO_LONG_SUBDOMAIN: &str = concat!(
+        "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde.",
+        "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde.",
+        "abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcdefghij-abcde.",
+        "abcdefghij-abcdefghij-abcdefghij-abcdef"
+    );
+
     #[test]
     fn names_and_labels() {
         type Check = fn(&str) -> Option<String>;
@@ -241,6 +263,11 @@ mod tests {
             ("-x", dns_label, false),
             ("a.b-c", dns_subdomain, true),
             ("a..b", dns_subdomain, false),
+            // Issue 10, bug 4: no 63-character limit per part of a subdomain.
+            (LONG_PART, dns_subdomain, true),
+            (TOO_LONG_SUBDOMAIN, dns_subdomain, false),
+            (LONG_PART, dns_label, false),
+            ("a.-b", dns_subdomain, false),
             ("app", qualified_name, true),
             ("kubernetes.io/metadata.name", qualified_name, true),
             ("/x", qualified_name, false),

@@ -1,13 +1,19 @@
 //! YAML (and JSON, its subset) documents into JSON values plus a map from field path to line.
 //!
-//! Kubernetes reads manifests as YAML 1.2-ish documents and converts them to JSON before
-//! decoding; we do the same, and remember where every field came from so that every later
-//! error can name its line.
+//! kubectl converts YAML manifests to JSON before sending them (`sigs.k8s.io/yaml` over
+//! go-yaml v2, which reads YAML 1.1 scalars: `010` is 8, `yes` is true); we do the same
+//! (the rules are in `yaml/scalar.rs`), and remember where every field came from so that every later error can name its line. Duplicate mapping keys are
+//! refused, and alias expansion is bounded by an [`AliasBudget`].
+
+mod scalar;
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use saphyr_parser::{Event, Parser, ScalarStyle, Span};
-use serde_json::{Map, Number, Value};
+use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
+use serde_json::{Map, Value};
+
+use scalar::Resolved;
 
 /// One YAML document: its JSON value, the line it starts on, and where each field is.
 #[derive(Debug, Clone)]
@@ -105,13 +111,70 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Parses every document of `text`. Empty documents (`---` with nothing after) are dropped.
-/// Large texts are split at document markers and parsed in parallel.
+/// Every document of a text that could be read, and the syntax error of each one that
+/// could not (reading resumes at the next `---` line after a broken document).
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// The documents that parsed, in order.
+    pub documents: Vec<Document>,
+    /// One error per broken document, in order.
+    pub errors: Vec<SyntaxError>,
+}
+
+/// Bytes that alias expansion may add, shared by all the texts of one load: every alias
+/// costs the size of what it copies (text bytes plus [`NODE_COST`] per node).
+pub const MAX_ALIAS_BYTES: usize = 64 << 20;
+
+/// What one node counts for in the alias budget (about what it costs in memory).
+pub const NODE_COST: usize = 64;
+
+/// Deeper documents are refused (no Kubernetes object is nearly this deep).
+pub const MAX_DEPTH: usize = 128;
+
+/// What alias expansion may still add, in bytes; one budget is shared by all the texts of
+/// a load (a "billion laughs" document, or many of them, must not exhaust memory).
+#[derive(Debug)]
+pub struct AliasBudget(AtomicUsize);
+
+impl AliasBudget {
+    /// A budget of `bytes`.
+    pub fn new(bytes: usize) -> Self {
+        AliasBudget(AtomicUsize::new(bytes))
+    }
+
+    /// Takes `n` bytes; false (taking nothing) when fewer are left.
+    fn take(&self, n: usize) -> bool {
+        self.0
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |left| {
+                left.checked_sub(n)
+            })
+            .is_ok()
+    }
+}
+
+impl Default for AliasBudget {
+    fn default() -> Self {
+        AliasBudget::new(MAX_ALIAS_BYTES)
+    }
+}
+
+/// Parses every document of `text`, failing on the first syntax error. Empty documents
+/// (`---` with nothing after) are dropped.
 pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
+    let parsed = parse_stream(text, &AliasBudget::default());
+    match parsed.errors.into_iter().next() {
+        Some(e) => Err(e),
+        None => Ok(parsed.documents),
+    }
+}
+
+/// Parses every document of `text`, keeping the documents that parse and an error for each
+/// one that does not. Large texts are split at document markers and parsed in parallel.
+pub fn parse_stream(text: &str, budget: &AliasBudget) -> Parsed {
     const CHUNK: usize = 256 * 1024;
     let threads = std::thread::available_parallelism().map_or(1, usize::from);
     if text.len() < CHUNK || threads < 2 {
-        return parse_chunk(text, 0);
+        return parse_chunk(text, 0, budget);
     }
     // A line that starts with `---` begins a document wherever it appears, so the text
     // can be cut there: each piece is whole documents.
@@ -135,28 +198,31 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
             )
         })
         .collect();
-    let results: Vec<Result<Vec<Document>, SyntaxError>> = std::thread::scope(|s| {
+    let results: Vec<Parsed> = std::thread::scope(|s| {
         let handles: Vec<_> = pieces
             .iter()
-            .map(|&(piece, offset)| s.spawn(move || parse_chunk(piece, offset)))
+            .map(|&(piece, offset)| s.spawn(move || parse_chunk(piece, offset, budget)))
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(SyntaxError {
-                        line: 0,
+            .zip(&pieces)
+            .map(|(h, &(_, offset))| {
+                h.join().unwrap_or_else(|_| Parsed {
+                    documents: Vec::new(),
+                    errors: vec![SyntaxError {
+                        line: offset + 1,
                         message: "parser thread failed".into(),
-                    })
+                    }],
                 })
             })
             .collect()
     });
-    let mut docs = Vec::new();
-    for r in results {
-        docs.extend(r?);
+    let mut all = Parsed::default();
+    for mut r in results {
+        all.documents.append(&mut r.documents);
+        all.errors.append(&mut r.errors);
     }
-    Ok(docs)
+    all
 }
 
 /// The offset of the first line at or after `from` that is a document marker (`---`
@@ -173,37 +239,46 @@ fn next_document_marker(text: &str, from: usize) -> Option<usize> {
     None
 }
 
-/// Parses a piece of text whose first line is line `offset + 1` of the file.
-fn parse_chunk(text: &str, offset: usize) -> Result<Vec<Document>, SyntaxError> {
-    let mut builder = Builder {
-        offset,
-        ..Builder::default()
-    };
-    for event in Parser::new_from_str(text) {
-        let (event, span) = event.map_err(|e| SyntaxError {
-            line: e.marker().line() + offset,
-            message: e.info().to_string(),
-        })?;
-        builder.event(event, span)?;
+/// Parses a piece of text whose first line is line `offset + 1` of the file; after a
+/// broken document, parsing starts again at the next document marker.
+fn parse_chunk(text: &str, offset: usize, budget: &AliasBudget) -> Parsed {
+    let mut parsed = Parsed::default();
+    let (mut rest, mut offset) = (text, offset);
+    loop {
+        let mut builder = Builder::new(offset, budget);
+        let failure = builder.run(rest);
+        parsed.documents.append(&mut builder.documents);
+        let Some((error, broken_from)) = failure else {
+            return parsed;
+        };
+        parsed.errors.push(error);
+        // Resume after the line the broken document started on (local, 1-based).
+        let line_start = match broken_from {
+            0 | 1 => 0,
+            n => rest
+                .match_indices('\n')
+                .nth(n - 2)
+                .map_or(rest.len(), |(i, _)| i + 1),
+        };
+        let Some(next) = next_document_marker(rest, line_start.min(rest.len())) else {
+            return parsed;
+        };
+        offset += rest[..next].bytes().filter(|b| *b == b'\n').count();
+        rest = &rest[next..];
     }
-    Ok(builder.documents)
 }
 
-/// Documents larger than this once aliases are expanded are refused (a "billion laughs"
-/// document must not exhaust memory).
-const MAX_NODES: usize = 1_000_000;
-
-/// Deeper documents are refused (no Kubernetes object is nearly this deep).
-const MAX_DEPTH: usize = 128;
-
-#[derive(Default)]
-struct Builder {
+struct Builder<'b> {
     documents: Vec<Document>,
+    /// The current document, once its root node is complete (kept at its end).
+    pending: Option<Document>,
     stack: Vec<Frame>,
-    anchors: HashMap<usize, (Value, Lines)>,
-    /// Nodes in the current document, aliases counted at their expanded size.
-    nodes: usize,
+    /// Anchored nodes, with their cost in the alias budget.
+    anchors: HashMap<usize, (Value, Lines, usize)>,
+    budget: &'b AliasBudget,
     doc_line: usize,
+    /// Line (local to the parsed text) where the current document started.
+    doc_start: Option<usize>,
     /// Lines before the parsed text (when a file is parsed in pieces).
     offset: usize,
 }
@@ -220,49 +295,108 @@ enum Frame {
         map: Map<String, Value>,
         lines: Vec<(u64, usize, Lines)>,
         key: Option<(String, usize)>,
+        /// The pending key is a merge key (a plain `<<`).
+        merge: bool,
         anchor: usize,
     },
 }
 
-impl Builder {
+impl<'b> Builder<'b> {
+    fn new(offset: usize, budget: &'b AliasBudget) -> Self {
+        Builder {
+            documents: Vec::new(),
+            pending: None,
+            stack: Vec::new(),
+            anchors: HashMap::new(),
+            budget,
+            doc_line: 0,
+            doc_start: None,
+            offset,
+        }
+    }
+
+    /// Builds the documents of `text`; on an error, the error and the local line the broken
+    /// document started on.
+    fn run(&mut self, text: &str) -> Option<(SyntaxError, usize)> {
+        for event in Parser::new_from_str(text) {
+            let result = event
+                .map_err(|e| SyntaxError {
+                    line: e.marker().line() + self.offset,
+                    message: e.info().to_string(),
+                })
+                .and_then(|(event, span)| self.event(event, span));
+            if let Err(mut e) = result {
+                let from = self.doc_start.unwrap_or(e.line - self.offset);
+                if from + self.offset != e.line {
+                    e.message = format!(
+                        "{} (in the document starting at line {})",
+                        e.message,
+                        from + self.offset
+                    );
+                }
+                return Some((e, from));
+            }
+        }
+        self.documents.extend(self.pending.take());
+        None
+    }
+
     fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), SyntaxError> {
         let line = span.start.line() + self.offset;
         match event {
             Event::DocumentStart(_) => {
                 self.anchors.clear();
-                self.nodes = 0;
                 self.doc_line = line;
+                self.doc_start = Some(span.start.line());
+            }
+            Event::DocumentEnd => {
+                self.documents.extend(self.pending.take());
+                self.doc_start = None;
             }
             Event::Scalar(text, style, anchor, tag) => {
+                let resolved = resolve(&text, style, tag.as_deref())
+                    .map_err(|message| SyntaxError { line, message })?;
                 if let Some(Frame::Map {
-                    key: key @ None, ..
+                    key: key @ None,
+                    merge,
+                    ..
                 }) = self.stack.last_mut()
                 {
-                    *key = Some((text.into_owned(), line));
+                    *merge = style == ScalarStyle::Plain && tag.is_none() && text == "<<";
+                    let name = match resolved {
+                        Resolved::Str => text.into_owned(),
+                        r => r
+                            .into_key(&text)
+                            .map_err(|message| SyntaxError { line, message })?,
+                    };
+                    *key = Some((name, line));
                     return Ok(());
                 }
-                let forced_string = tag.as_ref().is_some_and(|t| t.suffix == "str");
-                let value = if style == ScalarStyle::Plain && !forced_string {
-                    plain_scalar(&text)
-                } else {
-                    Value::String(text.into_owned())
+                let value = match resolved {
+                    Resolved::Str => Value::String(text.into_owned()),
+                    r => r
+                        .into_value(&text)
+                        .map_err(|message| SyntaxError { line, message })?,
                 };
                 if anchor > 0 {
+                    let cost = cost(&value);
                     self.anchors
-                        .insert(anchor, (value.clone(), Lines::Leaf(line)));
+                        .insert(anchor, (value.clone(), Lines::Leaf(line), cost));
                 }
-                self.attach(value, Lines::Leaf(line), line)?;
+                self.attach(value, Lines::Leaf(line))?;
             }
             Event::Alias(id) => {
-                let (value, lines) = self.anchors.get(&id).cloned().ok_or(SyntaxError {
+                let (value, lines, cost) = self.anchors.get(&id).cloned().ok_or(SyntaxError {
                     line,
                     message: format!("unknown alias {id}"),
                 })?;
-                self.nodes += node_count(&value);
-                if self.nodes > MAX_NODES {
+                if !self.budget.take(cost) {
                     return Err(SyntaxError {
                         line,
-                        message: format!("more than {MAX_NODES} nodes once aliases are expanded"),
+                        message: format!(
+                            "aliases expand to more than {} MiB (the limit of one load)",
+                            MAX_ALIAS_BYTES >> 20
+                        ),
                     });
                 }
                 if let Some(Frame::Map {
@@ -272,7 +406,7 @@ impl Builder {
                     *key = Some((scalar_key(&value), line));
                     return Ok(());
                 }
-                self.attach(value, lines, line)?;
+                self.attach(value, lines)?;
             }
             Event::SequenceStart(anchor, _) => {
                 self.check_depth(line)?;
@@ -290,32 +424,35 @@ impl Builder {
                     map: Map::new(),
                     lines: Vec::new(),
                     key: None,
+                    merge: false,
                     anchor,
                 });
             }
             Event::SequenceEnd | Event::MappingEnd => {
-                let (value, lines, anchor, start) = match self.stack.pop() {
+                let (value, lines, anchor) = match self.stack.pop() {
                     Some(Frame::Seq {
                         line,
                         items,
                         lines,
                         anchor,
-                    }) => (Value::Array(items), Lines::Seq(line, lines), anchor, line),
+                    }) => (Value::Array(items), Lines::Seq(line, lines), anchor),
                     Some(Frame::Map {
                         line,
                         map,
                         lines,
                         anchor,
                         ..
-                    }) => (Value::Object(map), Lines::Map(line, lines), anchor, line),
+                    }) => (Value::Object(map), Lines::Map(line, lines), anchor),
                     None => return Ok(()),
                 };
                 if anchor > 0 {
-                    self.anchors.insert(anchor, (value.clone(), lines.clone()));
+                    let cost = cost(&value);
+                    self.anchors
+                        .insert(anchor, (value.clone(), lines.clone(), cost));
                 }
-                self.attach(value, lines, start)?;
+                self.attach(value, lines)?;
             }
-            Event::DocumentEnd | Event::StreamStart | Event::StreamEnd | Event::Nothing => {}
+            Event::StreamStart | Event::StreamEnd | Event::Nothing => {}
         }
         Ok(())
     }
@@ -336,24 +473,16 @@ impl Builder {
         Ok(())
     }
 
-    /// Adds a finished node to its parent (or finishes the document).
-    fn attach(&mut self, value: Value, lines: Lines, line: usize) -> Result<(), SyntaxError> {
-        self.nodes += 1;
-        if self.nodes > MAX_NODES {
-            return Err(SyntaxError {
-                line,
-                message: format!("more than {MAX_NODES} nodes"),
-            });
-        }
+    /// Adds a finished node to its parent (or completes the document). A key given twice
+    /// in one mapping is an error naming both lines, as kubectl refuses it.
+    fn attach(&mut self, value: Value, lines: Lines) -> Result<(), SyntaxError> {
         match self.stack.last_mut() {
             None => {
-                if !value.is_null() {
-                    self.documents.push(Document {
-                        value,
-                        line: self.doc_line.max(1),
-                        lines: LineMap(Some(lines)),
-                    });
-                }
+                self.pending = (!value.is_null()).then(|| Document {
+                    value,
+                    line: self.doc_line.max(1),
+                    lines: LineMap(Some(lines)),
+                });
             }
             Some(Frame::Seq {
                 items, lines: l, ..
@@ -362,15 +491,121 @@ impl Builder {
                 l.push(lines);
             }
             Some(Frame::Map {
-                map, lines: l, key, ..
+                map,
+                lines: l,
+                key,
+                merge,
+                ..
             }) => {
                 if let Some((k, key_line)) = key.take() {
-                    l.push((key_hash(&k), key_line, lines));
-                    map.insert(k, value);
+                    if std::mem::take(merge) {
+                        return merge_into(map, l, value, lines, key_line);
+                    }
+                    insert_entry(map, l, k, value, key_line, lines)?;
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// Adds `key: value` to a mapping being built; a key it already has is an error naming
+/// both lines, as kubectl refuses it.
+fn insert_entry(
+    map: &mut Map<String, Value>,
+    entries: &mut Vec<(u64, usize, Lines)>,
+    key: String,
+    value: Value,
+    key_line: usize,
+    lines: Lines,
+) -> Result<(), SyntaxError> {
+    let hash = key_hash(&key);
+    match map.entry(key) {
+        serde_json::map::Entry::Occupied(e) => {
+            let first = entries
+                .iter()
+                .find(|(h, _, _)| *h == hash)
+                .map_or(key_line, |(_, first, _)| *first);
+            Err(SyntaxError {
+                line: key_line,
+                message: format!(
+                    "duplicate mapping key {:?}: first at line {first}, again at line {key_line}",
+                    e.key()
+                ),
+            })
+        }
+        serde_json::map::Entry::Vacant(e) => {
+            e.insert(value);
+            entries.push((hash, key_line, lines));
+            Ok(())
+        }
+    }
+}
+
+/// A merge key (`<<: *defaults`, or a sequence of mappings) adds the merged mappings'
+/// keys, as go-yaml v2 does; a key both merged and written (or merged twice) is a
+/// duplicate, as in kubectl's strict reading.
+fn merge_into(
+    map: &mut Map<String, Value>,
+    entries: &mut Vec<(u64, usize, Lines)>,
+    value: Value,
+    lines: Lines,
+    line: usize,
+) -> Result<(), SyntaxError> {
+    let not_a_map = || SyntaxError {
+        line,
+        message: "map merge requires a mapping or a sequence of mappings as the value".into(),
+    };
+    let merged: Vec<(Map<String, Value>, Lines)> = match (value, lines) {
+        (Value::Object(m), lines) => vec![(m, lines)],
+        (Value::Array(items), Lines::Seq(_, item_lines)) => {
+            // Earlier mappings take precedence: go-yaml v2 merges them last.
+            let mut out = Vec::new();
+            for (item, lines) in items.into_iter().zip(item_lines).rev() {
+                match item {
+                    Value::Object(m) => out.push((m, lines)),
+                    _ => return Err(not_a_map()),
+                }
+            }
+            out
+        }
+        _ => return Err(not_a_map()),
+    };
+    for (m, lines) in merged {
+        let mut from: HashMap<u64, (usize, Lines)> = match lines {
+            Lines::Map(_, e) => e.into_iter().map(|(h, l, c)| (h, (l, c))).collect(),
+            _ => HashMap::new(),
+        };
+        for (k, v) in m {
+            let (key_line, child) = from
+                .remove(&key_hash(&k))
+                .unwrap_or((line, Lines::Leaf(line)));
+            insert_entry(map, entries, k, v, key_line.max(line), child)?;
+        }
+    }
+    Ok(())
+}
+
+/// How a scalar reads: plain untagged scalars by kubectl's YAML 1.1 rules, tagged ones by
+/// their core-schema tag, quoted ones as strings.
+fn resolve(text: &str, style: ScalarStyle, tag: Option<&Tag>) -> Result<Resolved, String> {
+    match tag.and_then(core_tag) {
+        Some(t) => scalar::resolve_tagged(t, text),
+        None if tag.is_some() => Ok(Resolved::Str),
+        None if style == ScalarStyle::Plain => Ok(scalar::resolve_plain(text)),
+        None => Ok(Resolved::Str),
+    }
+}
+
+/// The name of a core-schema tag (`!!int`, `!<tag:yaml.org,2002:int>`).
+fn core_tag(tag: &Tag) -> Option<&str> {
+    const CORE: &str = "tag:yaml.org,2002:";
+    if tag.handle == CORE || tag.handle == "!!" {
+        Some(&tag.suffix)
+    } else if tag.handle.is_empty() {
+        tag.suffix.strip_prefix(CORE)
+    } else {
+        None
     }
 }
 
@@ -381,12 +616,15 @@ fn key_hash(key: &str) -> u64 {
     })
 }
 
-fn node_count(v: &Value) -> usize {
-    match v {
-        Value::Array(a) => 1 + a.iter().map(node_count).sum::<usize>(),
-        Value::Object(m) => 1 + m.values().map(node_count).sum::<usize>(),
-        _ => 1,
-    }
+/// What a copy of `v` costs in the alias budget.
+fn cost(v: &Value) -> usize {
+    NODE_COST
+        + match v {
+            Value::Array(a) => a.iter().map(cost).sum::<usize>(),
+            Value::Object(m) => m.iter().map(|(k, v)| k.len() + cost(v)).sum::<usize>(),
+            Value::String(s) => s.len(),
+            _ => 0,
+        }
 }
 
 fn scalar_key(value: &Value) -> String {
@@ -396,46 +634,13 @@ fn scalar_key(value: &Value) -> String {
     }
 }
 
-/// Resolves a plain scalar by the YAML 1.2 core schema (as Kubernetes' YAML reader does).
-fn plain_scalar(text: &str) -> Value {
-    match text {
-        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
-        "true" | "True" | "TRUE" => return Value::Bool(true),
-        "false" | "False" | "FALSE" => return Value::Bool(false),
-        _ => {}
-    }
-    if let Some(n) = parse_int(text) {
-        return Value::Number(n.into());
-    }
-    let looks_float = text
-        .bytes()
-        .all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b))
-        && text.bytes().any(|b| b.is_ascii_digit());
-    if looks_float
-        && let Ok(f) = text.parse::<f64>()
-        && let Some(n) = Number::from_f64(f)
-    {
-        return Value::Number(n);
-    }
-    Value::String(text.to_string())
-}
-
-fn parse_int(text: &str) -> Option<i64> {
-    let (neg, digits) = match text.as_bytes().first()? {
-        b'-' => (true, &text[1..]),
-        b'+' => (false, &text[1..]),
-        _ => (false, text),
-    };
-    let value = if let Some(hex) = digits.strip_prefix("0x") {
-        i64::from_str_radix(hex, 16).ok()?
-    } else if let Some(oct) = digits.strip_prefix("0o") {
-        i64::from_str_radix(oct, 8).ok()?
-    } else if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-        digits.parse().ok()?
-    } else {
-        return None;
-    };
-    Some(if neg { -value } else { value })
+/// The JSON value kubectl sends for a plain, untagged scalar (YAML 1.1 as go-yaml v2 reads
+/// it: `0120` is 80, `yes` is true). `.inf` and `.nan`, which kubectl refuses because
+/// JSON cannot carry them, are `null` here; the loader refuses them.
+pub fn plain_scalar(text: &str) -> Value {
+    scalar::resolve_plain(text)
+        .into_value(text)
+        .unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
@@ -444,12 +649,12 @@ mod tests {
 
     #[test]
     fn documents_values_and_lines() {
-        let text = "a: 1\nb:\n  - x: \"80\"\n    y: 80\n---\n---\nkind: Pod\n";
+        let text = "a: 1\nb:\n  - x: \"80\"\n    p: 80\n---\n---\nkind: Pod\n";
         let docs = parse_documents(text).unwrap();
         assert_eq!(docs.len(), 2, "empty middle document dropped");
         assert_eq!(docs[0].value["b"][0]["x"], Value::String("80".into()));
-        assert_eq!(docs[0].value["b"][0]["y"], Value::Number(80.into()));
-        assert_eq!(docs[0].lines.line_of("b[0].y"), Some(4));
+        assert_eq!(docs[0].value["b"][0]["p"], Value::Number(80.into()));
+        assert_eq!(docs[0].lines.line_of("b[0].p"), Some(4));
         assert_eq!(
             docs[0].lines.line_of("b[0].nothere"),
             Some(3),
@@ -483,6 +688,113 @@ mod tests {
         assert!(err.message.contains("aliases"), "{err}");
     }
 
+    /// Issue 10, bug 7: the budget counts bytes, not nodes (a 100 KB string aliased 10⁴
+    /// times used 2.5 GB), and is shared by the documents and texts of one load.
+    #[test]
+    fn bug7_alias_expansion_is_bounded_in_bytes() {
+        let big = "x".repeat(100_000);
+        let aliases = "  - *s\n".repeat(10_000);
+        let text = format!("s: &s {big}\nl:\n{aliases}");
+        let err = parse_documents(&text).unwrap_err();
+        assert!(err.message.contains("64 MiB"), "{err}");
+        assert!(err.line > 2, "the line of the alias that went over: {err}");
+
+        // 400 aliases of 100 KB (40 MB) pass alone, but not twice from one budget.
+        let fits = format!("s: &s {big}\nl:\n{}", "  - *s\n".repeat(400));
+        let budget = AliasBudget::default();
+        assert!(parse_stream(&fits, &budget).errors.is_empty());
+        assert_eq!(parse_stream(&fits, &budget).errors.len(), 1);
+    }
+
+    /// Issue 10, bug 8: kubectl refuses a mapping key given twice; so do we, naming both.
+    #[test]
+    fn bug8_duplicate_mapping_keys_are_refused_with_both_lines() {
+        let err = parse_documents("kind: Pod\nmetadata:\n  name: a\n  name: b\n").unwrap_err();
+        assert_eq!(err.line, 4);
+        assert!(
+            err.message.contains("\"name\"") && err.message.contains("first at line 3"),
+            "{err}"
+        );
+        // Keys are compared as kubectl sends them: `yes` and `true` are both "true".
+        let err = parse_documents("{yes: 1, \"true\": 2}").unwrap_err();
+        assert!(err.message.contains("\"true\""), "{err}");
+        // The same key in different mappings is fine.
+        assert!(parse_documents("a: {x: 1}\nb: {x: 1}\n").is_ok());
+    }
+
+    #[test]
+    fn merge_keys_merge_as_in_go_yaml_v2() {
+        let text = "base: &b {app: web, tier: db}\nsel:\n  <<: *b\n  extra: x\nboth:\n  <<: [{a: 1}, {b: 2}]\n";
+        let docs = parse_documents(text).unwrap();
+        assert_eq!(
+            docs[0].value["sel"],
+            serde_json::json!({"app": "web", "tier": "db", "extra": "x"})
+        );
+        assert_eq!(docs[0].value["both"], serde_json::json!({"a": 1, "b": 2}));
+        let err = parse_documents("b: &b {app: web}\ns:\n  <<: *b\n  app: db\n").unwrap_err();
+        assert!(
+            err.message.contains("duplicate mapping key \"app\""),
+            "{err}"
+        );
+        assert!(parse_documents("s:\n  <<: 1\n").is_err());
+        assert_eq!(
+            parse_documents("s: {\"<<\": 1}\n").unwrap()[0].value["s"]["<<"],
+            1,
+            "a quoted << is an ordinary key"
+        );
+    }
+
+    /// Issue 10, bug 5: a broken document loses only itself.
+    #[test]
+    fn bug5_a_broken_document_loses_only_itself() {
+        let text = "a: 1\n---\nb: [unclosed\n---\nc: 3\n---\nd: {x: 1, x: 2}\n---\ne: 5\n";
+        let parsed = parse_stream(text, &AliasBudget::default());
+        let keys: Vec<String> = parsed
+            .documents
+            .iter()
+            .flat_map(|d| {
+                d.value
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|m| m.keys().cloned())
+            })
+            .collect();
+        assert_eq!(keys, ["a", "c", "e"]);
+        assert_eq!(parsed.documents[1].line, 4, "lines stay those of the file");
+        let lines: Vec<usize> = parsed.errors.iter().map(|e| e.line).collect();
+        assert_eq!(lines.len(), 2, "{:?}", parsed.errors);
+        assert!((3..=4).contains(&lines[0]), "{:?}", parsed.errors);
+        assert_eq!(lines[1], 7, "{:?}", parsed.errors);
+        // A broken first document without a marker, and a broken last one.
+        let parsed = parse_stream("u: ]\n---\nv: 1\n---\nw: [\n", &AliasBudget::default());
+        assert_eq!(parsed.documents.len(), 1);
+        assert_eq!(parsed.documents[0].value["v"], 1);
+        assert_eq!(parsed.errors.len(), 2, "{:?}", parsed.errors);
+    }
+
+    /// Issue 10, bug 2: plain scalars are read as kubectl reads them (YAML 1.1).
+    #[test]
+    fn bug2_plain_scalars_are_yaml_1_1_and_quoted_ones_strings() {
+        let docs = parse_documents(
+            "priority: 010\nport: 0120\nq: \"0120\"\ns: '010'\nb: yes\nt: !!int \"0120\"\nu: !!str 010\nk: {010: a, on: b}\nf: 80.0\n",
+        )
+        .unwrap();
+        let v = &docs[0].value;
+        assert_eq!(v["priority"], 8);
+        assert_eq!(v["port"], 80);
+        assert_eq!(v["q"], "0120");
+        assert_eq!(v["s"], "010");
+        assert_eq!(v["b"], true);
+        assert_eq!(v["t"], 80);
+        assert_eq!(v["u"], "010");
+        assert_eq!(v["k"], serde_json::json!({"8": "a", "true": "b"}));
+        assert_eq!(v["f"], 80);
+        let err = parse_documents("a: 1\nb: .inf\n").unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(parse_documents("a: !!int abc\n").is_err());
+        assert!(parse_documents("~: x\n").is_err(), "a null key");
+    }
+
     #[test]
     fn large_texts_parse_in_pieces_with_the_right_lines() {
         let doc =
@@ -501,6 +813,8 @@ mod tests {
         }
         let bad = format!("{text}---\nx: [1,\n");
         assert_eq!(parse_documents(&bad).unwrap_err().line, 100_003);
+        let parsed = parse_stream(&bad, &AliasBudget::default());
+        assert_eq!(parsed.documents.len(), 20_000);
     }
 
     #[test]
@@ -515,10 +829,11 @@ mod tests {
             ("80", serde_json::json!(80)),
             ("-3", serde_json::json!(-3)),
             ("1.5", serde_json::json!(1.5)),
-            ("yes", serde_json::json!("yes")),
+            ("yes", serde_json::json!(true)),
             ("10.0.0.0/8", serde_json::json!("10.0.0.0/8")),
             ("~", serde_json::json!(null)),
             ("True", serde_json::json!(true)),
+            (".nan", serde_json::json!(null)),
         ] {
             assert_eq!(plain_scalar(text), want, "{text}");
         }

@@ -131,20 +131,7 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
         }
     }
     let status = pod.status.unwrap_or_default();
-    let mut ips = Vec::new();
-    match (&status.pod_ips, &status.pod_ip) {
-        (Some(list), _) if !list.is_empty() => {
-            for (i, p) in list.iter().enumerate() {
-                ips.extend(parse_ip(
-                    ctx,
-                    &join(&index("status.podIPs", i), "ip"),
-                    &p.ip,
-                ));
-            }
-        }
-        (_, Some(ip)) if !ip.is_empty() => ips.extend(parse_ip(ctx, "status.podIP", ip)),
-        _ => {}
-    }
+    let ips = pod_ips(ctx, &status);
     Some(Pod {
         namespace,
         name,
@@ -155,6 +142,48 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
         ports,
         origin,
     })
+}
+
+/// `status.podIPs` (or `status.podIP` alone), validated as the API server does: "If this
+/// field is specified, the 0th entry must match the podIP field. Pods may be allocated at
+/// most 1 value for each of IPv4 and IPv6."
+fn pod_ips(ctx: &mut Ctx<'_>, status: &core::PodStatus) -> Vec<IpAddr> {
+    let list = status.pod_ips.as_deref().unwrap_or_default();
+    let single = status.pod_ip.as_deref().filter(|ip| !ip.is_empty());
+    if list.is_empty() {
+        return single
+            .and_then(|ip| parse_ip(ctx, "status.podIP", ip))
+            .into_iter()
+            .collect();
+    }
+    if let Some(ip) = single
+        && ip != list[0].ip
+    {
+        ctx.error(
+            "status.podIP",
+            format!(
+                "Invalid value: {ip:?}: must match status.podIPs[0].ip ({:?})",
+                list[0].ip
+            ),
+        );
+    }
+    let mut ips: Vec<IpAddr> = Vec::new();
+    for (i, p) in list.iter().enumerate() {
+        let path = join(&index("status.podIPs", i), "ip");
+        let Some(ip) = parse_ip(ctx, &path, &p.ip) else {
+            continue;
+        };
+        if ips.contains(&ip) {
+            ctx.error(&path, format!("Duplicate value: {:?}", p.ip));
+        } else if ips.iter().any(|seen| seen.is_ipv4() == ip.is_ipv4()) {
+            ctx.error(
+                "status.podIPs",
+                "Invalid value: may specify no more than one IP for each IP family",
+            );
+        }
+        ips.push(ip);
+    }
+    ips
 }
 
 pub(crate) fn node(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Node> {
