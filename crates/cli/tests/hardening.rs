@@ -1,26 +1,11 @@
-//! Issue 10 end to end: hostile and edge inputs give the verdicts a cluster would, or exit 1
+//! End to end: hostile and edge inputs give the verdicts a cluster would, or exit 1
 //! with the file and line; never a panic, never a silent success.
 
-#![allow(missing_docs, clippy::unwrap_used)]
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn palisade(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{palisade_stdin as palisade, stderr};
 
 /// `eval -f - --from z/b --to x/a --port 80 -o json` on `text`: (exit code, allowed).
 fn eval(text: &str, extra: &[&str]) -> (i32, Option<bool>, String) {

@@ -3,38 +3,9 @@
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn palisade(args: &[&str]) -> Output {
-    palisade_stdin(args, "")
-}
-
-fn palisade_stdin(args: &[&str], stdin: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
-        .args(args)
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8(o.stdout.clone()).unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8(o.stderr.clone()).unwrap()
-}
+use common::{palisade, palisade_stdin, stderr, stdout};
 
 /// The documents of a YAML text, as Palisade's loader reads them.
 fn documents(text: &str) -> Vec<serde_json::Value> {

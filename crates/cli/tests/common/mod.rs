@@ -1,0 +1,40 @@
+//! Running the built `palisade` binary from the repository root, for the CLI test binaries.
+
+#![allow(dead_code, clippy::unwrap_used)] // shared by several test binaries, each using a part
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+/// Runs `palisade ARGS` from the repository root with empty stdin.
+pub fn palisade(args: &[&str]) -> Output {
+    palisade_stdin(args, "")
+}
+
+/// Runs `palisade ARGS` from the repository root with `stdin` on its standard input.
+pub fn palisade_stdin(args: &[&str], stdin: impl AsRef<[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args(args)
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_ref())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Standard output as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// Standard error as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
