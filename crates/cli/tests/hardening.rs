@@ -34,7 +34,7 @@ status: {podIP: 10.0.0.2}
 ";
 
 #[test]
-fn bug2_anp_priority_010_outranks_priority_9_as_in_a_cluster() {
+fn anp_priority_010_outranks_priority_9_as_in_a_cluster() {
     let text = format!(
         "{PODS}---
 apiVersion: policy.networking.k8s.io/v1alpha1
@@ -57,7 +57,7 @@ spec: {{priority: 9, subject: {{namespaces: {{}}}}, ingress: [{{action: Allow, f
 }
 
 #[test]
-fn bug2_networkpolicy_port_0120_is_port_80() {
+fn networkpolicy_port_0120_is_port_80() {
     let text = format!(
         "{PODS}---
 apiVersion: networking.k8s.io/v1
@@ -71,7 +71,7 @@ spec: {{podSelector: {{}}, ingress: [{{ports: [{{port: 0120}}]}}]}}
 }
 
 #[test]
-fn bug5_skip_invalid_keeps_the_deny_all_before_a_syntax_error() {
+fn skip_invalid_keeps_the_deny_all_before_a_syntax_error() {
     let text = format!(
         "{PODS}---
 apiVersion: networking.k8s.io/v1
@@ -94,7 +94,7 @@ a: [unclosed
 }
 
 #[test]
-fn bug6_pods_sharing_an_ip_are_reported() {
+fn pods_sharing_an_ip_are_reported() {
     let twin = PODS
         .split("---\n")
         .next()
@@ -112,7 +112,7 @@ fn bug6_pods_sharing_an_ip_are_reported() {
 }
 
 #[test]
-fn bug8_duplicate_keys_exit_1_with_both_lines() {
+fn duplicate_keys_exit_1_with_both_lines() {
     let text = PODS.replace(
         "status: {podIP: 10.0.0.1}",
         "status: {podIP: 10.0.0.1, podIP: 10.0.0.3}",
@@ -126,7 +126,7 @@ fn bug8_duplicate_keys_exit_1_with_both_lines() {
 }
 
 #[test]
-fn bug9_empty_stdin_and_empty_directory_exit_1() {
+fn empty_stdin_and_empty_directory_exit_1() {
     let (code, _, err) = eval("", &[]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("-:1: error: no objects"), "{err}");
@@ -140,7 +140,7 @@ fn bug9_empty_stdin_and_empty_directory_exit_1() {
 }
 
 #[test]
-fn bug9_binary_input_exits_1_with_a_line() {
+fn binary_input_exits_1_with_a_line() {
     let mut bytes = PODS.as_bytes().to_vec();
     bytes.extend_from_slice(b"---\n\xff\xfe\x00\x01\n");
     let o = palisade(&["matrix", "-f", "-"], &bytes);

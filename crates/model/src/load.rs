@@ -658,7 +658,7 @@ fn decode(item: &Item<'_>) -> Decoded {
 mod tests {
     use super::*;
 
-    /// Issue 10, bug 7: `-f /dev/zero` grew without bound; reading stops one byte past the
+    /// Regression: `-f /dev/zero` grew without bound; reading stops one byte past the
     /// limit with an error naming the file.
     #[test]
     fn bug7_reading_stops_at_the_limits() {

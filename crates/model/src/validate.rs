@@ -263,7 +263,7 @@ mod tests {
             ("-x", dns_label, false),
             ("a.b-c", dns_subdomain, true),
             ("a..b", dns_subdomain, false),
-            // Issue 10, bug 4: no 63-character limit per part of a subdomain.
+            // Regression: no 63-character limit per part of a subdomain.
             (LONG_PART, dns_subdomain, true),
             (TOO_LONG_SUBDOMAIN, dns_subdomain, false),
             (LONG_PART, dns_label, false),

@@ -688,7 +688,7 @@ mod tests {
         assert!(err.message.contains("aliases"), "{err}");
     }
 
-    /// Issue 10, bug 7: the budget counts bytes, not nodes (a 100 KB string aliased 10⁴
+    /// Regression: the budget counts bytes, not nodes (a 100 KB string aliased 10⁴
     /// times used 2.5 GB), and is shared by the documents and texts of one load.
     #[test]
     fn bug7_alias_expansion_is_bounded_in_bytes() {
@@ -706,7 +706,7 @@ mod tests {
         assert_eq!(parse_stream(&fits, &budget).errors.len(), 1);
     }
 
-    /// Issue 10, bug 8: kubectl refuses a mapping key given twice; so do we, naming both.
+    /// Regression: kubectl refuses a mapping key given twice; so do we, naming both.
     #[test]
     fn bug8_duplicate_mapping_keys_are_refused_with_both_lines() {
         let err = parse_documents("kind: Pod\nmetadata:\n  name: a\n  name: b\n").unwrap_err();
@@ -744,7 +744,7 @@ mod tests {
         );
     }
 
-    /// Issue 10, bug 5: a broken document loses only itself.
+    /// Regression: a broken document loses only itself.
     #[test]
     fn bug5_a_broken_document_loses_only_itself() {
         let text = "a: 1\n---\nb: [unclosed\n---\nc: 3\n---\nd: {x: 1, x: 2}\n---\ne: 5\n";
@@ -772,7 +772,7 @@ mod tests {
         assert_eq!(parsed.errors.len(), 2, "{:?}", parsed.errors);
     }
 
-    /// Issue 10, bug 2: plain scalars are read as kubectl reads them (YAML 1.1).
+    /// Regression: plain scalars are read as kubectl reads them (YAML 1.1).
     #[test]
     fn bug2_plain_scalars_are_yaml_1_1_and_quoted_ones_strings() {
         let docs = parse_documents(

@@ -1,4 +1,4 @@
-//! Regression tests for the hostile and edge inputs of issue 10, one per bug, through the
+//! Regression tests for hostile and edge inputs, one per defect, through the
 //! loader's public entry points.
 
 #![allow(missing_docs, clippy::unwrap_used)]
@@ -31,7 +31,7 @@ spec: {podSelector: {}}
 ";
 
 #[test]
-fn bug2_anp_priority_010_is_8_as_kubectl_reads_it() {
+fn anp_priority_010_is_8_as_kubectl_reads_it() {
     let text = "apiVersion: policy.networking.k8s.io/v1alpha1
 kind: AdminNetworkPolicy
 metadata: {name: deny-all}
@@ -51,7 +51,7 @@ spec: {priority: 010, subject: {namespaces: {}}, ingress: [{action: Deny, from: 
 }
 
 #[test]
-fn bug2_networkpolicy_port_0120_is_80_and_quoted_stays_a_string() {
+fn networkpolicy_port_0120_is_80_and_quoted_stays_a_string() {
     let text = "apiVersion: networking.k8s.io/v1
 kind: NetworkPolicy
 metadata: {name: p, namespace: x}
@@ -84,7 +84,7 @@ spec:
 }
 
 #[test]
-fn bug2_yaml_1_1_booleans_are_not_label_values() {
+fn yaml_1_1_booleans_are_not_label_values() {
     // kubectl sends `tier: yes` as the boolean true, which a label value cannot be.
     let text = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: x\n  labels: {tier: yes}\n";
     let errors = invalid(load(text));
@@ -93,7 +93,7 @@ fn bug2_yaml_1_1_booleans_are_not_label_values() {
 }
 
 #[test]
-fn bug4_long_subdomain_names_are_valid_per_kind() {
+fn long_subdomain_names_are_valid_per_kind() {
     let long = "a".repeat(71);
     let text = format!(
         "apiVersion: networking.k8s.io/v1
@@ -127,7 +127,7 @@ metadata: {{name: {long}, namespace: x}}
 }
 
 #[test]
-fn bug5_skip_invalid_keeps_the_documents_around_a_syntax_error() {
+fn skip_invalid_keeps_the_documents_around_a_syntax_error() {
     let text = format!(
         "{DENY_ALL}---\na: [unclosed\n---\n{}",
         DENY_ALL.replace("deny-all", "second")
@@ -159,7 +159,7 @@ fn pod(ns: &str, name: &str, ip: &str, host: bool) -> String {
 }
 
 #[test]
-fn bug6_duplicate_pod_ips_are_warned_about_and_exposed() {
+fn duplicate_pod_ips_are_warned_about_and_exposed() {
     let text = [
         pod("a", "p", "10.0.0.1", false),
         pod("b", "q", "10.0.0.1", false),
@@ -193,7 +193,7 @@ fn bug6_duplicate_pod_ips_are_warned_about_and_exposed() {
 }
 
 #[test]
-fn bug7_alias_bomb_of_a_large_string_is_refused_with_a_line() {
+fn alias_bomb_of_a_large_string_is_refused_with_a_line() {
     let big = "x".repeat(100_000);
     let text = format!("s: &s {big}\nl:\n{}", "  - *s\n".repeat(100_000));
     let errors = invalid(load(&text));
@@ -208,7 +208,7 @@ fn bug7_alias_bomb_of_a_large_string_is_refused_with_a_line() {
 }
 
 #[test]
-fn bug8_duplicate_keys_are_refused_with_both_lines() {
+fn duplicate_keys_are_refused_with_both_lines() {
     let text = DENY_ALL.replace(
         "spec: {podSelector: {}}",
         "spec:\n  podSelector: {}\n  podSelector: {matchLabels: {a: b}}",
@@ -225,7 +225,7 @@ fn bug8_duplicate_keys_are_refused_with_both_lines() {
 }
 
 #[test]
-fn bug9_binary_input_has_a_line() {
+fn binary_input_has_a_line() {
     let dir = std::env::temp_dir().join(format!("palisade-bug9-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bin.yaml");
@@ -251,7 +251,7 @@ fn bug9_binary_input_has_a_line() {
 }
 
 #[test]
-fn bug9_no_objects_at_all_is_an_error() {
+fn no_objects_at_all_is_an_error() {
     let dir = std::env::temp_dir().join(format!("palisade-empty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let errors = invalid(load_paths(
@@ -283,7 +283,7 @@ fn bug9_no_objects_at_all_is_an_error() {
 }
 
 #[test]
-fn bug9_pod_ip_must_match_the_first_pod_ips_entry() {
+fn pod_ip_must_match_the_first_pod_ips_entry() {
     let text = "apiVersion: v1
 kind: Pod
 metadata: {name: p, namespace: x}
