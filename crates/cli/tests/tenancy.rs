@@ -163,3 +163,16 @@ fn compile_neutron_yaml_reads_back_as_the_json() {
     let want: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     assert_eq!(documents(&stdout(&yaml)), [want]);
 }
+
+#[test]
+fn tenancy_refuses_an_empty_directory_or_empty_stdin() {
+    let dir = std::env::temp_dir().join(format!("palisade-tenancy-empty-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let o = palisade(&["tenancy", "check", "-f", dir.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("the input is empty"), "{}", stderr(&o));
+    let o = palisade_stdin(&["tenancy", "compile", "-f", "-"], "\n");
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("-:1: error"), "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
