@@ -21,23 +21,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let cluster = engine.cluster();
     let ips = palisade_fuzz::addresses(cluster);
-    let owners = |ip: &std::net::IpAddr| {
-        let pods = cluster
-            .pods
-            .iter()
-            .filter(|p| !p.host_network && p.ips.contains(ip))
-            .count();
-        let hosts = cluster
-            .nodes
-            .iter()
-            .filter(|n| n.addresses.contains(ip))
-            .count();
-        let host_pods = cluster
-            .pods
-            .iter()
-            .any(|p| p.host_network && p.ips.contains(ip));
-        pods + hosts.max(usize::from(host_pods))
-    };
+    let owners = |ip: &std::net::IpAddr| palisade_fuzz::owners(cluster, ip);
     for peer_mode in [PeerMode::Prefixes, PeerMode::RemoteGroups] {
         let options = TranslateOptions {
             peer_mode,

@@ -39,23 +39,7 @@ fuzz_target!(|data: &[u8]| {
         // Pods with two or more addresses in one family, and duplicate addresses, are
         // left to the model's validation; compare where each address names one pod.
         let ips = palisade_fuzz::addresses(cluster);
-        let owners = |ip: &std::net::IpAddr| {
-            let pods = cluster
-                .pods
-                .iter()
-                .filter(|p| !p.host_network && p.ips.contains(ip))
-                .count();
-            let hosts = cluster
-                .nodes
-                .iter()
-                .filter(|n| n.addresses.contains(ip))
-                .count();
-            let host_pods = cluster
-                .pods
-                .iter()
-                .any(|p| p.host_network && p.ips.contains(ip));
-            pods + hosts.max(usize::from(host_pods))
-        };
+        let owners = |ip: &std::net::IpAddr| palisade_fuzz::owners(cluster, ip);
         for probe in palisade_fuzz::probes(&engine) {
             for &src in ips.iter().filter(|i| owners(i) <= 1) {
                 for &dst in ips

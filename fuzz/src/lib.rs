@@ -142,6 +142,26 @@ pub fn addresses(cluster: &Cluster) -> Vec<IpAddr> {
     ips
 }
 
+/// How many endpoints `ip` names: non-host-network pods holding it, plus its node (a node
+/// and the host-network pods on it count once). Comparisons are made where this is at most 1.
+pub fn owners(cluster: &Cluster, ip: &IpAddr) -> usize {
+    let pods = cluster
+        .pods
+        .iter()
+        .filter(|p| !p.host_network && p.ips.contains(ip))
+        .count();
+    let hosts = cluster
+        .nodes
+        .iter()
+        .filter(|n| n.addresses.contains(ip))
+        .count();
+    let host_pods = cluster
+        .pods
+        .iter()
+        .any(|p| p.host_network && p.ips.contains(ip));
+    pods + hosts.max(usize::from(host_pods))
+}
+
 // ---------------------------------------------------------------------------------------
 // nftables text
 
