@@ -33,12 +33,12 @@ spec: {podSelector: {}, ingress: [{}]}
     assert_matrix(&e, TCP80, |from, to| !(ns(from) == "y" && ns(to) == "x"));
     let v = eval(&e, "y/a", "x/a", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "Admin AdminNetworkPolicy deny-y-to-x rule 0"
     );
     let v = eval(&e, "z/a", "x/a", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "NetworkPolicy NetworkPolicy x/allow-all rule 0"
     );
 }
@@ -92,7 +92,7 @@ spec:
     assert_matrix(&e, TCP80, |from, to| !(ns(to) == "x" && ns(from) == "z"));
     let v = eval(&e, "y/a", "x/a", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "Admin AdminNetworkPolicy low-priority-allow rule 0"
     );
 }
@@ -160,13 +160,13 @@ spec:
     });
     let v = eval(&e, "x/b", "x/a", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "NetworkPolicy NetworkPolicy x/a-from-b rule 0"
     );
     assert_eq!(v.ingress.passes.len(), 1);
     let v = eval(&e, "y/a", "x/b", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "Baseline BaselineAdminNetworkPolicy default rule 0"
     );
     let v = eval(&e, "z/a", "x/b", TCP80);
@@ -236,7 +236,7 @@ spec: {podSelector: {}, policyTypes: [Egress]}
     assert_matrix(&e, TCP80, |_, _| false);
     let v = eval(&e, "x/b", "z/a", TCP80);
     assert_eq!(
-        decided_by(&e, &v.egress),
+        decided_by(&v.egress),
         "Baseline ClusterNetworkPolicy baseline-deny rule 0"
     );
     assert_eq!(v.egress.passes.len(), 1);
@@ -365,12 +365,12 @@ spec:
     assert_matrix(&e, TCP80, |from, to| ns(from) != "x" || ns(to) != "z");
     let v = eval_to_ip(&e, "x/a", "192.168.1.1", TCP80);
     assert_eq!(
-        decided_by(&e, &v.egress),
+        decided_by(&v.egress),
         "Admin AdminNetworkPolicy egress-peers rule 0"
     );
     let v = eval_to_ip(&e, "x/a", "8.8.8.8", TCP80);
     assert_eq!(
-        decided_by(&e, &v.egress),
+        decided_by(&v.egress),
         "Admin AdminNetworkPolicy egress-peers rule 2"
     );
 }
@@ -452,7 +452,7 @@ spec:
     assert_matrix(&e, TCP80, |from, to| ns(from) == ns(to));
     let v = eval(&e, "x/b", "x/a", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "Admin AdminNetworkPolicy related rule 0"
     );
 }
@@ -504,7 +504,7 @@ spec:
     assert_matrix(&e, TCP80, |_, to| ns(to) == "z");
     let v = eval(&e, "z/a", "y/a", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "Admin AdminNetworkPolicy future-pass rule 0"
     );
     match v.ingress.decision {

@@ -98,7 +98,7 @@ spec:
     assert_matrix(&e, TCP80, |_, _| true);
     let v = eval(&e, "y/a", "x/b", TCP80);
     assert_eq!(
-        decided_by(&e, &v.ingress),
+        decided_by(&v.ingress),
         "NetworkPolicy NetworkPolicy x/allow-all rule 0"
     );
 }
@@ -323,7 +323,7 @@ spec:
     let v = eval_to_ip(&e, "x/b", "203.0.113.9", Probe443::TCP);
     assert!(v.allowed);
     assert_eq!(
-        decided_by(&e, &v.egress),
+        decided_by(&v.egress),
         "NetworkPolicy NetworkPolicy x/to-internet rule 0"
     );
     assert_eq!(v.ingress.decision, Decision::Exempt(Exemption::External));

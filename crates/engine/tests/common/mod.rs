@@ -137,7 +137,7 @@ pub fn name(pod: &str) -> &str {
 }
 
 /// A one-line description of a side's deciding policy, for assertions.
-pub fn decided_by(_engine: &Engine, side: &palisade_engine::SideVerdict) -> String {
+pub fn decided_by(side: &palisade_engine::SideVerdict) -> String {
     match &side.decision {
         palisade_engine::Decision::Rule(m) => {
             format!("{} {} rule {}", side.tier.as_str(), m.policy, m.index)
