@@ -170,9 +170,17 @@ fn tenancy_refuses_an_empty_directory_or_empty_stdin() {
     std::fs::create_dir_all(&dir).unwrap();
     let o = palisade(&["tenancy", "check", "-f", dir.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("the input is empty"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("error: no manifests: no *.yaml, *.yml or *.json file in the input"),
+        "{}",
+        stderr(&o)
+    );
     let o = palisade_stdin(&["tenancy", "compile", "-f", "-"], "\n");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
-    assert!(stderr(&o).contains("-:1: error"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("-:1: error: no objects: the input holds no YAML or JSON document"),
+        "{}",
+        stderr(&o)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

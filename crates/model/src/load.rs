@@ -89,15 +89,24 @@ pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, Loa
 
 /// The (name, text) of every input `-f` names: files, directories (recursively, `*.yaml`,
 /// `*.yml`, `*.json`, in name order) and `-` for stdin (named `-`), within the size
-/// limits; a source that is not UTF-8 is an error at its first bad line.
+/// limits; a source that is not UTF-8 is an error at its first bad line, and an input
+/// with no text at all (an empty directory, empty stdin) is an error, as for [`load_paths`].
 pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<(String, String)>, LoadError> {
     let mut out = Vec::new();
-    let mut loader = Loader::default();
+    let mut loader = Loader::named(
+        paths
+            .first()
+            .map_or("-".into(), |p| p.display().to_string()),
+    );
     for (name, bytes) in read_raw(paths)? {
+        loader.sources += 1;
         match String::from_utf8(bytes) {
             Ok(text) => out.push((name, text)),
             Err(e) => loader.not_text(&name, e.as_bytes(), e.utf8_error().valid_up_to()),
         }
+    }
+    if loader.errors.is_empty() && out.iter().all(|(_, text)| text.trim().is_empty()) {
+        loader.errors.push(loader.nothing_loaded(false));
     }
     if loader.errors.is_empty() {
         Ok(out)

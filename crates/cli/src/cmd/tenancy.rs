@@ -71,24 +71,6 @@ impl Common {
 
     fn config(&self) -> Result<Config, CliError> {
         let sources = palisade_model::read_paths(&self.files)?;
-        // An empty input is a mistake (a wrong path or an empty pipe), not an empty config.
-        if sources.iter().all(|(_, text)| text.trim().is_empty()) {
-            let file = match sources.first() {
-                Some((name, _)) => name.clone(),
-                None => self
-                    .files
-                    .first()
-                    .map_or_else(|| "-".to_string(), |p| p.display().to_string()),
-            };
-            return Err(CliError::Invalid(vec![palisade_model::Diagnostic {
-                severity: palisade_model::Severity::Error,
-                file: file.into(),
-                line: 1,
-                object: String::new(),
-                field: String::new(),
-                message: "no tenancy configuration: the input is empty".to_string(),
-            }]));
-        }
         Config::parse(sources.iter().map(|(n, t)| (n.as_str(), t.as_str()))).map_err(tenancy_error)
     }
 }
