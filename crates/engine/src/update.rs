@@ -256,9 +256,11 @@ impl Engine {
 
     fn upsert_pod(&mut self, p: Pod) {
         self.ensure_namespace(&p.namespace);
-        let mut shared = !self.shared_address.is_empty();
+        // Whether the change touches a shared address: the pod had one, or gets one below.
+        let mut shared = false;
         let id = match self.pod_id(&p.namespace, &p.name) {
             Some(id) => {
+                shared = self.shared_address.contains_key(&id);
                 self.unindex_pod(id);
                 self.forget_ips(id);
                 self.cluster.pods[id] = p;
@@ -297,6 +299,9 @@ impl Engine {
         self.forget_ips(id);
         self.for_each_set(|s| s.remove(id));
         let last = self.cluster.pods.len() - 1;
+        // Shared addresses are keyed by pod: recount if this pod or the one renumbered had one.
+        let shared =
+            self.shared_address.contains_key(&id) || self.shared_address.contains_key(&last);
         if id != last {
             // The last pod takes the freed id.
             self.for_each_set(|s| s.renumber(last, id));
@@ -323,8 +328,7 @@ impl Engine {
         self.pod_node.truncate(last);
         self.ingress.truncate(last);
         self.egress.truncate(last);
-        if !self.shared_address.is_empty() {
-            // Shared addresses are keyed by pod: recount after the renumbering.
+        if shared {
             self.rebuild_ip_owner();
         }
     }

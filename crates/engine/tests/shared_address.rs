@@ -110,3 +110,34 @@ fn removing_one_pod_ends_the_conflict_and_moving_one_starts_it() {
     );
     assert!(e.evaluate(&flow(&e, ("a", "p"), ("a", "s"))).ingress.tier == Tier::FailClosed);
 }
+
+#[test]
+fn removing_another_pod_keeps_a_renumbered_shared_pod_failing_closed() {
+    // a/r first, so removing it moves the last pod (b/q, which shares 10.0.0.1) into its slot.
+    let text = CLUSTER.replacen(
+        "metadata: {name: r, namespace: a}",
+        "metadata: {name: t, namespace: a}",
+        1,
+    );
+    let reordered = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: r, namespace: a}}\nstatus: {{podIP: 10.0.0.3}}\n---\n{}",
+        text.replace("status: {podIP: 10.0.0.3}", "status: {podIP: 10.0.0.5}")
+    );
+    let mut e = Engine::new(
+        palisade_model::load_str(&reordered).unwrap().cluster,
+        Options::default(),
+    );
+    e.apply(Change::RemovePod {
+        namespace: "a".into(),
+        name: "r".into(),
+    });
+    for shared in [("a", "p"), ("b", "q")] {
+        let v = e.evaluate(&flow(&e, shared, ("a", "s")));
+        assert_eq!(
+            v.egress.tier,
+            Tier::FailClosed,
+            "{shared:?} after the renumbering"
+        );
+    }
+    assert!(e.evaluate(&flow(&e, ("a", "t"), ("a", "s"))).allowed);
+}
