@@ -4,7 +4,14 @@
 //!
 //! Data flows one way: [`source`] → [`store::Store`] (the objects in force, with the
 //! fail-closed rules for invalid ones) → [`palisade_engine::Engine::apply`] →
-//! [`palisade_nft::update`] (one transaction) → conntrack cleanup. [`metrics`] serves
-//! `/metrics`, `/healthz` and `/readyz`.
+//! [`palisade_nft::update`] (one transaction) → conntrack cleanup
+//! ([`reconcile::Reconciler`]). [`http`] serves `/metrics` ([`metrics::Metrics`]),
+//! `/healthz` and `/readyz`; [`run::run`] puts it together.
 
+pub mod decisions;
+pub mod http;
+pub mod metrics;
+pub mod reconcile;
+pub mod run;
 pub mod source;
+pub mod store;

@@ -40,6 +40,9 @@ pub enum CliError {
     /// The lab failed (exit 1).
     #[error(transparent)]
     Lab(#[from] palisade_lab::LabError),
+    /// The agent stopped with an error.
+    #[error(transparent)]
+    Agent(palisade_agent::run::AgentError),
     /// The lab's kernel and the evaluator disagreed on this many probes (exit 1).
     #[error("{0} disagreement(s) between the kernel and the evaluator")]
     Disagreements(usize),

@@ -576,7 +576,7 @@ impl Loader {
                     "not declared; assumed to exist with only the kubernetes.io/metadata.name label"
                         .into(),
             });
-            c.namespaces.push(core::implied_namespace(&ns));
+            c.namespaces.push(crate::objects::Namespace::implied(&ns));
         }
     }
 }

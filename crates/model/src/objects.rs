@@ -50,6 +50,20 @@ pub struct Namespace {
     pub origin: Option<Origin>,
 }
 
+impl Namespace {
+    /// A namespace that objects live in but that was not declared: it is assumed to exist
+    /// with only the `kubernetes.io/metadata.name` label.
+    pub fn implied(name: &str) -> Namespace {
+        let label = crate::convert::core::NAMESPACE_NAME_LABEL;
+        Namespace {
+            name: name.to_string(),
+            labels: [(label.to_string(), name.to_string())].into(),
+            default_deny_ingress: false,
+            origin: None,
+        }
+    }
+}
+
 /// A container port a pod declares.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ContainerPort {

@@ -25,7 +25,7 @@ mod render;
 
 pub use apply::{UpdateStats, apply, check, cut_forbidden, remove, update, update_script};
 pub use compile::compile;
-pub use ir::{Chain, Field, Match, NamedSet, Rule, Ruleset, Verdict};
+pub use ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
 

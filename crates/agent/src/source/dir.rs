@@ -83,6 +83,9 @@ fn forward(root: &Path, raw: &mpsc::Receiver<notify::Result<notify::Event>>, tx:
         let mut paths = BTreeSet::new();
         let mut rescan = false;
         collect(first, &mut paths, &mut rescan);
+        if paths.is_empty() && !rescan {
+            continue;
+        }
         let start = Instant::now();
         while start.elapsed() < MAX_DELAY {
             match raw.recv_timeout(DEBOUNCE) {
@@ -107,6 +110,8 @@ fn forward(root: &Path, raw: &mpsc::Receiver<notify::Result<notify::Event>>, tx:
 fn collect(event: notify::Result<notify::Event>, paths: &mut BTreeSet<PathBuf>, rescan: &mut bool) {
     match event {
         Ok(e) if e.need_rescan() => *rescan = true,
+        // Reading a file (ours included) is not a change.
+        Ok(e) if matches!(e.kind, notify::EventKind::Access(_)) => {}
         Ok(e) => paths.extend(e.paths),
         Err(e) => {
             tracing::warn!(error = %e, "directory watch error; rescanning");
