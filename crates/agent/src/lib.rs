@@ -8,6 +8,7 @@
 //! ([`reconcile::Reconciler`]). [`http`] serves `/metrics` ([`metrics::Metrics`]),
 //! `/healthz` and `/readyz`; [`run::run`] puts it together.
 
+pub mod decision_log;
 pub mod decisions;
 pub mod http;
 pub mod metrics;

@@ -140,23 +140,23 @@ impl Metrics {
         }
     }
 
-    /// Records one reconcile: its duration, its time-to-apply, and readiness.
-    pub fn reconciled(&self, start: Instant, seen: Instant, result: &Result<bool, NftError>) {
+    /// Records a committed transaction: the time from `seen` (the change reaching the
+    /// agent) to now, and readiness.
+    pub fn applied(&self, seen: Instant) {
+        self.time_to_apply_seconds
+            .observe(seen.elapsed().as_secs_f64());
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Records one reconcile: its duration and, when it failed, the error.
+    pub fn reconciled<T>(&self, start: Instant, result: &Result<T, NftError>) {
         self.reconcile_seconds
             .observe(start.elapsed().as_secs_f64());
-        match result {
-            Ok(true) => {
-                self.time_to_apply_seconds
-                    .observe(seen.elapsed().as_secs_f64());
-                self.ready.store(true, Ordering::Relaxed);
-            }
-            Ok(false) => {}
-            Err(e) => {
-                self.reconcile_errors.inc();
-                if !self.ready.load(Ordering::Relaxed) {
-                    *self.detail.lock().unwrap_or_else(|e| e.into_inner()) =
-                        format!("first ruleset not loaded: {e}");
-                }
+        if let Err(e) = result {
+            self.reconcile_errors.inc();
+            if !self.ready.load(Ordering::Relaxed) {
+                *self.detail.lock().unwrap_or_else(|e| e.into_inner()) =
+                    format!("first ruleset not loaded: {e}");
             }
         }
     }

@@ -7,7 +7,7 @@
 //! force; the next change retries with a full replace.
 
 use std::sync::{Arc, RwLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use palisade_engine::{Engine, Options};
 use palisade_nft::{NftError, Ruleset};
@@ -48,13 +48,23 @@ pub struct Reconciler {
     metrics: Arc<Metrics>,
 }
 
-/// What one reconcile did.
+/// What one reconcile did, and where its time went.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Outcome {
     /// Engine changes applied.
     pub changes: usize,
     /// Whether a transaction was committed to the kernel.
     pub committed: bool,
+    /// Decoding the texts and working out the changes.
+    pub store: Duration,
+    /// Applying the changes to the evaluators.
+    pub engine: Duration,
+    /// Compiling the ruleset.
+    pub compile: Duration,
+    /// The kernel transaction.
+    pub transaction: Duration,
+    /// Deleting the tracked connections the change forbids.
+    pub conntrack: Duration,
 }
 
 impl Reconciler {
@@ -73,18 +83,22 @@ impl Reconciler {
     /// enforced state changed (or on the first full listing).
     pub fn handle(&mut self, events: Vec<Event>, seen: Instant) -> Result<Outcome, NftError> {
         let start = Instant::now();
+        let mut outcome = Outcome::default();
         let mut changes = Vec::new();
         for event in events {
             self.synced |= event == Event::Synced;
             changes.extend(self.store.handle(event));
         }
         self.metrics.objects(&self.store);
+        outcome.changes = changes.len();
+        outcome.store = start.elapsed();
         if !self.synced {
-            return Ok(Outcome::default());
+            return Ok(outcome);
         }
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let first = state.engine.is_none();
         let mut enforced_changed = first || state.ruleset.is_none();
+        let t = Instant::now();
         if first {
             state.engine = Some(Engine::new(self.store.cluster(), Options::default()));
         } else if let Some(engine) = state.engine.as_mut() {
@@ -96,17 +110,13 @@ impl Reconciler {
             }
         }
         self.follow_staged(&mut state, &changes, first);
-        let result = if enforced_changed {
-            self.commit(&mut state)
-        } else {
-            Ok(false)
-        };
-        drop(state);
-        self.metrics.reconciled(start, seen, &result);
-        Ok(Outcome {
-            changes: changes.len(),
-            committed: result?,
-        })
+        outcome.engine = t.elapsed();
+        if enforced_changed {
+            let committed = self.commit(&mut state, seen, &mut outcome);
+            self.metrics.reconciled(start, &committed);
+            outcome.committed = committed?;
+        }
+        Ok(outcome)
     }
 
     /// Keeps the staged view (enforced plus staged policies) in step, or drops it.
@@ -134,29 +144,41 @@ impl Reconciler {
     }
 
     /// Compiles the enforced engine and brings the kernel to it: a full atomic replace the
-    /// first time (or after a refused transaction), else an incremental update.
-    fn commit(&self, state: &mut State) -> Result<bool, NftError> {
+    /// first time (or after a refused transaction), else an incremental update; then cuts
+    /// the tracked connections the new ruleset forbids.
+    fn commit(
+        &self,
+        state: &mut State,
+        seen: Instant,
+        outcome: &mut Outcome,
+    ) -> Result<bool, NftError> {
         let Some(engine) = state.engine.as_ref() else {
             return Ok(false);
         };
+        let t = Instant::now();
         let new = palisade_nft::compile(engine, self.config.node.as_deref())?;
+        outcome.compile = t.elapsed();
         let netns = self.config.netns.as_deref();
-        let result = match state.ruleset.take() {
-            None => palisade_nft::apply(&new, netns)
-                .and_then(|()| palisade_nft::cut_forbidden(&new, netns)),
-            Some(old) => palisade_nft::update(&old, &new, netns).map(|s| s.connections_cut),
-        };
-        match result {
-            Ok(cut) => {
-                self.metrics.connections_cut(cut);
-                self.metrics.ruleset(&new);
-                state.ruleset = Some(new);
-                Ok(true)
+        let t = Instant::now();
+        // On failure the kernel still holds the old ruleset (the transaction is atomic),
+        // and `state.ruleset` stays empty: the next change replaces the table whole.
+        match state.ruleset.take() {
+            None => palisade_nft::apply(&new, netns)?,
+            Some(old) => {
+                palisade_nft::transition(&old, &new, netns)?;
             }
-            // The transaction was atomic: the kernel still holds the old ruleset; the next
-            // change replaces it whole.
-            Err(e) => Err(e),
         }
+        outcome.transaction = t.elapsed();
+        self.metrics.applied(seen);
+        self.metrics.ruleset(&new);
+        let t = Instant::now();
+        match palisade_nft::cut_forbidden(&new, netns) {
+            Ok(n) => self.metrics.connections_cut(n),
+            Err(e) => tracing::warn!(error = %e, "conntrack cleanup failed"),
+        }
+        outcome.conntrack = t.elapsed();
+        state.ruleset = Some(new);
+        Ok(true)
     }
 
     /// Whether the first full listing is in the kernel.

@@ -59,7 +59,12 @@ impl Follower {
 
 /// Every pod address, the node address and an external one.
 fn addresses(e: &Engine) -> Vec<IpAddr> {
-    let mut ips: Vec<IpAddr> = e.cluster().pods.iter().flat_map(|p| p.ips.clone()).collect();
+    let mut ips: Vec<IpAddr> = e
+        .cluster()
+        .pods
+        .iter()
+        .flat_map(|p| p.ips.clone())
+        .collect();
     ips.extend(e.cluster().nodes.iter().flat_map(|n| n.addresses.clone()));
     ips.push("203.0.113.9".parse().unwrap());
     ips.sort();
@@ -72,7 +77,11 @@ fn verdicts(e: &Engine, ips: &[IpAddr]) -> Vec<String> {
     let mut out = Vec::new();
     for src in ips {
         for dst in ips {
-            for (protocol, port) in [(Protocol::Tcp, 80), (Protocol::Tcp, 81), (Protocol::Udp, 53)] {
+            for (protocol, port) in [
+                (Protocol::Tcp, 80),
+                (Protocol::Tcp, 81),
+                (Protocol::Udp, 53),
+            ] {
                 let v = e.evaluate(&Flow {
                     src: e.endpoint_for_ip(*src),
                     dst: e.endpoint_for_ip(*dst),
@@ -108,15 +117,35 @@ fn following_edits_equals_loading_from_scratch() {
     f.send(Event::Put(vec![text("c.yaml", CLUSTER)]));
     f.send(Event::Synced);
     assert_same(&f, &[("c.yaml", CLUSTER)]);
-    f.send(Event::Put(vec![text("p1.yaml", DENY_X), text("p2.yaml", ANP)]));
-    assert_same(&f, &[("c.yaml", CLUSTER), ("p1.yaml", DENY_X), ("p2.yaml", ANP)]);
+    f.send(Event::Put(vec![
+        text("p1.yaml", DENY_X),
+        text("p2.yaml", ANP),
+    ]));
+    assert_same(
+        &f,
+        &[("c.yaml", CLUSTER), ("p1.yaml", DENY_X), ("p2.yaml", ANP)],
+    );
     // A relabel: pod x/b becomes pod=c.
     let relabelled = CLUSTER.replacen("pod: b", "pod: c", 1);
     f.send(Event::Put(vec![text("c.yaml", &relabelled)]));
-    assert_same(&f, &[("c.yaml", &relabelled), ("p1.yaml", DENY_X), ("p2.yaml", ANP)]);
+    assert_same(
+        &f,
+        &[
+            ("c.yaml", &relabelled),
+            ("p1.yaml", DENY_X),
+            ("p2.yaml", ANP),
+        ],
+    );
     f.send(Event::Remove(vec!["p2.yaml".into()]));
     f.send(Event::Put(vec![text("p3.yaml", BANP)]));
-    assert_same(&f, &[("c.yaml", &relabelled), ("p1.yaml", DENY_X), ("p3.yaml", BANP)]);
+    assert_same(
+        &f,
+        &[
+            ("c.yaml", &relabelled),
+            ("p1.yaml", DENY_X),
+            ("p3.yaml", BANP),
+        ],
+    );
     // A relist that no longer has p1.
     f.send(Event::Replace {
         prefix: String::new(),
@@ -131,8 +160,14 @@ fn a_namespace_removed_while_its_pods_remain_is_implied_not_emptied() {
     let (nodes_and_namespaces, pods) = CLUSTER.split_at(CLUSTER.find("kind: Pod").unwrap());
     // Split at the document boundary before the first pod.
     let cut = nodes_and_namespaces.rfind("---").unwrap();
-    let (head, pods) = (&CLUSTER[..cut], format!("{}{pods}", &nodes_and_namespaces[cut..]));
-    f.send(Event::Put(vec![text("ns.yaml", head), text("pods.yaml", &pods)]));
+    let (head, pods) = (
+        &CLUSTER[..cut],
+        format!("{}{pods}", &nodes_and_namespaces[cut..]),
+    );
+    f.send(Event::Put(vec![
+        text("ns.yaml", head),
+        text("pods.yaml", &pods),
+    ]));
     f.send(Event::Put(vec![text("p1.yaml", DENY_X)]));
     f.send(Event::Synced);
     let pods_before = f.engine().cluster().pods.len();
@@ -145,7 +180,10 @@ fn a_namespace_removed_while_its_pods_remain_is_implied_not_emptied() {
 #[test]
 fn a_policy_that_turns_invalid_keeps_its_last_valid_version() {
     let mut f = Follower::new();
-    f.send(Event::Put(vec![text("c.yaml", CLUSTER), text("p1.yaml", DENY_X)]));
+    f.send(Event::Put(vec![
+        text("c.yaml", CLUSTER),
+        text("p1.yaml", DENY_X),
+    ]));
     let broken = DENY_X.replace("port: serve-80-tcp", "port: 70000");
     f.send(Event::Put(vec![text("p1.yaml", &broken)]));
     assert_same(&f, &[("c.yaml", CLUSTER), ("p1.yaml", DENY_X)]);
@@ -163,9 +201,18 @@ fn a_policy_that_turns_invalid_keeps_its_last_valid_version() {
 #[test]
 fn a_file_that_no_longer_parses_keeps_everything_it_held() {
     let mut f = Follower::new();
-    f.send(Event::Put(vec![text("c.yaml", CLUSTER), text("p.yaml", &format!("{DENY_X}\n---\n{ANP}"))]));
+    f.send(Event::Put(vec![
+        text("c.yaml", CLUSTER),
+        text("p.yaml", &format!("{DENY_X}\n---\n{ANP}")),
+    ]));
     f.send(Event::Put(vec![text("p.yaml", "kind: [unclosed\n")]));
-    assert_same(&f, &[("c.yaml", CLUSTER), ("p.yaml", &format!("{DENY_X}\n---\n{ANP}"))]);
+    assert_same(
+        &f,
+        &[
+            ("c.yaml", CLUSTER),
+            ("p.yaml", &format!("{DENY_X}\n---\n{ANP}")),
+        ],
+    );
     assert!(f.store.problems().contains_key("p.yaml"));
 }
 
@@ -188,17 +235,26 @@ fn a_new_invalid_policy_isolates_its_subject() {
     let before = verdicts(&fresh(&[("c.yaml", CLUSTER), ("p1.yaml", isolation)]), &ips);
     let after = verdicts(engine, &ips);
     let allowed = |v: &[String]| v.iter().filter(|l| l.contains(": true ")).count();
-    assert!(allowed(&after) < allowed(&before), "the stand-in must deny more");
+    assert!(
+        allowed(&after) < allowed(&before),
+        "the stand-in must deny more"
+    );
     // Nothing the valid state denies is allowed now.
     for (b, a) in before.iter().zip(&after) {
-        assert!(!(b.contains(": false ") && a.contains(": true ")), "{b} became {a}");
+        assert!(
+            !(b.contains(": false ") && a.contains(": true ")),
+            "{b} became {a}"
+        );
     }
 }
 
 #[test]
 fn a_policy_moved_between_files_is_never_absent() {
     let mut f = Follower::new();
-    f.send(Event::Put(vec![text("c.yaml", CLUSTER), text("a.yaml", DENY_X)]));
+    f.send(Event::Put(vec![
+        text("c.yaml", CLUSTER),
+        text("a.yaml", DENY_X),
+    ]));
     // The new file appears first (a separate batch), then the old one goes.
     f.send(Event::Put(vec![text("b.yaml", DENY_X)]));
     assert_same(&f, &[("c.yaml", CLUSTER), ("a.yaml", DENY_X)]);

@@ -63,7 +63,14 @@ impl AgentLab {
             dir,
             agent: None,
         };
-        let o = palisade(&["lab", "up", "-f", "examples/xyz/cluster.yaml", "--name", name]);
+        let o = palisade(&[
+            "lab",
+            "up",
+            "-f",
+            "examples/xyz/cluster.yaml",
+            "--name",
+            name,
+        ]);
         assert!(o.status.success(), "lab up: {}", stderr(&o));
         lab
     }
@@ -219,13 +226,18 @@ fn the_agent_follows_its_directory() {
     // Pod z/c starts outside the directory; it is added later.
     let start = CLUSTER.find("  name: c\n  namespace: z").unwrap();
     let doc_start = CLUSTER[..start].rfind("---").unwrap();
-    let doc_end = CLUSTER[start..].find("---").map_or(CLUSTER.len(), |i| start + i);
+    let doc_end = CLUSTER[start..]
+        .find("---")
+        .map_or(CLUSTER.len(), |i| start + i);
     let without_zc = format!("{}{}", &CLUSTER[..doc_start], &CLUSTER[doc_end..]);
 
     lab.write("cluster.yaml", &without_zc);
     lab.write("deny-x.yaml", DENY_X);
     lab.start();
-    let mut state = vec![("cluster.yaml", without_zc.clone()), ("deny-x.yaml", DENY_X.to_string())];
+    let mut state = vec![
+        ("cluster.yaml", without_zc.clone()),
+        ("deny-x.yaml", DENY_X.to_string()),
+    ];
     check(&lab, &state, "after start");
 
     lab.edit_and_wait(|| lab.write("anp.yaml", ANP));
@@ -250,13 +262,20 @@ fn the_agent_follows_its_directory() {
     lab.write("anp.yaml", &corrupt);
     let start = Instant::now();
     while lab.metric("palisade_invalid_texts") < 1.0 {
-        assert!(start.elapsed() < WITHIN, "corruption not reported: {}", lab.agent_log());
+        assert!(
+            start.elapsed() < WITHIN,
+            "corruption not reported: {}",
+            lab.agent_log()
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     check(&lab, &state, "a policy corrupted");
     let (code, body) = lab.get("/readyz");
     assert_eq!(code, 200);
-    assert!(body.contains("anp.yaml") && body.contains("spec.priority"), "{body}");
+    assert!(
+        body.contains("anp.yaml") && body.contains("spec.priority"),
+        "{body}"
+    );
 
     // kill -9: the kernel keeps enforcing; changes made meanwhile apply on restart.
     lab.kill();

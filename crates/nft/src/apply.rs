@@ -172,21 +172,30 @@ pub fn update_script(old: &Ruleset, new: &Ruleset) -> (String, UpdateStats) {
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the
 /// node's own addresses changed), then deletes the tracked connections `new` forbids.
 pub fn update(old: &Ruleset, new: &Ruleset, netns: Option<&str>) -> Result<UpdateStats, NftError> {
-    let mut stats = if old.host_addrs != new.host_addrs {
+    let mut stats = transition(old, new, netns)?;
+    stats.connections_cut = cut_forbidden(new, netns)?;
+    Ok(stats)
+}
+
+/// The transaction of [`update`] alone: `old` becomes `new` in the kernel, and tracked
+/// connections are left as they are.
+pub fn transition(
+    old: &Ruleset,
+    new: &Ruleset,
+    netns: Option<&str>,
+) -> Result<UpdateStats, NftError> {
+    if old.host_addrs != new.host_addrs {
         apply(new, netns)?;
-        UpdateStats {
+        return Ok(UpdateStats {
             chains: new.chains.len(),
             elements: new.egress.len() + new.ingress.len(),
             connections_cut: 0,
-        }
-    } else {
-        let (script, stats) = update_script(old, new);
-        if !script.is_empty() {
-            nft(&script, netns)?;
-        }
-        stats
-    };
-    stats.connections_cut = cut_forbidden(new, netns)?;
+        });
+    }
+    let (script, stats) = update_script(old, new);
+    if !script.is_empty() {
+        nft(&script, netns)?;
+    }
     Ok(stats)
 }
 

@@ -23,7 +23,9 @@ mod ir;
 mod lookup;
 mod render;
 
-pub use apply::{UpdateStats, apply, check, cut_forbidden, remove, update, update_script};
+pub use apply::{
+    UpdateStats, apply, check, cut_forbidden, remove, transition, update, update_script,
+};
 pub use compile::compile;
 pub use ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
