@@ -10,7 +10,7 @@ use std::path::Path;
 use palisade_engine::{Engine, Flow, Probe};
 use palisade_model::Protocol;
 
-use crate::{Lab, LabError, LabEndpoint, Target};
+use crate::{Lab, LabEndpoint, LabError, Target};
 
 /// One probe sent from one endpoint to another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

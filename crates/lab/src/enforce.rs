@@ -91,8 +91,10 @@ impl Lab {
 
     /// Loads each ruleset (from [`Lab::compile`]) into its node, one transaction per node.
     pub fn apply(&self, rulesets: &[Ruleset]) -> Result<(), LabError> {
-        self.per_node(rulesets, |_, rs, netns| palisade_nft::apply(rs, Some(netns)))
-            .map(|_| ())
+        self.per_node(rulesets, |_, rs, netns| {
+            palisade_nft::apply(rs, Some(netns))
+        })
+        .map(|_| ())
     }
 
     /// Moves each node from `old` to `new` (both from [`Lab::compile`]) with

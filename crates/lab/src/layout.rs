@@ -144,8 +144,7 @@ fn ports(p: &palisade_model::Pod) -> Vec<(u16, Protocol)> {
 fn check_node_name(n: &str) -> Result<(), LabError> {
     let ok = !n.is_empty()
         && n.len() <= 200
-        && n
-            .bytes()
+        && n.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.');
     if ok {
         Ok(())
@@ -334,7 +333,11 @@ mod tests {
             .collect();
         assert_eq!(
             placed,
-            [("x/a", Some("n1")), ("x/b", Some("n2")), ("x/c", Some("n3"))]
+            [
+                ("x/a", Some("n1")),
+                ("x/b", Some("n2")),
+                ("x/c", Some("n3"))
+            ]
         );
     }
 

@@ -115,7 +115,16 @@ pub(crate) fn join(
     ])?;
     run(&["ip", "-n", node, "addr", "add", &cidr, "dev", &peer])?;
     run(&["ip", "-n", node, "link", "set", &peer, "up"])?;
-    run(&["ip", "-n", node, "route", "add", FABRIC_GATEWAY, "dev", &peer])?;
+    run(&[
+        "ip",
+        "-n",
+        node,
+        "route",
+        "add",
+        FABRIC_GATEWAY,
+        "dev",
+        &peer,
+    ])?;
     run(&[
         "ip",
         "-n",

@@ -171,7 +171,10 @@ mod tests {
             node: Some("n1".into()),
             netns: "t-p0".into(),
             ip: "10.0.0.1".parse().unwrap_or(IpAddr::from([0, 0, 0, 0])),
-            ports: vec![(80, palisade_model::Protocol::Tcp), (81, palisade_model::Protocol::Udp)],
+            ports: vec![
+                (80, palisade_model::Protocol::Tcp),
+                (81, palisade_model::Protocol::Udp),
+            ],
         };
         let node = LabEndpoint {
             key: "198.18.0.1".into(),

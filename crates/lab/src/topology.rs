@@ -57,7 +57,13 @@ impl Lab {
                     .filter(|p| p.node.is_some() && p.node == node.name)
                     .map(|p| p.ip)
                     .collect();
-                net::join(fabric, &node.netns, &format!("{}f{i}", self.name), ip, &pods)?;
+                net::join(
+                    fabric,
+                    &node.netns,
+                    &format!("{}f{i}", self.name),
+                    ip,
+                    &pods,
+                )?;
             }
         }
         for (i, p) in self.pods.iter().enumerate() {

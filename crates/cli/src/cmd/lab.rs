@@ -168,7 +168,11 @@ fn report_up(lab: &Lab) {
         eprintln!(
             "lab {}: node {}, {} pods, external host {}",
             lab.name,
-            lab.nodes.iter().map(|n| n.netns.as_str()).collect::<Vec<_>>().join(" "),
+            lab.nodes
+                .iter()
+                .map(|n| n.netns.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
             lab.pods.len(),
             lab.external.ip
         );
