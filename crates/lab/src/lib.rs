@@ -121,7 +121,7 @@ pub enum LabError {
 }
 
 /// What an endpoint of the lab is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum EndpointKind {
     /// A pod (not host-network), in a namespace of its own.
     Pod,

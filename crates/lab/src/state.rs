@@ -42,19 +42,12 @@ struct NodeState {
 #[derive(Serialize, Deserialize)]
 struct EndpointState {
     key: String,
-    kind: KindState,
+    kind: EndpointKind,
     node: Option<String>,
     netns: String,
     ip: IpAddr,
     /// `80/TCP`.
     ports: Vec<String>,
-}
-
-#[derive(Serialize, Deserialize)]
-enum KindState {
-    Pod,
-    Node,
-    External,
 }
 
 impl Lab {
@@ -80,11 +73,7 @@ impl Lab {
                 .ok_or_else(|| LabError::State(path.clone(), format!("{}: bad ports", e.key)))?;
             Ok(LabEndpoint {
                 key: e.key,
-                kind: match e.kind {
-                    KindState::Pod => EndpointKind::Pod,
-                    KindState::Node => EndpointKind::Node,
-                    KindState::External => EndpointKind::External,
-                },
+                kind: e.kind,
                 node: e.node,
                 netns: e.netns,
                 ip: e.ip,
@@ -122,11 +111,7 @@ impl Lab {
     fn save_to(&self, path: &std::path::Path) -> Result<(), LabError> {
         let endpoint = |e: &LabEndpoint| EndpointState {
             key: e.key.clone(),
-            kind: match e.kind {
-                EndpointKind::Pod => KindState::Pod,
-                EndpointKind::Node => KindState::Node,
-                EndpointKind::External => KindState::External,
-            },
+            kind: e.kind,
             node: e.node.clone(),
             netns: e.netns.clone(),
             ip: e.ip,
