@@ -203,6 +203,14 @@ impl Lab {
         self.nodes.iter().find(|n| n.name.as_deref() == Some(name))
     }
 
+    /// The pods on `node` (per-node layout; in the single-node layout every pod is on the
+    /// one node).
+    pub fn pods_on<'a>(&'a self, node: &'a LabNode) -> impl Iterator<Item = &'a LabEndpoint> {
+        self.pods
+            .iter()
+            .filter(move |p| self.node_of(p).is_some_and(|n| n.netns == node.netns))
+    }
+
     /// The node namespace an endpoint's traffic enters the cluster through: its own node's,
     /// the single node's, or for the external host `None` in the per-node layout.
     pub fn node_of(&self, e: &LabEndpoint) -> Option<&LabNode> {

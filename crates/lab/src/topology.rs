@@ -51,12 +51,7 @@ impl Lab {
             net::node(fabric)?;
             for (i, node) in self.nodes.iter().enumerate() {
                 let Some(ip) = node.ip() else { continue };
-                let pods: Vec<IpAddr> = self
-                    .pods
-                    .iter()
-                    .filter(|p| p.node.is_some() && p.node == node.name)
-                    .map(|p| p.ip)
-                    .collect();
+                let pods: Vec<IpAddr> = self.pods_on(node).map(|p| p.ip).collect();
                 net::join(
                     fabric,
                     &node.netns,

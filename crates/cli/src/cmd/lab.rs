@@ -192,12 +192,7 @@ fn report_up(lab: &Lab) {
             Some(ip) => ip.to_string(),
             None => "no address".into(),
         };
-        let pods: Vec<&str> = lab
-            .pods
-            .iter()
-            .filter(|p| p.node.is_some() && p.node == node.name)
-            .map(|p| p.key.as_str())
-            .collect();
+        let pods: Vec<&str> = lab.pods_on(node).map(|p| p.key.as_str()).collect();
         let mut line = format!(
             "{}: namespace {}, address {address}, pods {}",
             node_label(node),
