@@ -8,7 +8,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use palisade_engine::{Engine, Options, Probe};
 use palisade_lab::{Lab, Observed, observe};
-use palisade_model::{Cluster, Node, Protocol};
+use palisade_model::{Cluster, Protocol};
 use palisade_nft::Ruleset;
 
 /// The lab's in-namespace helper.
@@ -38,10 +38,6 @@ fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn cluster_file() -> PathBuf {
-    manifest_dir().join("../../examples/xyz/cluster.yaml")
-}
-
 /// True when running as root; otherwise prints why `test` is skipped. The message goes
 /// straight to the process's stderr, past the test harness's output capture.
 pub fn root_or_skip(test: &str) -> bool {
@@ -66,83 +62,41 @@ pub fn now_us() -> u128 {
         .map_or(0, |d| d.as_micros())
 }
 
-/// Where the pods run.
+/// Where the pods run: a cluster file, and the nodes it spreads the pods over.
 #[derive(Debug, Clone, Copy)]
 pub struct Placement {
-    /// The nodes (name, `InternalIP`), the pods dealt to them round-robin in key order;
-    /// empty: the cluster as written (every pod on node-1).
-    pub nodes: &'static [(&'static str, Option<&'static str>)],
-    /// The node of a host-network pod `z/h` added to the cluster.
-    pub host_pod: Option<&'static str>,
+    /// The cluster file, relative to this crate.
+    pub file: &'static str,
+    /// The nodes the pods name, in name order; empty when every pod is on one node.
+    pub nodes: &'static [&'static str],
 }
 
-/// The cluster as written: one node.
+/// The cluster as written (`examples/xyz/cluster.yaml`): every pod on node-1.
 pub const ONE_NODE: Placement = Placement {
+    file: "../../examples/xyz/cluster.yaml",
     nodes: &[],
-    host_pod: None,
 };
 
-/// Two nodes, the second without an address in the input (the lab generates one), with a
-/// host-network pod on it. x/a, x/c, y/b, z/a, z/c on n1; x/b, y/a, y/c, z/b on n2.
+/// The same pods on two nodes, one without an `InternalIP`, with a host-network pod.
 pub const TWO_NODES: Placement = Placement {
-    nodes: &[("n1", Some("192.168.1.1")), ("n2", None)],
-    host_pod: Some("n2"),
+    file: "tests/fixtures/clusters/xyz-two-nodes.yaml",
+    nodes: &["n1", "n2"],
 };
 
-/// Three nodes with a host-network pod on the first. x/a, y/a, z/a on n1; x/b, y/b, z/b
-/// on n2; x/c, y/c, z/c on n3.
+/// The same pods on three nodes, with a host-network pod.
 pub const THREE_NODES: Placement = Placement {
-    nodes: &[
-        ("n1", Some("192.168.1.1")),
-        ("n2", Some("192.168.1.2")),
-        ("n3", Some("192.168.1.3")),
-    ],
-    host_pod: Some("n1"),
+    file: "tests/fixtures/clusters/xyz-three-nodes.yaml",
+    nodes: &["n1", "n2", "n3"],
 };
 
 impl Placement {
-    /// The cluster with `extra` manifests, its pods placed.
+    /// The cluster with `extra` manifests.
     pub fn cluster(&self, extra: &[PathBuf]) -> Cluster {
-        let mut files = vec![cluster_file()];
+        let mut files = vec![manifest_dir().join(self.file)];
         files.extend(extra.iter().cloned());
-        let mut cluster = palisade_model::load_paths(&files, Default::default())
+        palisade_model::load_paths(&files, Default::default())
             .unwrap_or_else(|e| panic!("{files:?}: {e}"))
-            .cluster;
-        if self.nodes.is_empty() {
-            return cluster;
-        }
-        cluster.nodes = self
-            .nodes
-            .iter()
-            .map(|(name, ip)| Node {
-                name: name.to_string(),
-                labels: Default::default(),
-                addresses: ip
-                    .iter()
-                    .map(|ip| ip.parse().unwrap_or_else(|e| panic!("{ip}: {e}")))
-                    .collect(),
-                origin: Default::default(),
-            })
-            .collect();
-        let mut order: Vec<usize> = (0..cluster.pods.len()).collect();
-        order.sort_by_key(|&i| cluster.pods[i].key());
-        for (k, i) in order.into_iter().enumerate() {
-            cluster.pods[i].node_name = Some(self.nodes[k % self.nodes.len()].0.to_string());
-        }
-        if let Some(node) = self.host_pod {
-            let mut h = cluster
-                .pods
-                .iter()
-                .find(|p| p.key() == "z/a")
-                .unwrap_or_else(|| panic!("no pod z/a"))
-                .clone();
-            h.name = "h".into();
-            h.host_network = true;
-            h.ips.clear();
-            h.node_name = Some(node.to_string());
-            cluster.pods.push(h);
-        }
-        cluster
+            .cluster
     }
 }
 

@@ -13,7 +13,7 @@ use crate::harness::{Placement, THREE_NODES, TWO_NODES, TestLab, root_or_skip};
 fn matrix_equals_evaluator(tag: char, placement: Placement, keep: impl Fn(usize) -> bool) {
     let lab = TestLab::up(tag, placement);
     assert_eq!(lab.lab.nodes.len(), placement.nodes.len());
-    for (node, (name, _)) in lab.lab.nodes.iter().zip(placement.nodes) {
+    for (node, name) in lab.lab.nodes.iter().zip(placement.nodes) {
         assert_eq!(node.netns, format!("{}-node-{name}", lab.lab.name));
     }
     let sets = lab.policy_sets(keep);
