@@ -145,3 +145,114 @@ impl Lab {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cluster(yaml: &str) -> Cluster {
+        palisade_model::load_sources([("in.yaml", yaml)], Default::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .cluster
+    }
+
+    const PODS: &str = "
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: x}
+spec: {nodeName: n1, containers: [{name: c}]}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: x}
+spec: {nodeName: n2, containers: [{name: c}]}
+status: {podIP: 10.0.0.2}
+";
+
+    fn node(name: &str, ip: &str) -> String {
+        let status = if ip.is_empty() {
+            String::new()
+        } else {
+            format!("\nstatus: {{addresses: [{{type: InternalIP, address: {ip}}}]}}")
+        };
+        format!("---\napiVersion: v1\nkind: Node\nmetadata: {{name: {name}}}{status}\n")
+    }
+
+    fn addresses(c: &Cluster) -> Vec<(String, Vec<String>)> {
+        let mut v: Vec<(String, Vec<String>)> = c
+            .nodes
+            .iter()
+            .map(|n| {
+                let ips = n.addresses.iter().map(ToString::to_string).collect();
+                (n.name.clone(), ips)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_completed_cluster_knows_every_node_at_the_labs_address() {
+        let built = PODS.to_string() + &node("n1", "192.168.1.1");
+        let lab = Lab::planned(&cluster(&built), "t").unwrap_or_else(|e| panic!("{e}"));
+        for (input, why) in [
+            (
+                PODS.to_string() + &node("n1", "192.168.1.1"),
+                "n2 undeclared",
+            ),
+            (
+                PODS.to_string() + &node("n1", "192.168.1.1") + &node("n2", "2001:db8::2"),
+                "n2 with an IPv6 address only",
+            ),
+        ] {
+            let done = lab
+                .complete(&cluster(&input))
+                .unwrap_or_else(|e| panic!("{why}: {e}"));
+            let want_n2: Vec<&str> = if why.contains("IPv6") {
+                vec!["2001:db8::2", "198.18.0.1"]
+            } else {
+                vec!["198.18.0.1"]
+            };
+            let got = addresses(&done);
+            assert_eq!(
+                got[0],
+                ("n1".to_string(), vec!["192.168.1.1".to_string()]),
+                "{why}"
+            );
+            assert_eq!(got[1].0, "n2", "{why}");
+            assert_eq!(got[1].1, want_n2, "{why}");
+        }
+    }
+
+    #[test]
+    fn an_input_that_no_longer_fits_the_lab_is_refused() {
+        let built = PODS.to_string() + &node("n1", "192.168.1.1");
+        let lab = Lab::planned(&cluster(&built), "t").unwrap_or_else(|e| panic!("{e}"));
+        for (input, want) in [
+            (
+                PODS.to_string() + &node("n1", "192.168.1.9"),
+                "node n1 has the address 192.168.1.1 in lab t but not in the input (in.yaml:",
+            ),
+            (
+                PODS.replace("nodeName: n2", "nodeName: n1"),
+                "pod x/b is on node n1 in the input (in.yaml:",
+            ),
+        ] {
+            match lab.complete(&cluster(&input)) {
+                Err(LabError::Layout(msg)) => assert!(msg.contains(want), "{msg}\nwant {want}"),
+                other => panic!("want {want:?}, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_single_node_layout_leaves_the_cluster_as_it_is() {
+        let one = PODS.replace("nodeName: n2", "nodeName: n1");
+        let lab = Lab::planned(&cluster(&one), "t").unwrap_or_else(|e| panic!("{e}"));
+        let done = lab
+            .complete(&cluster(&one))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(done.nodes.is_empty());
+    }
+}

@@ -26,20 +26,25 @@ impl Lab {
                 "the lab name must be 1-8 letters or digits".into(),
             ));
         }
-        let layout = layout(cluster, name)?;
+        let mut lab = Lab::planned(cluster, name)?;
         down(name)?; // leftovers of a crashed run
-        let mut lab = Lab {
+        lab.save()?; // before creating anything, so a crash can be cleaned up
+        lab.wire()?;
+        lab.start_responders(exe)?;
+        Ok(lab)
+    }
+
+    /// The lab `up` would build, before anything exists.
+    pub(crate) fn planned(cluster: &Cluster, name: &str) -> Result<Lab, LabError> {
+        let layout = layout(cluster, name)?;
+        Ok(Lab {
             name: name.to_string(),
             nodes: layout.nodes,
             fabric_netns: layout.fabric,
             pods: layout.pods,
             external: layout.external,
             pids: Vec::new(),
-        };
-        lab.save()?; // before creating anything, so a crash can be cleaned up
-        lab.wire()?;
-        lab.start_responders(exe)?;
-        Ok(lab)
+        })
     }
 
     /// Creates the namespaces, links, addresses and routes.
