@@ -113,6 +113,10 @@ impl Reconciler {
         outcome.engine = t.elapsed();
         if enforced_changed {
             let committed = self.commit(&mut state, seen, &mut outcome);
+            drop(state);
+            if committed.as_ref().is_ok_and(|c| *c) {
+                self.cut_forbidden(&mut outcome);
+            }
             self.metrics.reconciled(start, &committed);
             outcome.committed = committed?;
         }
@@ -171,14 +175,22 @@ impl Reconciler {
         outcome.transaction = t.elapsed();
         self.metrics.applied(seen);
         self.metrics.ruleset(&new);
-        let t = Instant::now();
-        match palisade_nft::cut_forbidden(&new, netns) {
-            Ok(n) => self.metrics.connections_cut(n),
-            Err(e) => tracing::warn!(error = %e, "conntrack cleanup failed"),
-        }
-        outcome.conntrack = t.elapsed();
         state.ruleset = Some(new);
         Ok(true)
+    }
+
+    /// Deletes the tracked connections the ruleset in force forbids (readers of the state
+    /// are not held up meanwhile).
+    fn cut_forbidden(&self, outcome: &mut Outcome) {
+        let t = Instant::now();
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(ruleset) = &state.ruleset {
+            match palisade_nft::cut_forbidden(ruleset, self.config.netns.as_deref()) {
+                Ok(n) => self.metrics.connections_cut(n),
+                Err(e) => tracing::warn!(error = %e, "conntrack cleanup failed"),
+            }
+        }
+        outcome.conntrack = t.elapsed();
     }
 
     /// Whether the first full listing is in the kernel.

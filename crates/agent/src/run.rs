@@ -148,7 +148,10 @@ fn refresh_counters(
         let Ok(counts) = crate::decisions::kernel_counts(netns.as_deref()) else {
             return;
         };
-        let state = state.read().unwrap_or_else(|e| e.into_inner());
+        // A reconcile in progress holds the state: keep the last counts rather than wait.
+        let Ok(state) = state.try_read() else {
+            return;
+        };
         if let Some(ruleset) = &state.ruleset {
             metrics.decisions(&crate::decisions::by_decision(ruleset, &counts));
         }

@@ -42,35 +42,38 @@ fn is_root() -> bool {
     })
 }
 
-/// A lab with an agent in its node namespace; both are removed when dropped.
+/// A lab with an agent in its node namespace (one per node, with `--node`, when the lab
+/// has several); all are removed when dropped.
 struct AgentLab {
     name: String,
-    node: String,
     dir: PathBuf,
-    agent: Option<Child>,
+    /// (node name, its namespace) — no name for a single-node lab (every pod enforced).
+    nodes: Vec<(Option<String>, String)>,
+    agents: Vec<Child>,
     log: PathBuf,
 }
 
 impl AgentLab {
-    fn up(name: &str) -> AgentLab {
+    fn up(name: &str, cluster: &str, nodes: &[&str]) -> AgentLab {
         let dir = std::env::temp_dir().join(format!("palisade-agent-{name}"));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
+        let nodes = if nodes.is_empty() {
+            vec![(None, format!("{name}-node"))]
+        } else {
+            nodes
+                .iter()
+                .map(|n| (Some(n.to_string()), format!("{name}-node-{n}")))
+                .collect()
+        };
         let lab = AgentLab {
             name: name.to_string(),
-            node: format!("{name}-node"),
             log: dir.with_extension("log"),
             dir,
-            agent: None,
+            nodes,
+            agents: Vec::new(),
         };
-        let o = palisade(&[
-            "lab",
-            "up",
-            "-f",
-            "examples/xyz/cluster.yaml",
-            "--name",
-            name,
-        ]);
+        let o = palisade(&["lab", "up", "-f", cluster, "--name", name]);
         assert!(o.status.success(), "lab up: {}", stderr(&o));
         lab
     }
@@ -87,29 +90,37 @@ impl AgentLab {
     }
 
     fn start(&mut self) {
-        let log = std::fs::File::create(&self.log).unwrap();
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.node, EXE, "agent", "--source"])
-            .arg(format!("dir:{}", self.dir.display()))
-            .args(["--listen", "127.0.0.1:9464"])
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.agent = Some(child);
+        for (node, netns) in &self.nodes {
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .unwrap();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", netns, EXE, "agent", "--source"])
+                .arg(format!("dir:{}", self.dir.display()))
+                .args(["--listen", "127.0.0.1:9464"]);
+            if let Some(node) = node {
+                cmd.args(["--node", node]);
+            }
+            let child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
+            self.agents.push(child);
+        }
         let start = Instant::now();
-        while self.get("/readyz").0 != 200 {
-            assert!(
-                start.elapsed() < Duration::from_secs(10),
-                "agent not ready: {}",
-                self.agent_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        for (_, netns) in &self.nodes {
+            while get(netns, "/readyz").0 != 200 {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "agent in {netns} not ready: {}",
+                    self.agent_log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 
     fn kill(&mut self) {
-        if let Some(mut child) = self.agent.take() {
+        for mut child in self.agents.drain(..) {
             // `ip netns exec` execs the agent: this is the agent's own pid.
             let _ = child.kill();
             let _ = child.wait();
@@ -120,42 +131,32 @@ impl AgentLab {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// (status, body) of an endpoint, from inside the node namespace.
+    /// (status, body) of the first agent's endpoint.
     fn get(&self, path: &str) -> (u16, String) {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &self.node, "curl", "-s", "-m", "2"])
-            .args(["-w", "\n%{http_code}"])
-            .arg(format!("http://127.0.0.1:9464{path}"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), body.to_string())
+        get(&self.nodes[0].1, path)
     }
 
+    /// A metric of the first agent.
     fn metric(&self, name: &str) -> f64 {
-        let (_, body) = self.get("/metrics");
-        body.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or(0.0)
+        metric(&self.nodes[0].1, name)
     }
 
-    fn commits(&self) -> f64 {
-        self.metric("palisade_time_to_apply_seconds_count")
-    }
-
-    /// Runs `edit`, then waits (at most [`WITHIN`]) until the agent committed a transaction.
+    /// Runs `edit`, then waits (at most [`WITHIN`]) until every agent committed a
+    /// transaction.
     fn edit_and_wait(&self, edit: impl FnOnce()) {
-        let before = self.commits();
+        let commits = |netns: &str| metric(netns, "palisade_time_to_apply_seconds_count");
+        let before: Vec<f64> = self.nodes.iter().map(|(_, ns)| commits(ns)).collect();
         let start = Instant::now();
         edit();
-        while self.commits() <= before {
-            assert!(
-                start.elapsed() < WITHIN,
-                "no transaction within {WITHIN:?}: {}",
-                self.agent_log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
+        for ((_, netns), before) in self.nodes.iter().zip(before) {
+            while commits(netns) <= before {
+                assert!(
+                    start.elapsed() < WITHIN,
+                    "no transaction in {netns} within {WITHIN:?}: {}",
+                    self.agent_log()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 
@@ -194,6 +195,26 @@ impl Drop for AgentLab {
     }
 }
 
+/// (status, body) of an agent endpoint, from inside its network namespace.
+fn get(netns: &str, path: &str) -> (u16, String) {
+    let o = Command::new("ip")
+        .args(["netns", "exec", netns, "curl", "-s", "-m", "2"])
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("http://127.0.0.1:9464{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn metric(netns: &str, name: &str) -> f64 {
+    let (_, body) = get(netns, "/metrics");
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
 /// The kernel agrees with the evaluator on `state` (file, text).
 fn check(lab: &AgentLab, state: &[(&str, String)], what: &str) {
     let files: Vec<(&str, &str)> = state.iter().map(|(f, t)| (*f, t.as_str())).collect();
@@ -222,7 +243,7 @@ fn the_agent_follows_its_directory() {
         return;
     }
     let name = format!("g{:x}", std::process::id());
-    let mut lab = AgentLab::up(&name);
+    let mut lab = AgentLab::up(&name, "examples/xyz/cluster.yaml", &[]);
     // Pod z/c starts outside the directory; it is added later.
     let start = CLUSTER.find("  name: c\n  namespace: z").unwrap();
     let doc_start = CLUSTER[..start].rfind("---").unwrap();
@@ -284,4 +305,38 @@ fn the_agent_follows_its_directory() {
     state.pop();
     lab.start();
     check(&lab, &state, "agent restarted");
+}
+
+/// One agent per node (`--node`): a policy edit reaches every node, and the cross-node
+/// matrix equals the evaluator within 2 s.
+#[test]
+fn an_agent_per_node_enforces_the_cluster_together() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "an_agent_per_node_enforces_the_cluster_together: skipped: not root"
+        );
+        return;
+    }
+    const THREE: &str = include_str!("../../lab/tests/fixtures/clusters/xyz-three-nodes.yaml");
+    let name = format!("h{:x}", std::process::id());
+    let mut lab = AgentLab::up(
+        &name,
+        "crates/lab/tests/fixtures/clusters/xyz-three-nodes.yaml",
+        &["n1", "n2", "n3"],
+    );
+    lab.write("cluster.yaml", THREE);
+    lab.write("deny-x.yaml", DENY_X);
+    lab.start();
+    let mut state = vec![
+        ("cluster.yaml", THREE.to_string()),
+        ("deny-x.yaml", DENY_X.to_string()),
+    ];
+    check(&lab, &state, "after start");
+    lab.edit_and_wait(|| lab.write("anp.yaml", ANP));
+    state.push(("anp.yaml", ANP.to_string()));
+    check(&lab, &state, "a policy added on every node");
+    lab.edit_and_wait(|| lab.remove("deny-x.yaml"));
+    state.remove(1);
+    check(&lab, &state, "a policy deleted on every node");
 }
