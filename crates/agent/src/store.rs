@@ -8,6 +8,7 @@
 //! Every invalid object is reported ([`Store::problems`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use palisade_engine::Change;
 use palisade_model::{
@@ -127,7 +128,7 @@ pub enum Scope {
 #[derive(Debug, Clone)]
 struct Claim {
     text: String,
-    object: Object,
+    object: Arc<Object>,
 }
 
 /// The objects in force, by the texts that hold them.
@@ -139,7 +140,7 @@ pub struct Store {
     /// (a policy moved from one file to another is never absent in between).
     claims: HashMap<Key, Vec<Claim>>,
     /// What the engines were last given, per key.
-    applied: HashMap<Key, Object>,
+    applied: HashMap<Key, Arc<Object>>,
     /// The namespaces the engines hold and whether each was declared (or implied).
     namespaces: BTreeMap<String, Namespace>,
     /// Pods and NetworkPolicies in force per namespace (keeps implied namespaces alive).
@@ -178,7 +179,7 @@ impl Store {
     pub fn cluster(&self) -> palisade_model::Cluster {
         let mut c = palisade_model::Cluster::default();
         for (key, object) in &self.applied {
-            match object.clone() {
+            match Object::clone(object) {
                 Object::Namespace(_) => {}
                 Object::Pod(o) => c.pods.push(o),
                 Object::Node(o) => c.nodes.push(o),
@@ -235,7 +236,7 @@ impl Store {
             return BTreeSet::new();
         }
         let decoded = palisade_model::decode_texts(texts.iter().map(|t| (&*t.id, &*t.body)));
-        let mut held: HashMap<&str, BTreeMap<Key, Object>> = texts
+        let mut held: HashMap<&str, BTreeMap<Key, Arc<Object>>> = texts
             .iter()
             .map(|t| (t.id.as_str(), BTreeMap::new()))
             .collect();
@@ -270,7 +271,7 @@ impl Store {
         for (object, staged) in valid {
             let file = origin_file(&object);
             if let Some(h) = held.get_mut(file.as_str()) {
-                h.insert(object.key(staged), object);
+                h.insert(object.key(staged), Arc::new(object));
             }
         }
         // Errors per text; a text with an error that names no object could not be read.
@@ -308,7 +309,7 @@ impl Store {
                 }
                 (Some(key), None, Some(stand_in)) => {
                     tracing::warn!(text = id, object = ?key, "invalid new policy; its subject is isolated until it is fixed");
-                    h.insert(key, stand_in_object(stand_in));
+                    h.insert(key, Arc::new(stand_in_object(stand_in)));
                     *stand_ins.entry(id.to_string()).or_default() += 1;
                 }
                 (key, None, _) => {
@@ -350,7 +351,7 @@ impl Store {
     }
 
     /// This text's current version of `key`.
-    fn claim_of(&self, text: &str, key: &Key) -> Option<Object> {
+    fn claim_of(&self, text: &str, key: &Key) -> Option<Arc<Object>> {
         self.claims
             .get(key)?
             .iter()
@@ -359,7 +360,7 @@ impl Store {
     }
 
     /// Makes `objects` what text `id` holds; returns the keys touched.
-    fn set_text(&mut self, id: &str, objects: BTreeMap<Key, Object>) -> BTreeSet<Key> {
+    fn set_text(&mut self, id: &str, objects: BTreeMap<Key, Arc<Object>>) -> BTreeSet<Key> {
         let old = self.texts.remove(id).unwrap_or_default();
         let mut touched: BTreeSet<Key> = old
             .difference(&objects.keys().cloned().collect())
@@ -443,7 +444,7 @@ impl Store {
                 Some(object) => {
                     self.applied.insert(key.clone(), object.clone());
                     if !matches!(key, Key::Namespace(_)) {
-                        out.push((object.upsert(), scope));
+                        out.push((Object::clone(&object).upsert(), scope));
                     }
                 }
                 None => {
@@ -457,7 +458,11 @@ impl Store {
         let mut first = Vec::new();
         let mut last = Vec::new();
         for name in namespaces {
-            let declared = match self.applied.get(&Key::Namespace(name.clone())) {
+            let declared = match self
+                .applied
+                .get(&Key::Namespace(name.clone()))
+                .map(|o| &**o)
+            {
                 Some(Object::Namespace(ns)) => Some(ns.clone()),
                 _ => None,
             };
