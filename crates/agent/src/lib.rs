@@ -7,4 +7,5 @@
 //! [`palisade_nft::update`] (one transaction) → conntrack cleanup. [`metrics`] serves
 //! `/metrics`, `/healthz` and `/readyz`.
 
+pub mod nflog;
 pub mod source;
