@@ -72,6 +72,69 @@ fn forbidden_connections_are_cut_in_one_pass_and_closed_or_allowed_ones_kept() {
     );
 }
 
+/// Two dual-stack pods; `a` accepts no ingress.
+const DUAL_STACK: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: d}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: d, labels: {pod: a}}
+spec: {containers: [{name: c, ports: [{containerPort: 80}]}]}
+status: {podIP: 10.9.0.1, podIPs: [{ip: 10.9.0.1}, {ip: "fd00:9::1"}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: d, labels: {pod: b}}
+spec: {containers: [{name: c}]}
+status: {podIP: 10.9.0.2, podIPs: [{ip: 10.9.0.2}, {ip: "fd00:9::2"}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-a, namespace: d}
+spec:
+  podSelector: {matchLabels: {pod: a}}
+  policyTypes: [Ingress]
+"#;
+
+#[test]
+fn ipv6_connections_are_cut_too() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a network namespace");
+        return;
+    }
+    let loaded = palisade_model::load_sources([("d", DUAL_STACK)], Default::default()).unwrap();
+    let ruleset = compile(&Engine::new(loaded.cluster, Options::default()), None).unwrap();
+    let ns = Netns::new("cut6");
+    let entry = |src: &str, dst: &str, proto| Entry {
+        src: ip(src),
+        dst: ip(dst),
+        proto,
+        sport: 40000,
+        dport: 80,
+        tcp_state: 3,
+    };
+    insert(
+        &ns.0,
+        &[
+            entry("fd00:9::2", "fd00:9::1", 6),  // forbidden
+            entry("fd00:9::2", "fd00:9::1", 17), // forbidden
+            entry("10.9.0.2", "10.9.0.1", 6),    // forbidden
+            entry("fd00:9::1", "fd00:9::2", 6),  // allowed (b accepts ingress)
+        ],
+    )
+    .unwrap();
+    let cut = palisade_nft::cut_forbidden(&ruleset, Some(&ns.0)).unwrap();
+    let left = ns.conntrack_list();
+    assert_eq!(cut, 3, "left:\n{left}");
+    assert_eq!(left.lines().count(), 1, "{left}");
+    assert!(
+        left.contains("src=fd00:9::1 dst=fd00:9::2 sport=40000 dport=80"),
+        "{left}"
+    );
+}
+
 #[test]
 fn an_unknown_namespace_is_an_error_naming_it() {
     let Err(e) = palisade_nft::cut_forbidden(&Default::default(), Some("palct-no-such-ns")) else {
