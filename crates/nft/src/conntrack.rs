@@ -38,9 +38,9 @@ const RECV_BUF: usize = 64 * 1024;
 /// design proposal), in the network namespace `netns` (a name under `/run/netns`, as
 /// `ip netns` manages them) or the current one. Returns how many entries were deleted.
 ///
-/// One ctnetlink dump lists the table; entries in a closed TCP state are skipped (see
-/// [`is_closed`]); the forbidden ones are deleted by exact original tuple, 64 deletions
-/// per datagram on the same socket. An entry that disappeared in the meantime is not
+/// One ctnetlink dump lists the table; entries of connections that can carry no more
+/// data (TCP `TIME_WAIT` and `CLOSE`, SCTP `CLOSED`) are skipped; the forbidden ones are
+/// deleted by exact original tuple, 64 deletions per datagram on the same socket. An entry that disappeared in the meantime is not
 /// counted and is no error.
 pub fn cut_forbidden(ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError> {
     let socket = open(netns).map_err(|e| err("open a ctnetlink socket", e))?;
