@@ -12,6 +12,7 @@ pub mod decision_log;
 pub mod decisions;
 pub mod http;
 pub mod metrics;
+pub mod nflog;
 pub mod reconcile;
 pub mod run;
 pub mod source;
