@@ -6,30 +6,16 @@ use std::net::IpAddr;
 use std::time::SystemTime;
 
 use palisade_engine::{Decision, Endpoint, EndpointKind, Engine, Flow};
-use palisade_model::{Action, Protocol};
+use palisade_model::Action;
 use palisade_nft::LoggedDecision;
 use serde_json::{Value, json};
 
-use crate::reconcile::State;
-
-/// A packet the kernel logged, as read from nflog.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Logged {
-    /// The log prefix (`pal-<id>`).
-    pub prefix: String,
-    /// Source address.
-    pub src: IpAddr,
-    /// Destination address.
-    pub dst: IpAddr,
-    /// Transport protocol, when it is one Palisade decides.
-    pub protocol: Option<Protocol>,
-    /// Destination port.
-    pub dport: Option<u16>,
-}
+use crate::nflog::LoggedPacket;
+use crate::reconcile::{Shared, State};
 
 /// The JSON line for a logged packet, or `None` when its prefix is not one of the ruleset
 /// in force (a packet logged just before an update).
-pub fn line(state: &State, packet: &Logged, time: SystemTime) -> Option<Value> {
+pub fn line(state: &State, packet: &LoggedPacket, time: SystemTime) -> Option<Value> {
     let ruleset = state.ruleset.as_ref()?;
     let engine = state.engine.as_ref()?;
     let prefix = packet.prefix.trim();
@@ -74,6 +60,40 @@ pub fn line(state: &State, packet: &Logged, time: SystemTime) -> Option<Value> {
         }
     }
     Some(line)
+}
+
+/// Reads the kernel's log group in this network namespace and writes one JSON line per
+/// logged packet to `out`, until the reader fails or `out` cannot be written.
+pub async fn run(
+    state: Shared,
+    mut out: Box<dyn std::io::Write + Send>,
+) -> Result<(), crate::nflog::NflogError> {
+    let mut stream = crate::nflog::Nflog::bind(palisade_nft::LOG_GROUP)?.spawn()?;
+    let mut lost = 0;
+    while let Some(packets) = stream.recv().await {
+        let time = SystemTime::now();
+        let lines: Vec<Value> = {
+            let state = state.read().unwrap_or_else(|e| e.into_inner());
+            packets?
+                .iter()
+                .filter_map(|p| line(&state, p, time))
+                .collect()
+        };
+        for l in lines {
+            if writeln!(out, "{l}").and_then(|()| out.flush()).is_err() {
+                tracing::error!("the decision log cannot be written; it stops");
+                return Ok(());
+            }
+        }
+        if stream.lost() > lost {
+            tracing::warn!(
+                lost = stream.lost() - lost,
+                "decision log messages dropped by the kernel (the reader fell behind)"
+            );
+            lost = stream.lost();
+        }
+    }
+    Ok(())
 }
 
 /// `allow`, `deny` or `pass`: what the logged rule did to the packet.

@@ -69,6 +69,15 @@ pub enum AgentError {
         #[source]
         source: std::io::Error,
     },
+    /// The decision log file could not be opened.
+    #[error("--decision-log {}: {source}", path.display())]
+    DecisionLog {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The source is not available in this build or failed.
     #[error("source: {0}")]
     Source(String),
@@ -101,6 +110,27 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
     let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
     let mut http = tokio::spawn(crate::http::serve(listener, metrics.clone(), refresh));
+    if let Some(path) = &options.decision_log {
+        let out: Box<dyn std::io::Write + Send> = if path.as_os_str() == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| AgentError::DecisionLog {
+                    path: path.clone(),
+                    source,
+                })?;
+            Box::new(std::io::LineWriter::new(file))
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::decision_log::run(state, out).await {
+                tracing::error!(error = %e, "decision log stopped");
+            }
+        });
+    }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| AgentError::Source(e.to_string()))?;
     tokio::select! {

@@ -5,7 +5,8 @@
 
 use std::time::SystemTime;
 
-use palisade_agent::decision_log::{Logged, line};
+use palisade_agent::decision_log::line;
+use palisade_agent::nflog::LoggedPacket;
 use palisade_agent::reconcile::State;
 use palisade_engine::{Decision, Engine, Options};
 use palisade_model::Protocol;
@@ -43,13 +44,14 @@ fn isolation_prefix(state: &State) -> String {
         .unwrap()
 }
 
-fn packet(prefix: &str) -> Logged {
-    Logged {
+fn packet(prefix: &str) -> LoggedPacket {
+    LoggedPacket {
         prefix: format!("{prefix} "),
         // y/a → x/a on TCP 80: x accepts only y/b
         src: "10.0.1.10".parse().unwrap(),
         dst: "10.0.0.10".parse().unwrap(),
         protocol: Some(Protocol::Tcp),
+        sport: Some(40000),
         dport: Some(80),
     }
 }
