@@ -1,0 +1,527 @@
+//! The Kubernetes source: watches the API server for the kinds in [`KINDS`] and sends each
+//! object as one [`Text`] with the id `kube:<Kind>/<namespace>/<name>` (cluster-scoped
+//! kinds: `kube:<Kind>/<name>`), its body the object's JSON cut down to the fields
+//! Palisade reads.
+//!
+//! Each kind runs a kube-runtime watcher: list, then watch from the list's
+//! `resourceVersion` with bookmarks, resuming from the last version seen after a
+//! disconnect. A complete listing (the first, and any relist after the API server
+//! answered `410 Gone`) is sent as [`Event::Replace`] over the kind's prefix; changes
+//! as [`Event::Put`] and [`Event::Remove`]; [`Event::Synced`] once every kind was listed.
+//! A policy kind whose CRD is not installed (`404` on list) is logged, counts as listed
+//! and empty, and is tried again every [`Options::missing_retry`].
+//!
+//! [`snapshot`] lists every kind once, for the analysis commands.
+
+mod trim;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+use kube::runtime::watcher;
+
+use super::{Event, Sender, Text};
+
+/// A kind the source reads: its API group, version and resource name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind {
+    /// API group (`""` for the core group).
+    pub group: &'static str,
+    /// API version within the group.
+    pub version: &'static str,
+    /// The kind, as in `kind:`.
+    pub kind: &'static str,
+    /// The resource name in URLs and RBAC rules.
+    pub plural: &'static str,
+    /// Served by a CRD that a cluster may not have installed.
+    pub optional: bool,
+}
+
+/// Every kind the source reads; the deployment's ClusterRole grants exactly these.
+pub const KINDS: [Kind; 7] = [
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        optional: false,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        optional: false,
+    },
+    Kind {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        optional: false,
+    },
+    Kind {
+        group: "networking.k8s.io",
+        version: "v1",
+        kind: "NetworkPolicy",
+        plural: "networkpolicies",
+        optional: false,
+    },
+    Kind {
+        group: "policy.networking.k8s.io",
+        version: "v1alpha1",
+        kind: "AdminNetworkPolicy",
+        plural: "adminnetworkpolicies",
+        optional: true,
+    },
+    Kind {
+        group: "policy.networking.k8s.io",
+        version: "v1alpha1",
+        kind: "BaselineAdminNetworkPolicy",
+        plural: "baselineadminnetworkpolicies",
+        optional: true,
+    },
+    Kind {
+        group: "policy.networking.k8s.io",
+        version: "v1alpha2",
+        kind: "ClusterNetworkPolicy",
+        plural: "clusternetworkpolicies",
+        optional: true,
+    },
+];
+
+impl Kind {
+    /// `group/version`, or `version` for the core group.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The id prefix of every text of this kind: `kube:<Kind>/`.
+    pub fn prefix(&self) -> String {
+        format!("kube:{}/", self.kind)
+    }
+
+    /// The id of the object `namespace/name` (or `name` when cluster-scoped).
+    pub fn id(&self, namespace: Option<&str>, name: &str) -> String {
+        match namespace {
+            Some(ns) => format!("kube:{}/{ns}/{name}", self.kind),
+            None => format!("kube:{}/{name}", self.kind),
+        }
+    }
+
+    fn resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.to_string(),
+            version: self.version.to_string(),
+            api_version: self.api_version(),
+            kind: self.kind.to_string(),
+            plural: self.plural.to_string(),
+        }
+    }
+
+    /// An API over every namespace (list and watch of all objects of the kind).
+    fn api(&self, client: kube::Client) -> Api<DynamicObject> {
+        Api::all_with(client, &self.resource())
+    }
+
+    fn object_id(&self, obj: &DynamicObject) -> String {
+        let name = obj.metadata.name.as_deref().unwrap_or_default();
+        self.id(obj.metadata.namespace.as_deref(), name)
+    }
+
+    /// The object as a text: its trimmed JSON under its id.
+    fn text(&self, obj: &DynamicObject) -> Text {
+        // Serialising a `DynamicObject` cannot fail (string keys only); a `Null` would
+        // still be reported by the decoder rather than dropped.
+        let value = serde_json::to_value(obj).unwrap_or_default();
+        let body = trim::trim(&self.api_version(), self.kind, &value).to_string();
+        Text {
+            id: self.object_id(obj),
+            body,
+        }
+    }
+}
+
+/// Why the Kubernetes API cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KubeError {
+    /// The kubeconfig file given could not be read or used.
+    #[error("{path}: {source}")]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// The kubeconfig found through `KUBECONFIG` or `~/.kube/config` could not be used
+    /// (with `--context`).
+    #[error("kubeconfig: {0}")]
+    Context(#[source] KubeconfigError),
+    /// Neither a kubeconfig nor an in-cluster service account was found.
+    #[error("no Kubernetes configuration (kubeconfig or in-cluster service account): {0}")]
+    Infer(#[source] kube::config::InferConfigError),
+    /// The client could not be built from the configuration.
+    #[error("cannot create the Kubernetes client: {0}")]
+    Client(#[source] kube::Error),
+    /// Listing a kind failed.
+    #[error("cannot list {kind}: {source}")]
+    List {
+        /// The kind.
+        kind: &'static str,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+    /// No async runtime could be started (for [`snapshot_blocking`]).
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+/// A client for the cluster named by `kubeconfig` and `context`: that file, or else
+/// `KUBECONFIG` / `~/.kube/config`, or else (running in a pod, neither given nor found)
+/// the pod's service account.
+pub async fn client(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<kube::Client, KubeError> {
+    let options = KubeConfigOptions {
+        context: context.map(str::to_string),
+        ..KubeConfigOptions::default()
+    };
+    let config = match kubeconfig {
+        Some(path) => {
+            let wrap = |source| KubeError::Kubeconfig {
+                path: path.to_path_buf(),
+                source,
+            };
+            let file = Kubeconfig::read_from(path).map_err(wrap)?;
+            kube::Config::from_custom_kubeconfig(file, &options)
+                .await
+                .map_err(wrap)?
+        }
+        None if context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(KubeError::Context)?,
+        None => kube::Config::infer().await.map_err(KubeError::Infer)?,
+    };
+    kube::Client::try_from(config).map_err(KubeError::Client)
+}
+
+/// Every object of every kind, listed once.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// One text per object.
+    pub texts: Vec<Text>,
+    /// The optional kinds the cluster does not serve (CRD not installed).
+    pub missing: Vec<&'static str>,
+}
+
+/// Lists every kind in [`KINDS`] once (paginated). A kind whose CRD is not installed is
+/// recorded in [`Snapshot::missing`]; any other failure is an error.
+pub async fn snapshot(client: &kube::Client) -> Result<Snapshot, KubeError> {
+    let mut out = Snapshot::default();
+    for kind in &KINDS {
+        let api = kind.api(client.clone());
+        let mut params = ListParams::default().limit(500);
+        loop {
+            match api.list(&params).await {
+                Ok(list) => {
+                    out.texts.extend(list.items.iter().map(|o| kind.text(o)));
+                    match list.metadata.continue_.filter(|c| !c.is_empty()) {
+                        Some(token) => params.continue_token = Some(token),
+                        None => break,
+                    }
+                }
+                Err(e) if kind.optional && status_code(&e) == Some(404) => {
+                    out.missing.push(kind.kind);
+                    break;
+                }
+                Err(source) => {
+                    return Err(KubeError::List {
+                        kind: kind.kind,
+                        source,
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// [`client`] then [`snapshot`], on a runtime of its own: for synchronous callers.
+pub fn snapshot_blocking(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Snapshot, KubeError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(KubeError::Runtime)?;
+    runtime.block_on(async {
+        let client = client(kubeconfig, context).await?;
+        snapshot(&client).await
+    })
+}
+
+/// Timings of the watch loop.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How often a kind whose CRD is not installed is tried again.
+    pub missing_retry: Duration,
+    /// The first wait after an error; it doubles with each error in a row.
+    pub min_backoff: Duration,
+    /// The longest wait after an error.
+    pub max_backoff: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            missing_retry: Duration::from_secs(300),
+            min_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Follows the cluster with the default [`Options`] until the receiver of `tx` is dropped.
+pub async fn run(client: kube::Client, tx: Sender) {
+    run_with(client, tx, Options::default()).await;
+}
+
+/// Follows the cluster until the receiver of `tx` is dropped. API errors are logged and
+/// retried with backoff; they never end the source.
+pub async fn run_with(client: kube::Client, tx: Sender, options: Options) {
+    let unlisted = AtomicUsize::new(KINDS.len());
+    let watches = KINDS
+        .iter()
+        .map(|kind| follow(kind, client.clone(), &tx, &unlisted, &options));
+    futures::future::join_all(watches).await;
+}
+
+/// What a watcher error asks of the loop.
+enum Recovery {
+    /// The CRD is not installed: the kind is empty until a later try finds it.
+    Missing,
+    /// Start a new watcher (a fresh list).
+    Relist,
+    /// Wait, then let the watcher resume by itself.
+    Backoff,
+}
+
+/// Watches one kind, sending its events, until the receiver is dropped.
+async fn follow(
+    kind: &'static Kind,
+    client: kube::Client,
+    tx: &Sender,
+    unlisted: &AtomicUsize,
+    options: &Options,
+) {
+    let api = kind.api(client);
+    let mut listed = false;
+    let mut errors = 0u32;
+    let mut missing_reported = false;
+    loop {
+        let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
+        let mut buffer = Vec::new();
+        loop {
+            let next = tokio::select! {
+                () = tx.closed() => return,
+                next = stream.next() => next,
+            };
+            // The watcher's stream never ends; if it did, start over.
+            let Some(next) = next else { break };
+            let event = match next {
+                Ok(watcher::Event::Init) => {
+                    buffer.clear();
+                    None
+                }
+                Ok(watcher::Event::InitApply(obj)) => {
+                    buffer.push(kind.text(&obj));
+                    None
+                }
+                Ok(watcher::Event::InitDone) => {
+                    errors = 0;
+                    if missing_reported {
+                        tracing::info!(kind = kind.kind, "now served by the API server");
+                        missing_reported = false;
+                    }
+                    let texts = std::mem::take(&mut buffer);
+                    tracing::debug!(kind = kind.kind, objects = texts.len(), "listed");
+                    Some(Event::Replace {
+                        prefix: kind.prefix(),
+                        texts,
+                    })
+                }
+                Ok(watcher::Event::Apply(obj)) => {
+                    errors = 0;
+                    Some(Event::Put(vec![kind.text(&obj)]))
+                }
+                Ok(watcher::Event::Delete(obj)) => {
+                    errors = 0;
+                    Some(Event::Remove(vec![kind.object_id(&obj)]))
+                }
+                Err(e) => match recovery(kind, &e) {
+                    Recovery::Missing => {
+                        if missing_reported {
+                            tracing::debug!(kind = kind.kind, "still not served");
+                        } else {
+                            tracing::info!(
+                                kind = kind.kind,
+                                api_version = %kind.api_version(),
+                                retry_secs = options.missing_retry.as_secs(),
+                                "not served by the API server (CRD not installed); treated as empty"
+                            );
+                            missing_reported = true;
+                        }
+                        let replace = Event::Replace {
+                            prefix: kind.prefix(),
+                            texts: Vec::new(),
+                        };
+                        if tx.send(replace).is_err() {
+                            return;
+                        }
+                        mark_listed(&mut listed, unlisted, tx);
+                        if !pause(tx, options.missing_retry).await {
+                            return;
+                        }
+                        break;
+                    }
+                    Recovery::Relist => {
+                        tracing::info!(kind = kind.kind, error = %e, "watch expired; relisting");
+                        break;
+                    }
+                    Recovery::Backoff => {
+                        let wait = backoff(options, errors);
+                        errors = errors.saturating_add(1);
+                        tracing::warn!(
+                            kind = kind.kind,
+                            error = %e,
+                            retry_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                            "watch failed; retrying"
+                        );
+                        if !pause(tx, wait).await {
+                            return;
+                        }
+                        None
+                    }
+                },
+            };
+            if let Some(event) = event {
+                let done = matches!(event, Event::Replace { .. });
+                if tx.send(event).is_err() {
+                    return;
+                }
+                if done {
+                    mark_listed(&mut listed, unlisted, tx);
+                }
+            }
+        }
+    }
+}
+
+/// Counts the first complete listing of a kind; the last kind to be listed sends
+/// [`Event::Synced`].
+fn mark_listed(listed: &mut bool, unlisted: &AtomicUsize, tx: &Sender) {
+    if !*listed {
+        *listed = true;
+        if unlisted.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _ = tx.send(Event::Synced);
+        }
+    }
+}
+
+/// Waits `wait`; false if the receiver went away meanwhile.
+async fn pause(tx: &Sender, wait: Duration) -> bool {
+    tokio::select! {
+        () = tx.closed() => false,
+        () = tokio::time::sleep(wait) => true,
+    }
+}
+
+/// The wait after `errors` errors in a row.
+fn backoff(options: &Options, errors: u32) -> Duration {
+    let factor = 1u32.checked_shl(errors.min(16)).unwrap_or(u32::MAX);
+    options
+        .min_backoff
+        .saturating_mul(factor)
+        .min(options.max_backoff)
+}
+
+/// How to recover from a watcher error.
+fn recovery(kind: &Kind, error: &watcher::Error) -> Recovery {
+    match error {
+        // "404 Not Found" on list: the resource is not served (a CRD not installed).
+        watcher::Error::InitialListFailed(e) if kind.optional && status_code(e) == Some(404) => {
+            Recovery::Missing
+        }
+        // The API server refused to start a watch at a version it no longer has
+        // ("410 Gone" as the response status rather than as a watch event): the watcher
+        // would retry the same version, so start over with a list.
+        watcher::Error::WatchStartFailed(e) if status_code(e) == Some(410) => Recovery::Relist,
+        // A `410 Gone` watch event: the watcher relists by itself on the next poll.
+        watcher::Error::WatchError(status) if status.code == 410 => Recovery::Relist,
+        _ => Recovery::Backoff,
+    }
+}
+
+/// The HTTP status of an API error response.
+fn status_code(error: &kube::Error) -> Option<u16> {
+    match error {
+        kube::Error::Api(status) => Some(status.code),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_prefixes() {
+        let pod = &KINDS[1];
+        assert_eq!(pod.id(Some("x"), "a"), "kube:Pod/x/a");
+        assert!(pod.id(Some("x"), "a").starts_with(&pod.prefix()));
+        let anp = &KINDS[4];
+        assert_eq!(anp.id(None, "p"), "kube:AdminNetworkPolicy/p");
+        assert_eq!(anp.api_version(), "policy.networking.k8s.io/v1alpha1");
+        assert_eq!(KINDS[0].api_version(), "v1");
+    }
+
+    #[test]
+    fn prefixes_do_not_overlap() {
+        for a in &KINDS {
+            for b in &KINDS {
+                if a != b {
+                    assert!(
+                        !a.prefix().starts_with(&b.prefix()),
+                        "{} inside {}",
+                        a.kind,
+                        b.kind
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn backoff_doubles_up_to_the_limit() {
+        let o = Options {
+            missing_retry: Duration::from_secs(1),
+            min_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(1),
+        };
+        let waits: Vec<u128> = (0..6).map(|n| backoff(&o, n).as_millis()).collect();
+        assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(backoff(&o, u32::MAX), Duration::from_secs(1));
+    }
+}
