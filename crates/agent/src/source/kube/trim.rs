@@ -173,7 +173,11 @@ mod tests {
                          "spec": {"priority": 5, "subject": {"namespaces": {}}},
                          "status": {"conditions": []}});
         assert_eq!(
-            trim("policy.networking.k8s.io/v1alpha1", "AdminNetworkPolicy", &anp),
+            trim(
+                "policy.networking.k8s.io/v1alpha1",
+                "AdminNetworkPolicy",
+                &anp
+            ),
             json!({"apiVersion": "policy.networking.k8s.io/v1alpha1",
                    "kind": "AdminNetworkPolicy", "metadata": {"name": "p"},
                    "spec": {"priority": 5, "subject": {"namespaces": {}}}}),
