@@ -173,7 +173,7 @@ pub enum KubeError {
     #[error("cannot create the Kubernetes client: {0}")]
     Client(#[source] kube::Error),
     /// Listing a kind failed.
-    #[error("cannot list {kind}: {source}")]
+    #[error("cannot list {kind}: {}", chain(source))]
     List {
         /// The kind.
         kind: &'static str,
@@ -184,6 +184,21 @@ pub enum KubeError {
     /// No async runtime could be started (for [`snapshot_blocking`]).
     #[error("cannot start the async runtime: {0}")]
     Runtime(#[source] std::io::Error),
+}
+
+/// An error and its causes, `: `-separated (a connection error's cause says which).
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        let text = e.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        cause = e.source();
+    }
+    out
 }
 
 /// A client for the cluster named by `kubeconfig` and `context`: that file, or else
