@@ -293,6 +293,21 @@ async fn texts_are_trimmed_and_decode() {
             .is_none()
     );
 
+    // What the source keeps of the recorded pods, against what the API server sent.
+    let list: Value = serde_json::from_str(&fixture("pods-list.json")).expect("json");
+    let sent: usize = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .map(|p| p.to_string().len())
+        .sum();
+    let kept: usize = ["kube:Pod/x/a", "kube:Pod/x/b"]
+        .iter()
+        .map(|id| texts[*id].len())
+        .sum();
+    println!("pods: {sent} bytes sent by the API server, {kept} bytes kept");
+    assert!(kept * 3 < sent, "kept {kept} of {sent} bytes");
+
     let decoded = palisade_model::decode_texts(texts.iter().map(|(i, b)| (i.as_str(), b.as_str())));
     let errors: Vec<String> = decoded
         .diagnostics

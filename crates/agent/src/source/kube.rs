@@ -345,8 +345,13 @@ async fn follow(
     let mut listed = false;
     let mut errors = 0u32;
     let mut missing_reported = false;
+    // Bookmarks on (the default), so that a resumed watch starts from a recent version.
+    // Lists are consistent reads (`ListSemantic::MostRecent`, the default), not "any
+    // cached version": after a relist, a stale cache could bring back a deleted or older
+    // policy, and an enforcing agent must not move backwards in time.
+    let config = watcher::Config::default();
     loop {
-        let mut stream = watcher(api.clone(), watcher::Config::default()).boxed();
+        let mut stream = watcher(api.clone(), config.clone()).boxed();
         let mut buffer = Vec::new();
         loop {
             let next = tokio::select! {
