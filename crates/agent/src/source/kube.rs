@@ -402,13 +402,14 @@ async fn follow(
                                 "not served by the API server (CRD not installed); treated as empty"
                             );
                             missing_reported = true;
-                        }
-                        let replace = Event::Replace {
-                            prefix: kind.prefix(),
-                            texts: Vec::new(),
-                        };
-                        if tx.send(replace).is_err() {
-                            return;
+                            // Whatever was held of the kind is gone (a CRD deleted).
+                            let replace = Event::Replace {
+                                prefix: kind.prefix(),
+                                texts: Vec::new(),
+                            };
+                            if tx.send(replace).is_err() {
+                                return;
+                            }
                         }
                         mark_listed(&mut listed, unlisted, tx);
                         if !pause(tx, options.missing_retry).await {
@@ -418,6 +419,10 @@ async fn follow(
                     }
                     Recovery::Relist => {
                         tracing::info!(kind = kind.kind, error = %e, "watch expired; relisting");
+                        // Bounds the relist rate if the server keeps answering 410.
+                        if !pause(tx, options.min_backoff).await {
+                            return;
+                        }
                         break;
                     }
                     Recovery::Backoff => {
