@@ -80,6 +80,14 @@ async fn collect(
     events
 }
 
+/// Waits until `condition` holds (at most 10 s; the assertions after it tell what failed).
+async fn eventually(condition: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !condition() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn summaries(events: &[Event]) -> Vec<String> {
     events.iter().map(summary).collect()
 }
@@ -201,10 +209,7 @@ async fn lists_watches_resumes_and_relists() {
             .filter(|r| r.starts_with(&format!("{BANPS}?")))
             .count()
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while banp_lists() < 3 && tokio::time::Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(|| banp_lists() >= 3).await;
     assert!(banp_lists() >= 3, "the missing CRD is tried again");
     let mut later = Vec::new();
     while let Ok(event) = rx.try_recv() {
@@ -239,11 +244,16 @@ async fn lists_watches_resumes_and_relists() {
 
     // The watches resumed from the list's version, then from the bookmark, then from
     // the relist's version; bookmarks were asked for.
-    let pod_watches: Vec<String> = server
-        .requests()
-        .into_iter()
-        .filter(|r| r.starts_with(&format!("{PODS}?")) && r.contains("watch=true"))
-        .collect();
+    // (The watch after the relist starts after the relist was sent: wait for it.)
+    let watches_of_pods = || -> Vec<String> {
+        server
+            .requests()
+            .into_iter()
+            .filter(|r| r.starts_with(&format!("{PODS}?")) && r.contains("watch=true"))
+            .collect()
+    };
+    eventually(|| watches_of_pods().len() >= 3).await;
+    let pod_watches = watches_of_pods();
     let versions: Vec<&str> = pod_watches
         .iter()
         .filter_map(|r| {
