@@ -167,6 +167,33 @@ fn matrix_eval_and_explain_from_the_cluster_equal_the_files() {
 }
 
 #[test]
+fn kubeconfig_from_the_environment_and_its_contexts() {
+    let server = ApiServer::start();
+    serve_directory(&server, "examples/xyz");
+    let (_dir, config) = kubeconfig(&server);
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_palisade"))
+            .args(args)
+            .env("KUBECONFIG", &config)
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .output()
+            .expect("run palisade")
+    };
+    let files = palisade(&["matrix", "-o", "jsonl", "-f", "examples/xyz"]);
+    let current = run(&["matrix", "-o", "jsonl", "--kube"]);
+    assert!(current.status.success(), "{}", stderr(&current));
+    assert_eq!(stdout(&current), stdout(&files), "the current context");
+    let named = run(&["matrix", "-o", "jsonl", "--context", "loopback"]);
+    assert!(named.status.success(), "{}", stderr(&named));
+    assert_eq!(stdout(&named), stdout(&files), "a named context");
+    // The other context names a cluster the kubeconfig does not define.
+    let other = run(&["matrix", "--context", "elsewhere"]);
+    assert_eq!(other.status.code(), Some(1), "{}", stderr(&other));
+    assert!(stderr(&other).contains("palisade: error: Kubernetes API: kubeconfig"));
+}
+
+#[test]
 fn invalid_objects_are_reported_under_their_id() {
     let server = ApiServer::start();
     let pods = json!({"kind": "PodList", "apiVersion": "v1", "metadata": {"resourceVersion": "5"},

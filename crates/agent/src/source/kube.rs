@@ -204,15 +204,27 @@ fn chain(error: &dyn std::error::Error) -> String {
 /// A client for the cluster named by `kubeconfig` and `context`: that file, or else
 /// `KUBECONFIG` / `~/.kube/config`, or else (running in a pod, neither given nor found)
 /// the pod's service account.
+///
+/// A response that does not come within 5 minutes (longer than a watch lasts before the
+/// server ends it) is an error, so a list from a hung API server is retried.
 pub async fn client(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
+) -> Result<kube::Client, KubeError> {
+    connect(kubeconfig, context, Duration::from_secs(300)).await
+}
+
+/// [`client`] with the given response timeout.
+async fn connect(
+    kubeconfig: Option<&Path>,
+    context: Option<&str>,
+    read_timeout: Duration,
 ) -> Result<kube::Client, KubeError> {
     let options = KubeConfigOptions {
         context: context.map(str::to_string),
         ..KubeConfigOptions::default()
     };
-    let config = match kubeconfig {
+    let mut config = match kubeconfig {
         Some(path) => {
             let wrap = |source| KubeError::Kubeconfig {
                 path: path.to_path_buf(),
@@ -228,6 +240,9 @@ pub async fn client(
             .map_err(KubeError::Context)?,
         None => kube::Config::infer().await.map_err(KubeError::Infer)?,
     };
+    config.read_timeout = Some(read_timeout);
+    // The timeout counts from the request, not from when a pooled connection went idle.
+    config.reset_reader_on_write = true;
     kube::Client::try_from(config).map_err(KubeError::Client)
 }
 
@@ -272,7 +287,8 @@ pub async fn snapshot(client: &kube::Client) -> Result<Snapshot, KubeError> {
     Ok(out)
 }
 
-/// [`client`] then [`snapshot`], on a runtime of its own: for synchronous callers.
+/// [`client`] then [`snapshot`], on a runtime of its own: for synchronous callers (the
+/// analysis commands). A response that does not come within a minute is an error.
 pub fn snapshot_blocking(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
@@ -282,7 +298,7 @@ pub fn snapshot_blocking(
         .build()
         .map_err(KubeError::Runtime)?;
     runtime.block_on(async {
-        let client = client(kubeconfig, context).await?;
+        let client = connect(kubeconfig, context, Duration::from_secs(60)).await?;
         snapshot(&client).await
     })
 }
