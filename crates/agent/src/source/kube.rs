@@ -288,7 +288,8 @@ pub async fn snapshot(client: &kube::Client) -> Result<Snapshot, KubeError> {
 }
 
 /// [`client`] then [`snapshot`], on a runtime of its own: for synchronous callers (the
-/// analysis commands). A response that does not come within a minute is an error.
+/// analysis commands; not from inside an async runtime). A response that does not come
+/// within a minute is an error.
 pub fn snapshot_blocking(
     kubeconfig: Option<&Path>,
     context: Option<&str>,
