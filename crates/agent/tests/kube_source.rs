@@ -92,12 +92,17 @@ fn summaries(events: &[Event]) -> Vec<String> {
     events.iter().map(summary).collect()
 }
 
-/// The events about one kind, summarised, in order.
+/// The events about one kind, summarised, in order; puts and removes one line per id (the
+/// source may merge changes that arrive together).
 fn of_kind(events: &[Event], kind: &str) -> Vec<String> {
     events
         .iter()
         .filter(|e| kind_of(e).as_deref() == Some(kind))
-        .map(summary)
+        .flat_map(|e| match e {
+            Event::Put(texts) => texts.iter().map(|t| format!("put {}", t.id)).collect(),
+            Event::Remove(ids) => ids.iter().map(|id| format!("remove {id}")).collect(),
+            other => vec![summary(other)],
+        })
         .collect()
 }
 

@@ -350,7 +350,12 @@ enum Recovery {
     Backoff,
 }
 
-/// Watches one kind, sending its events, until the receiver is dropped.
+/// The most watch events merged into one batch.
+const BATCH: usize = 1024;
+
+/// Watches one kind, sending its events, until the receiver is dropped. Events that
+/// arrive together (a burst, such as a rollout's pods) are merged: consecutive changes
+/// become one [`Event::Put`] or [`Event::Remove`].
 async fn follow(
     kind: &'static Kind,
     client: kube::Client,
@@ -359,126 +364,230 @@ async fn follow(
     options: &Options,
 ) {
     let api = kind.api(client);
-    let mut listed = false;
-    let mut errors = 0u32;
-    let mut missing_reported = false;
+    let mut state = Follow {
+        kind,
+        tx,
+        unlisted,
+        listed: false,
+        errors: 0,
+        missing_reported: false,
+        buffer: Vec::new(),
+    };
     // Bookmarks on (the default), so that a resumed watch starts from a recent version.
     // Lists are consistent reads (`ListSemantic::MostRecent`, the default), not "any
     // cached version": after a relist, a stale cache could bring back a deleted or older
     // policy, and an enforcing agent must not move backwards in time.
     let config = watcher::Config::default();
     loop {
-        let mut stream = watcher(api.clone(), config.clone()).boxed();
-        let mut buffer = Vec::new();
+        // Every item the watcher has ready, up to BATCH, without waiting for more.
+        let mut stream = watcher(api.clone(), config.clone())
+            .ready_chunks(BATCH)
+            .boxed();
+        state.buffer.clear();
         loop {
-            let next = tokio::select! {
+            let chunk = tokio::select! {
                 () = tx.closed() => return,
-                next = stream.next() => next,
+                chunk = stream.next() => chunk,
             };
             // The watcher's stream never ends; if it did, start over.
-            let Some(next) = next else { break };
-            let event = match next {
-                Ok(watcher::Event::Init) => {
-                    buffer.clear();
-                    None
-                }
-                Ok(watcher::Event::InitApply(obj)) => {
-                    buffer.push(kind.text(&obj));
-                    None
-                }
-                Ok(watcher::Event::InitDone) => {
-                    errors = 0;
-                    if missing_reported {
-                        tracing::info!(kind = kind.kind, "now served by the API server");
-                        missing_reported = false;
-                    }
-                    let texts = std::mem::take(&mut buffer);
-                    tracing::debug!(kind = kind.kind, objects = texts.len(), "listed");
-                    Some(Event::Replace {
-                        prefix: kind.prefix(),
-                        texts,
-                    })
-                }
-                Ok(watcher::Event::Apply(obj)) => {
-                    errors = 0;
-                    Some(Event::Put(vec![kind.text(&obj)]))
-                }
-                Ok(watcher::Event::Delete(obj)) => {
-                    errors = 0;
-                    Some(Event::Remove(vec![kind.object_id(&obj)]))
-                }
-                Err(e) => match recovery(kind, &e) {
-                    Recovery::Missing => {
-                        if missing_reported {
-                            tracing::debug!(kind = kind.kind, "still not served");
-                        } else {
-                            tracing::info!(
-                                kind = kind.kind,
-                                api_version = %kind.api_version(),
-                                retry_secs = options.missing_retry.as_secs(),
-                                "not served by the API server (CRD not installed); treated as empty"
-                            );
-                            missing_reported = true;
-                            // Whatever was held of the kind is gone (a CRD deleted).
-                            let replace = Event::Replace {
-                                prefix: kind.prefix(),
-                                texts: Vec::new(),
-                            };
-                            if tx.send(replace).is_err() {
-                                return;
-                            }
-                        }
-                        mark_listed(&mut listed, unlisted, tx);
-                        if !pause(tx, options.missing_retry).await {
+            let Some(chunk) = chunk else { break };
+            let mut batch = Batch::default();
+            let mut step = Step::Continue;
+            for item in chunk {
+                match item {
+                    Ok(event) => state.apply(event, &mut batch),
+                    Err(e) => {
+                        // What came before the error goes out before any wait.
+                        if !state.send(batch.take()) {
                             return;
                         }
-                        break;
-                    }
-                    Recovery::Relist => {
-                        tracing::info!(kind = kind.kind, error = %e, "watch expired; relisting");
-                        // Bounds the relist rate if the server keeps answering 410.
-                        if !pause(tx, options.min_backoff).await {
-                            return;
+                        step = state.recover(&e, options).await;
+                        if !matches!(step, Step::Continue) {
+                            break;
                         }
-                        break;
                     }
-                    Recovery::Backoff => {
-                        let wait = backoff(options, errors);
-                        errors = errors.saturating_add(1);
-                        tracing::warn!(
-                            kind = kind.kind,
-                            error = %e,
-                            retry_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                            "watch failed; retrying"
-                        );
-                        if !pause(tx, wait).await {
-                            return;
-                        }
-                        None
-                    }
-                },
-            };
-            if let Some(event) = event {
-                let done = matches!(event, Event::Replace { .. });
-                if tx.send(event).is_err() {
-                    return;
                 }
-                if done {
-                    mark_listed(&mut listed, unlisted, tx);
-                }
+            }
+            if !state.send(batch.take()) {
+                return;
+            }
+            match step {
+                Step::Continue => {}
+                Step::Restart => break,
+                Step::Stop => return,
             }
         }
     }
 }
 
-/// Counts the first complete listing of a kind; the last kind to be listed sends
-/// [`Event::Synced`].
-fn mark_listed(listed: &mut bool, unlisted: &AtomicUsize, tx: &Sender) {
-    if !*listed {
-        *listed = true;
-        if unlisted.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _ = tx.send(Event::Synced);
+/// What the watch loop does after an error.
+enum Step {
+    /// Go on with the same watcher.
+    Continue,
+    /// Start a new watcher (a fresh list).
+    Restart,
+    /// The receiver is gone.
+    Stop,
+}
+
+/// The state of one kind's watch loop.
+struct Follow<'a> {
+    kind: &'static Kind,
+    tx: &'a Sender,
+    unlisted: &'a AtomicUsize,
+    /// Whether the first listing was sent.
+    listed: bool,
+    /// Errors in a row.
+    errors: u32,
+    /// Whether the kind is known not to be served.
+    missing_reported: bool,
+    /// The listing being received.
+    buffer: Vec<Text>,
+}
+
+impl Follow<'_> {
+    /// Turns a watcher event into source events.
+    fn apply(&mut self, event: watcher::Event<DynamicObject>, batch: &mut Batch) {
+        let kind = self.kind;
+        match event {
+            watcher::Event::Init => self.buffer.clear(),
+            watcher::Event::InitApply(obj) => self.buffer.push(kind.text(&obj)),
+            watcher::Event::InitDone => {
+                self.errors = 0;
+                if self.missing_reported {
+                    tracing::info!(kind = kind.kind, "now served by the API server");
+                    self.missing_reported = false;
+                }
+                let texts = std::mem::take(&mut self.buffer);
+                tracing::debug!(kind = kind.kind, objects = texts.len(), "listed");
+                batch.push(Event::Replace {
+                    prefix: kind.prefix(),
+                    texts,
+                });
+            }
+            watcher::Event::Apply(obj) => {
+                self.errors = 0;
+                batch.push(Event::Put(vec![kind.text(&obj)]));
+            }
+            watcher::Event::Delete(obj) => {
+                self.errors = 0;
+                batch.push(Event::Remove(vec![kind.object_id(&obj)]));
+            }
         }
+    }
+
+    /// Sends `events`; false if the receiver is gone. The first listing of the kind
+    /// counts towards [`Event::Synced`].
+    fn send(&mut self, events: Vec<Event>) -> bool {
+        for event in events {
+            let listing = matches!(event, Event::Replace { .. });
+            if self.tx.send(event).is_err() {
+                return false;
+            }
+            if listing {
+                self.mark_listed();
+            }
+        }
+        true
+    }
+
+    /// Counts the first complete listing of the kind; the last kind to be listed sends
+    /// [`Event::Synced`].
+    fn mark_listed(&mut self) {
+        if !self.listed {
+            self.listed = true;
+            if self.unlisted.fetch_sub(1, Ordering::AcqRel) == 1 {
+                let _ = self.tx.send(Event::Synced);
+            }
+        }
+    }
+
+    /// Logs a watcher error and waits as it asks.
+    async fn recover(&mut self, error: &watcher::Error, options: &Options) -> Step {
+        let kind = self.kind;
+        let tx = self.tx;
+        let waited = match recovery(kind, error) {
+            Recovery::Missing => {
+                if self.missing_reported {
+                    tracing::debug!(kind = kind.kind, "still not served");
+                } else {
+                    tracing::info!(
+                        kind = kind.kind,
+                        api_version = %kind.api_version(),
+                        retry_secs = options.missing_retry.as_secs(),
+                        "not served by the API server (CRD not installed); treated as empty"
+                    );
+                    self.missing_reported = true;
+                    // Whatever was held of the kind is gone (a CRD deleted).
+                    let replace = Event::Replace {
+                        prefix: kind.prefix(),
+                        texts: Vec::new(),
+                    };
+                    if !self.send(vec![replace]) {
+                        return Step::Stop;
+                    }
+                }
+                self.mark_listed();
+                pause(tx, options.missing_retry).await
+            }
+            Recovery::Relist => {
+                tracing::info!(kind = kind.kind, %error, "watch expired; relisting");
+                // Bounds the relist rate if the server keeps answering 410.
+                pause(tx, options.min_backoff).await
+            }
+            Recovery::Backoff => {
+                let wait = backoff(options, self.errors);
+                self.errors = self.errors.saturating_add(1);
+                tracing::warn!(
+                    kind = kind.kind,
+                    %error,
+                    retry_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    "watch failed; retrying"
+                );
+                return if pause(tx, wait).await {
+                    Step::Continue
+                } else {
+                    Step::Stop
+                };
+            }
+        };
+        if waited { Step::Restart } else { Step::Stop }
+    }
+}
+
+/// Source events in order, consecutive changes merged.
+#[derive(Debug, Default)]
+struct Batch {
+    events: Vec<Event>,
+}
+
+impl Batch {
+    /// Appends `event`, merging it into the last one when both are puts or both removes
+    /// (a later text for the same id replaces the earlier one in place).
+    fn push(&mut self, event: Event) {
+        match (self.events.last_mut(), event) {
+            (Some(Event::Put(held)), Event::Put(texts)) => {
+                for text in texts {
+                    match held.iter_mut().find(|t| t.id == text.id) {
+                        Some(old) => *old = text,
+                        None => held.push(text),
+                    }
+                }
+            }
+            (Some(Event::Remove(held)), Event::Remove(ids)) => {
+                for id in ids {
+                    if !held.contains(&id) {
+                        held.push(id);
+                    }
+                }
+            }
+            (_, event) => self.events.push(event),
+        }
+    }
+
+    /// The events so far, leaving the batch empty.
+    fn take(&mut self) -> Vec<Event> {
+        std::mem::take(&mut self.events)
     }
 }
 
@@ -553,6 +662,57 @@ mod tests {
                 }
             }
         }
+    }
+
+    fn put(ids: &[&str], body: &str) -> Event {
+        Event::Put(
+            ids.iter()
+                .map(|id| Text {
+                    id: (*id).to_string(),
+                    body: body.to_string(),
+                })
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn batches_merge_consecutive_changes_in_order() {
+        let mut b = Batch::default();
+        b.push(put(&["a"], "1"));
+        b.push(put(&["b"], "1"));
+        b.push(put(&["a"], "2"));
+        b.push(Event::Remove(vec!["b".into()]));
+        b.push(Event::Remove(vec!["c".into()]));
+        b.push(Event::Remove(vec!["b".into()]));
+        b.push(put(&["b"], "3"));
+        b.push(Event::Replace {
+            prefix: "p".into(),
+            texts: Vec::new(),
+        });
+        b.push(put(&["d"], "1"));
+        let a2 = Text {
+            id: "a".into(),
+            body: "2".into(),
+        };
+        let b1 = Text {
+            id: "b".into(),
+            body: "1".into(),
+        };
+        assert_eq!(
+            b.take(),
+            [
+                Event::Put(vec![a2, b1]),
+                Event::Remove(vec!["b".into(), "c".into()]),
+                put(&["b"], "3"),
+                Event::Replace {
+                    prefix: "p".into(),
+                    texts: Vec::new()
+                },
+                put(&["d"], "1"),
+            ],
+            "a later text replaces an earlier one in place; a put after a remove stays after it"
+        );
+        assert!(b.take().is_empty());
     }
 
     #[test]
