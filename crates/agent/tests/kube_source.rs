@@ -481,3 +481,22 @@ async fn client_reads_a_kubeconfig_and_its_contexts() {
     };
     assert!(err.to_string().contains("absent"), "{err}");
 }
+
+#[tokio::test]
+async fn tls_clients_build_and_fail_cleanly() {
+    // rustls with ring is the only TLS provider: building an https client needs no
+    // process-wide setup, and a refused connection is an error, not a panic.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr").port()
+    };
+    let url = format!("https://127.0.0.1:{port}").parse().expect("url");
+    let client = kube::Client::try_from(kube::Config::new(url)).expect("https client");
+    let err = source::snapshot(&client)
+        .await
+        .expect_err("nothing listens");
+    assert!(
+        err.to_string().starts_with("cannot list Namespace"),
+        "{err}"
+    );
+}
