@@ -500,3 +500,114 @@ async fn tls_clients_build_and_fail_cleanly() {
         "{err}"
     );
 }
+
+/// A TLS API server on 127.0.0.1 whose certificate a test CA signed; every request gets
+/// an empty list. Returns the server's URL and the CA's PEM.
+fn tls_server() -> (String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    use std::io::{BufRead, BufReader, Write};
+    use std::sync::Arc;
+
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "palisade test CA");
+    let ca =
+        CertifiedIssuer::self_signed(ca_params, KeyPair::generate().expect("CA key")).expect("CA");
+    let key = KeyPair::generate().expect("server key");
+    let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .expect("server params")
+        .signed_by(&key, &ca)
+        .expect("server certificate");
+    let tls = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der())),
+        )
+        .expect("server TLS config");
+    let tls = Arc::new(tls);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let url = format!("https://{}", listener.local_addr().expect("addr"));
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { return };
+            let tls = tls.clone();
+            std::thread::spawn(move || {
+                let Ok(session) = rustls::ServerConnection::new(tls) else {
+                    return;
+                };
+                let mut stream = BufReader::new(rustls::StreamOwned::new(session, conn));
+                loop {
+                    let mut line = String::new();
+                    // Skip the request line and headers.
+                    loop {
+                        line.clear();
+                        if stream.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        if line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let body = r#"{"kind":"List","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}"#;
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    let out = stream.get_mut();
+                    if out.write_all(response.as_bytes()).is_err() || out.flush().is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, ca.pem())
+}
+
+#[tokio::test]
+async fn tls_with_the_kubeconfig_ca() {
+    let (url, ca) = tls_server();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_path = dir.path().join("ca.pem");
+    std::fs::write(&ca_path, &ca).expect("write CA");
+    let config = |ca_line: &str| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {url}\n{ca_line}\
+             contexts:\n- name: c\n  context:\n    cluster: c\n    user: u\ncurrent-context: c\n\
+             users:\n- name: u\n  user: {{}}\n"
+        )
+    };
+    let trusted = dir.path().join("trusted");
+    std::fs::write(
+        &trusted,
+        config(&format!(
+            "    certificate-authority: {}\n",
+            ca_path.display()
+        )),
+    )
+    .expect("write kubeconfig");
+    let client = source::client(Some(&trusted), None).await.expect("client");
+    let snapshot = source::snapshot(&client)
+        .await
+        .expect("the server's certificate is trusted through the kubeconfig's CA");
+    assert!(snapshot.texts.is_empty() && snapshot.missing.is_empty());
+
+    // Without the CA, the same server is not trusted.
+    let untrusted = dir.path().join("untrusted");
+    std::fs::write(&untrusted, config("")).expect("write kubeconfig");
+    let client = source::client(Some(&untrusted), None)
+        .await
+        .expect("client");
+    let err = source::snapshot(&client)
+        .await
+        .expect_err("an unknown CA is refused");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("cannot list Namespace") && message.contains("certificate"),
+        "{message}"
+    );
+}
