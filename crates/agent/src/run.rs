@@ -94,9 +94,12 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let _dir = match &options.source {
         SourceSpec::Dir(path) => Some(source::dir::watch(path, tx.clone())?),
         SourceSpec::Kube => {
-            return Err(AgentError::Source(
-                "the kube source is not available in this build".into(),
-            ));
+            let client =
+                source::kube::client(options.kubeconfig.as_deref(), options.context.as_deref())
+                    .await
+                    .map_err(|e| AgentError::Source(e.to_string()))?;
+            tokio::spawn(source::kube::run(client, tx.clone()));
+            None
         }
     };
     let listener = tokio::net::TcpListener::bind(options.listen)

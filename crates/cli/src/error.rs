@@ -49,6 +49,9 @@ pub enum CliError {
     /// The output could not be written as YAML (exit 1).
     #[error("serializing the output as YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),
+    /// The Kubernetes API could not be read (exit 1).
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] palisade_agent::source::kube::KubeError),
     /// The tenancy layer failed (exit 1).
     #[error(transparent)]
     Tenancy(#[from] palisade_tenancy::Error),

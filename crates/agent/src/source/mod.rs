@@ -7,6 +7,7 @@
 //! bad input the same way (file or object, line, field).
 
 pub mod dir;
+pub mod kube;
 
 /// One manifest text and the name that identifies it in its source.
 #[derive(Debug, Clone, PartialEq, Eq)]
