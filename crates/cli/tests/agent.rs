@@ -99,7 +99,8 @@ impl AgentLab {
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", netns, EXE, "agent", "--source"])
                 .arg(format!("dir:{}", self.dir.display()))
-                .args(["--listen", "127.0.0.1:9464"]);
+                .args(["--listen", "127.0.0.1:9464", "--decision-log"])
+                .arg(self.decisions(netns));
             if let Some(node) = node {
                 cmd.args(["--node", node]);
             }
@@ -125,6 +126,11 @@ impl AgentLab {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// The decision log of the agent in `netns`.
+    fn decisions(&self, netns: &str) -> PathBuf {
+        self.dir.with_extension(format!("{netns}.decisions"))
     }
 
     fn agent_log(&self) -> String {
@@ -192,6 +198,9 @@ impl Drop for AgentLab {
         let _ = palisade(&["lab", "down", "--name", &self.name]);
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_file(&self.log);
+        for (_, netns) in &self.nodes {
+            let _ = std::fs::remove_file(self.decisions(netns));
+        }
     }
 }
 
@@ -260,6 +269,19 @@ fn the_agent_follows_its_directory() {
         ("deny-x.yaml", DENY_X.to_string()),
     ];
     check(&lab, &state, "after start");
+    // The probes denied by deny-x were logged: one line names y/a → x/a and the policy.
+    let log = std::fs::read_to_string(lab.decisions(&lab.nodes[0].1)).unwrap();
+    let line = log
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|l| l["src"] == "y/a" && l["dst"] == "x/a" && l["port"] == 80)
+        .unwrap_or_else(|| panic!("no decision-log line for y/a -> x/a:80 in\n{log}"));
+    assert_eq!(line["verdict"], "deny");
+    assert_eq!(line["tier"], "NetworkPolicy");
+    assert_eq!(
+        line["decision"]["isolating"][0]["name"], "allow-from-y-b",
+        "{line}"
+    );
 
     lab.edit_and_wait(|| lab.write("anp.yaml", ANP));
     state.push(("anp.yaml", ANP.to_string()));
