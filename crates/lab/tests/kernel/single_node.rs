@@ -170,11 +170,10 @@ fn random_updates_under_continuous_probing_never_let_a_forbidden_probe_through()
         });
         for step in walk.windows(2) {
             // `update` ends by scanning every tracked connection for ones the new set
-            // forbids, one `conntrack` process per deletion; under continuous probing the
-            // table holds thousands of closed (TIME_WAIT) probe connections, and that scan
-            // would take seconds per update. Forgetting them first keeps each update to the
-            // last interval's probes. It cannot hide a leak: forgetting a connection only
-            // makes later packets of it meet the ruleset again.
+            // forbids; under continuous probing the table holds thousands of probe
+            // connections. Forgetting them first keeps each update's cleanup to the last
+            // interval's probes. It cannot hide a leak: forgetting a connection only makes
+            // later packets of it meet the ruleset again.
             lab.conntrack_flush();
             let started = now_us();
             lab.lab
