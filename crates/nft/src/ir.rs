@@ -106,12 +106,18 @@ impl NamedSet {
 pub struct Ruleset {
     /// Address sets referenced by rules.
     pub sets: Vec<NamedSet>,
-    /// Per-pod chains.
+    /// Chains: one per class and side, and the programs they continue in (by name).
     pub chains: Vec<Chain>,
-    /// Egress dispatch: source address → chain.
+    /// Egress dispatch: source address → its pod's class chain.
     pub egress: Vec<(IpAddr, String)>,
-    /// Ingress dispatch: destination address → chain.
+    /// Ingress dispatch: destination address → its pod's class chain.
     pub ingress: Vec<(IpAddr, String)>,
+    /// (source, destination) pairs the egress side always allows (a pod's own addresses):
+    /// these skip the egress dispatch.
+    pub egress_exempt: Vec<(IpAddr, IpAddr)>,
+    /// (destination, source) pairs the ingress side always allows (a pod's own addresses,
+    /// its node's addresses): these skip the ingress dispatch.
+    pub ingress_exempt: Vec<(IpAddr, IpAddr)>,
     /// This node's own addresses (traffic from them takes the output hook, to them the input hook).
     pub host_addrs: Vec<IpAddr>,
     /// Log id → the decision a logged rule stands for.

@@ -19,12 +19,14 @@
 
 mod apply;
 mod compile;
+mod diff;
 mod ir;
 mod lookup;
 mod render;
 
-pub use apply::{UpdateStats, apply, check, cut_forbidden, remove, update, update_script};
-pub use compile::compile;
+pub use apply::{UpdateStats, apply, check, cut_forbidden, remove, update};
+pub use compile::{compile, compile_after};
+pub use diff::update_script;
 pub use ir::{Chain, Field, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
