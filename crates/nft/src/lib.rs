@@ -23,6 +23,7 @@ mod diff;
 mod ir;
 mod lookup;
 mod render;
+mod stats;
 
 pub use apply::{UpdateStats, apply, check, cut_forbidden, remove, update};
 pub use compile::{compile, compile_after};
@@ -30,6 +31,7 @@ pub use diff::update_script;
 pub use ir::{Chain, Field, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
+pub use stats::Stats;
 
 /// Why compiling or loading a ruleset failed.
 #[derive(Debug, thiserror::Error)]
