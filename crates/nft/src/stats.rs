@@ -84,7 +84,14 @@ mod tests {
         };
         let s = rs.stats();
         assert_eq!(
-            (s.map_elements, s.exempt_elements, s.chains, s.rules, s.sets, s.set_elements),
+            (
+                s.map_elements,
+                s.exempt_elements,
+                s.chains,
+                s.rules,
+                s.sets,
+                s.set_elements
+            ),
             (2, 1, 1, 3, 1, 2)
         );
         assert_eq!(s.script_bytes, rs.render().len());
