@@ -62,6 +62,7 @@ pub fn compile_after(
     };
     for dir in [Direction::Egress, Direction::Ingress] {
         let classes = engine.side_classes(&pods, dir);
+        b.interner.forget_identities(); // the previous direction's sets are freed
         let letter = if dir == Direction::Egress { 'e' } else { 'i' };
         let class_chains: Vec<String> = classes
             .programs
@@ -123,8 +124,7 @@ impl Builder {
     /// is stored once); returns its name.
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
         let text: Vec<String> = rules.iter().map(crate::render::rule_text).collect();
-        let digest = palisade_model::digest::fnv64(&text.join("\n")) & 0xffff_ffff_ffff;
-        let mut name = format!("{prefix}{digest:012x}");
+        let mut name = format!("{prefix}{}", digest(&text.join("\n")));
         loop {
             match self.chains.get(&name) {
                 Some(c) if c.rules == rules => return name,
@@ -251,17 +251,11 @@ impl Builder {
 /// Address lists longer than this become named sets shared across chains.
 const INLINE_MAX: usize = 4;
 
-/// A named set's name: `s4`/`s6` and 12 hex digits of a digest of its elements.
-fn set_name(v6: bool, nets: &[IpNet]) -> String {
-    let text = nets
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
+/// 12 hex digits of a digest.
+fn digest(text: &str) -> String {
     format!(
-        "s{}{:012x}",
-        if v6 { 6 } else { 4 },
-        palisade_model::digest::fnv64(&text) & 0xffff_ffff_ffff
+        "{:012x}",
+        palisade_model::digest::fnv64(text) & 0xffff_ffff_ffff
     )
 }
 
@@ -269,29 +263,42 @@ fn set_name(v6: bool, nets: &[IpNet]) -> String {
 type SetKey = (*const BTreeSet<IpAddr>, bool);
 
 /// Address matches: computed once per shared address set (by identity), stored as named
-/// sets (one per distinct content) when long.
+/// sets when long. A named set is named after what it stands for (a rule's peers, or the
+/// pods a named port resolves on), not after its content: when a pod joins or leaves it,
+/// its elements change in place and the chains that use it stay as they are.
 #[derive(Default)]
 struct Interner {
     by_set: HashMap<SetKey, Vec<(bool, Match)>>,
-    by_content: HashMap<(bool, Vec<IpNet>), String>,
     sets: BTreeMap<String, NamedSet>,
 }
 
 impl Interner {
-    /// `ip saddr|daddr` matches for `addrs`, one per family present.
-    fn matches(&mut self, addrs: &Arc<BTreeSet<IpAddr>>, field: Field) -> Vec<(bool, Match)> {
+    /// `ip saddr|daddr` matches for `addrs` (the set `what` stands for), one per family
+    /// present.
+    fn matches(
+        &mut self,
+        addrs: &Arc<BTreeSet<IpAddr>>,
+        field: Field,
+        what: &str,
+    ) -> Vec<(bool, Match)> {
         let key = (Arc::as_ptr(addrs), field == Field::Saddr);
         if let Some(hit) = self.by_set.get(&key) {
             return hit.clone();
         }
-        let out = self.prefixes(addrs.iter().map(|&ip| IpNet::from(ip)).collect(), field);
+        let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
+        let out = self.prefixes(nets, field, what);
         self.by_set.insert(key, out.clone());
         out
     }
 
+    /// Forgets the address sets seen by identity (before the sets they point to are freed).
+    fn forget_identities(&mut self) {
+        self.by_set.clear();
+    }
+
     /// `ip saddr|daddr` matches for a union of prefixes, one per family present: the
     /// prefixes are merged (an interval set holds no overlapping elements).
-    fn prefixes(&mut self, nets: Vec<IpNet>, field: Field) -> Vec<(bool, Match)> {
+    fn prefixes(&mut self, nets: Vec<IpNet>, field: Field, what: &str) -> Vec<(bool, Match)> {
         let mut out = Vec::new();
         let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
             nets.into_iter().partition(|n| matches!(n, IpNet::V4(_)));
@@ -312,38 +319,54 @@ impl Interner {
                 ));
                 continue;
             }
-            let key = (v6, nets);
-            let name = match self.by_content.get(&key) {
-                Some(name) => name.clone(),
-                None => {
-                    let mut name = set_name(v6, &key.1);
-                    while self.sets.contains_key(&name) {
-                        name.push('x'); // a digest collision
-                    }
-                    self.sets.insert(
-                        name.clone(),
-                        NamedSet {
-                            name: name.clone(),
-                            v6,
-                            elements: key.1.clone(),
-                        },
-                    );
-                    self.by_content.insert(key, name.clone());
-                    name
-                }
-            };
+            let set = self.named(v6, nets, what);
             out.push((
                 v6,
                 Match::Set {
                     field,
                     v6,
-                    set: name,
+                    set,
                     negate: false,
                 },
             ));
         }
         out
     }
+
+    /// The name of the set of `nets` standing for `what`: `s4`/`s6` and a digest of `what`;
+    /// when that name already holds other addresses (peers relative to the subject's
+    /// namespace differ between classes), a digest of the addresses is appended.
+    fn named(&mut self, v6: bool, nets: Vec<IpNet>, what: &str) -> String {
+        let base = format!("s{}{}", if v6 { 6 } else { 4 }, digest(what));
+        let mut name = base.clone();
+        if self.sets.get(&name).is_some_and(|s| s.elements != nets) {
+            let text: Vec<String> = nets.iter().map(ToString::to_string).collect();
+            name = format!("{base}_{}", digest(&text.join(",")));
+        }
+        while self.sets.get(&name).is_some_and(|s| s.elements != nets) {
+            name.push('x'); // a digest collision: still unique, still not user text
+        }
+        self.sets.entry(name.clone()).or_insert(NamedSet {
+            name: name.clone(),
+            v6,
+            elements: nets,
+        });
+        name
+    }
+}
+
+/// What a rule's peer set stands for: policy, direction, rule and field.
+fn peers_of(r: &ConcreteRule, field: Field) -> String {
+    let m = &r.rule;
+    format!(
+        "peers {:?} {:?} {:?} {} {:?} {:?}",
+        m.policy.reference.kind,
+        m.policy.reference.namespace,
+        m.policy.reference.name,
+        m.index,
+        m.direction,
+        field
+    )
 }
 
 /// `net` without the addresses of `except`, as prefixes.
@@ -422,7 +445,7 @@ fn expand(
     if r.peers.any {
         pieces.push((None, vec![]));
     } else if r.peers.blocks.is_empty() {
-        for (v6, m) in interner.matches(&r.peers.addrs, peer) {
+        for (v6, m) in interner.matches(&r.peers.addrs, peer, &peers_of(r, peer)) {
             pieces.push((Some(v6), vec![m]));
         }
     } else {
@@ -430,7 +453,7 @@ fn expand(
         for (cidr, except) in &r.peers.blocks {
             nets.extend(subtract(*cidr, except));
         }
-        for (v6, m) in interner.prefixes(nets, peer) {
+        for (v6, m) in interner.prefixes(nets, peer, &peers_of(r, peer)) {
             pieces.push((Some(v6), vec![m]));
         }
     }
@@ -470,7 +493,8 @@ fn expand(
                     });
                 }
                 Some(to) => {
-                    for (v6, m) in interner.matches(to, Field::Daddr) {
+                    let what = format!("port {protocol:?} {ranges:?}");
+                    for (v6, m) in interner.matches(to, Field::Daddr, &what) {
                         if family.is_some_and(|f| f != v6) {
                             continue;
                         }

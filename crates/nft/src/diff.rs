@@ -5,15 +5,18 @@ use std::fmt::Write;
 use std::net::IpAddr;
 
 use crate::apply::UpdateStats;
-use crate::ir::{Chain, Ruleset};
-use crate::render::{TABLE, exempt_sets, rule_text, set_body};
+use ipnet::IpNet;
+
+use crate::ir::{Chain, NamedSet, Ruleset};
+use crate::render::{TABLE, elements_text, exempt_sets, rule_text, set_body};
 
 /// The transaction that turns `old` into `new` (with the same node addresses): sets and
 /// chains `new` adds are created, chains whose rules changed are flushed and refilled, map
 /// and exemption elements that changed are deleted and added, and what `new` no longer
 /// uses is deleted last — one `nft -f`, so no packet ever sees a mix. Chains and sets are
-/// named by what they hold, so a pod moving to an existing class is one map element (and
-/// its exemptions), and a policy change is the chains of the classes it selects.
+/// named by what they hold and sets by what they stand for, so a pod moving to an existing
+/// class is one map element per address (and the elements of the peer sets it joins or
+/// leaves), and a policy change is the chains of the classes it selects.
 pub fn update_script(old: &Ruleset, new: &Ruleset) -> (String, UpdateStats) {
     let mut s = String::new();
     let mut stats = UpdateStats::default();
@@ -32,6 +35,29 @@ pub fn update_script(old: &Ruleset, new: &Ruleset) -> (String, UpdateStats) {
             set.name,
             set_body(set, "; ")
         );
+    }
+    // Sets both have: elements changed in place (deleted first, so that no added prefix
+    // overlaps one on its way out).
+    let old_by_name: BTreeMap<&str, &NamedSet> =
+        old.sets.iter().map(|x| (x.name.as_str(), x)).collect();
+    for set in &new.sets {
+        let Some(was) = old_by_name.get(set.name.as_str()) else {
+            continue;
+        };
+        let (o, n): (BTreeSet<&IpNet>, BTreeSet<&IpNet>) =
+            (was.elements.iter().collect(), set.elements.iter().collect());
+        for (verb, nets) in [("delete", o.difference(&n)), ("add", n.difference(&o))] {
+            let nets: Vec<&IpNet> = nets.copied().collect();
+            if !nets.is_empty() {
+                stats.elements += nets.len();
+                let _ = writeln!(
+                    s,
+                    "{verb} element {TABLE} {} {{ {} }}",
+                    set.name,
+                    elements_text(nets)
+                );
+            }
+        }
     }
     for name in news.keys().filter(|n| !olds.contains_key(*n)) {
         let _ = writeln!(s, "add chain {TABLE} {name}");

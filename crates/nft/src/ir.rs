@@ -80,8 +80,8 @@ pub struct Chain {
     pub rules: Vec<Rule>,
 }
 
-/// A named address set, shared by every rule that needs the same addresses (its name is
-/// a digest of its content, so an update never has to change a set in place).
+/// A named address set (an interval set), shared by every rule that needs the same
+/// addresses; named after what it stands for, so an update changes its elements in place.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NamedSet {
     /// Name.
@@ -90,15 +90,6 @@ pub struct NamedSet {
     pub v6: bool,
     /// Prefixes (host prefixes for single addresses).
     pub elements: Vec<IpNet>,
-}
-
-impl NamedSet {
-    /// Whether the set needs `flags interval` (it holds a prefix wider than one address).
-    pub fn interval(&self) -> bool {
-        self.elements
-            .iter()
-            .any(|n| n.prefix_len() < n.max_prefix_len())
-    }
 }
 
 /// The whole `inet palisade` table.

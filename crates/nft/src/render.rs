@@ -142,12 +142,16 @@ pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
         "type {}",
         if set.v6 { "ipv6_addr" } else { "ipv4_addr" }
     )];
-    if set.interval() {
-        parts.push("flags interval".into());
-    }
-    let elems: Vec<String> = set
-        .elements
-        .iter()
+    // Always an interval set: its elements may change in place from hosts to prefixes.
+    parts.push("flags interval".into());
+    parts.push(format!("elements = {{ {} }}", elements_text(&set.elements)));
+    parts.join(sep)
+}
+
+/// Set elements as nft text: an address for a host prefix, else the prefix.
+pub(crate) fn elements_text<'a>(nets: impl IntoIterator<Item = &'a ipnet::IpNet>) -> String {
+    let elems: Vec<String> = nets
+        .into_iter()
         .map(|n| {
             if n.prefix_len() == n.max_prefix_len() {
                 n.addr().to_string()
@@ -156,8 +160,7 @@ pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
             }
         })
         .collect();
-    parts.push(format!("elements = {{ {} }}", elems.join(", ")));
-    parts.join(sep)
+    elems.join(", ")
 }
 
 /// A set definition (inside the table).
