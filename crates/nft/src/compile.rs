@@ -55,6 +55,7 @@ pub fn compile_after(
         logs: Logs::seeded(&previous.logs),
         interner: Interner::default(),
         chains: BTreeMap::new(),
+        specs: PeerSpecs::new(cluster),
     };
     let mut rs = Ruleset {
         host_addrs,
@@ -113,13 +114,14 @@ fn dispatch(engine: &Engine, pods: &[PodId]) -> Vec<(IpAddr, usize)> {
 }
 
 /// Chains, sets and log ids under construction.
-struct Builder {
+struct Builder<'c> {
     logs: Logs,
     interner: Interner,
     chains: BTreeMap<String, Chain>,
+    specs: PeerSpecs<'c>,
 }
 
-impl Builder {
+impl Builder<'_> {
     /// Stores a chain under `prefix` and a digest of its rules (a chain with the same rules
     /// is stored once); returns its name.
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
@@ -197,17 +199,28 @@ impl Builder {
                 // Allow, and a baseline Pass (which falls through to the default: allowed)
                 _ => (Verdict::Return, None),
             };
-            expand(r, peer, verdict, log, &mut self.interner, &mut bl_rules);
+            let what = self.specs.of(r, peer);
+            expand(
+                r,
+                peer,
+                verdict,
+                log,
+                &what,
+                &mut self.interner,
+                &mut bl_rules,
+            );
         }
         let bl = self.content_chain('b', bl_rules);
         let mut np_rules = Vec::new();
         if prog.isolated {
             for r in &prog.network {
+                let what = self.specs.of(r, peer);
                 expand(
                     r,
                     peer,
                     Verdict::Return,
                     None,
+                    &what,
                     &mut self.interner,
                     &mut np_rules,
                 );
@@ -237,7 +250,8 @@ impl Builder {
                 Action::Pass => Verdict::Goto(np.clone()),
             };
             let log = Some(self.logs.rule(Tier::Admin, &r.rule));
-            expand(r, peer, verdict, log, &mut self.interner, &mut main);
+            let what = self.specs.of(r, peer);
+            expand(r, peer, verdict, log, &what, &mut self.interner, &mut main);
         }
         main.push(Rule {
             matches: vec![],
@@ -286,7 +300,7 @@ impl Interner {
             return hit.clone();
         }
         let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
-        let out = self.prefixes(nets, field, what);
+        let out = self.prefixes(nets, field, false, what);
         self.by_set.insert(key, out.clone());
         out
     }
@@ -296,9 +310,16 @@ impl Interner {
         self.by_set.clear();
     }
 
-    /// `ip saddr|daddr` matches for a union of prefixes, one per family present: the
-    /// prefixes are merged (an interval set holds no overlapping elements).
-    fn prefixes(&mut self, nets: Vec<IpNet>, field: Field, what: &str) -> Vec<(bool, Match)> {
+    /// `ip saddr|daddr` matches for a union of prefixes, one per family present. With
+    /// `interval` (peers with CIDRs) the prefixes are merged, as an interval set holds no
+    /// overlapping elements; without, they are host addresses, for a hash set.
+    fn prefixes(
+        &mut self,
+        nets: Vec<IpNet>,
+        field: Field,
+        interval: bool,
+        what: &str,
+    ) -> Vec<(bool, Match)> {
         let mut out = Vec::new();
         let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
             nets.into_iter().partition(|n| matches!(n, IpNet::V4(_)));
@@ -306,7 +327,11 @@ impl Interner {
             if nets.is_empty() {
                 continue;
             }
-            let nets = IpNet::aggregate(&nets);
+            let nets = if interval {
+                IpNet::aggregate(&nets)
+            } else {
+                nets
+            };
             if nets.len() <= INLINE_MAX {
                 out.push((
                     v6,
@@ -319,7 +344,7 @@ impl Interner {
                 ));
                 continue;
             }
-            let set = self.named(v6, nets, what);
+            let set = self.named(v6, interval, nets, what);
             out.push((
                 v6,
                 Match::Set {
@@ -333,11 +358,17 @@ impl Interner {
         out
     }
 
-    /// The name of the set of `nets` standing for `what`: `s4`/`s6` and a digest of `what`;
-    /// when that name already holds other addresses (peers relative to the subject's
-    /// namespace differ between classes), a digest of the addresses is appended.
-    fn named(&mut self, v6: bool, nets: Vec<IpNet>, what: &str) -> String {
-        let base = format!("s{}{}", if v6 { 6 } else { 4 }, digest(what));
+    /// The name of the set of `nets` standing for `what`: `s4`/`s6`, `i` for an interval
+    /// set, and a digest of `what`; when that name already holds other addresses (peers
+    /// relative to the subject's namespace differ between classes), a digest of the
+    /// addresses is appended.
+    fn named(&mut self, v6: bool, interval: bool, nets: Vec<IpNet>, what: &str) -> String {
+        let base = format!(
+            "s{}{}{}",
+            if v6 { 6 } else { 4 },
+            if interval { "i" } else { "" },
+            digest(what)
+        );
         let mut name = base.clone();
         if self.sets.get(&name).is_some_and(|s| s.elements != nets) {
             let text: Vec<String> = nets.iter().map(ToString::to_string).collect();
@@ -349,24 +380,57 @@ impl Interner {
         self.sets.entry(name.clone()).or_insert(NamedSet {
             name: name.clone(),
             v6,
+            interval,
             elements: nets,
         });
         name
     }
 }
 
-/// What a rule's peer set stands for: policy, direction, rule and field.
-fn peers_of(r: &ConcreteRule, field: Field) -> String {
-    let m = &r.rule;
-    format!(
-        "peers {:?} {:?} {:?} {} {:?} {:?}",
-        m.policy.reference.kind,
-        m.policy.reference.namespace,
-        m.policy.reference.name,
-        m.index,
-        m.direction,
-        field
-    )
+/// What a rule's peer set stands for: the rule's peers as written (with the namespace a
+/// NetworkPolicy's pod selectors are relative to), so that rules with the same peers share
+/// one set.
+struct PeerSpecs<'c> {
+    network: HashMap<(&'c str, &'c str), &'c palisade_model::NetworkPolicy>,
+    admin: HashMap<(palisade_model::PolicyKind, &'c str), &'c palisade_model::AdminPolicy>,
+}
+
+impl<'c> PeerSpecs<'c> {
+    fn new(cluster: &'c palisade_model::Cluster) -> PeerSpecs<'c> {
+        PeerSpecs {
+            network: cluster
+                .network_policies
+                .iter()
+                .map(|p| ((p.namespace.as_str(), p.name.as_str()), p))
+                .collect(),
+            admin: cluster
+                .admin_policies
+                .iter()
+                .map(|p| ((p.kind, p.name.as_str()), p))
+                .collect(),
+        }
+    }
+
+    /// The text a set of `r`'s peers (matched in `field`) is named after.
+    fn of(&self, r: &ConcreteRule, field: Field) -> String {
+        let m = &r.rule;
+        let (reference, i) = (&m.policy.reference, m.index as usize);
+        let spec = match &reference.namespace {
+            Some(ns) => self
+                .network
+                .get(&(ns.as_str(), reference.name.as_str()))
+                .and_then(|p| p.rules(m.direction).get(i))
+                .map(|rule| format!("{ns:?} {:?}", rule.peers)),
+            None => self
+                .admin
+                .get(&(reference.kind, reference.name.as_str()))
+                .and_then(|p| p.rules(m.direction).get(i))
+                .map(|rule| format!("{:?}", rule.peers)),
+        };
+        // A rule not found by name (never: the engine compiled it) is named after itself.
+        let spec = spec.unwrap_or_else(|| format!("{reference:?} {:?} {i}", m.direction));
+        format!("peers {field:?} {spec}")
+    }
 }
 
 /// `net` without the addresses of `except`, as prefixes.
@@ -431,11 +495,13 @@ type PortGroup = (
 );
 
 /// One concrete rule as nft rules: (peer addresses, one match per family) × (port groups).
+#[allow(clippy::too_many_arguments)] // one rule's parts, each used once
 fn expand(
     r: &ConcreteRule,
     peer: Field,
     verdict: Verdict,
     log: Option<u32>,
+    what: &str,
     interner: &mut Interner,
     out: &mut Vec<Rule>,
 ) {
@@ -445,7 +511,7 @@ fn expand(
     if r.peers.any {
         pieces.push((None, vec![]));
     } else if r.peers.blocks.is_empty() {
-        for (v6, m) in interner.matches(&r.peers.addrs, peer, &peers_of(r, peer)) {
+        for (v6, m) in interner.matches(&r.peers.addrs, peer, what) {
             pieces.push((Some(v6), vec![m]));
         }
     } else {
@@ -453,7 +519,7 @@ fn expand(
         for (cidr, except) in &r.peers.blocks {
             nets.extend(subtract(*cidr, except));
         }
-        for (v6, m) in interner.prefixes(nets, peer, &peers_of(r, peer)) {
+        for (v6, m) in interner.prefixes(nets, peer, true, what) {
             pieces.push((Some(v6), vec![m]));
         }
     }

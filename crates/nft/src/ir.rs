@@ -80,14 +80,17 @@ pub struct Chain {
     pub rules: Vec<Rule>,
 }
 
-/// A named address set (an interval set), shared by every rule that needs the same
-/// addresses; named after what it stands for, so an update changes its elements in place.
+/// A named address set, shared by every rule with the same peers; named after those peers,
+/// so an update changes its elements in place.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NamedSet {
     /// Name.
     pub name: String,
     /// IPv6 (else IPv4).
     pub v6: bool,
+    /// An interval set (`flags interval`: its elements are non-overlapping prefixes), else a
+    /// hash set of host addresses.
+    pub interval: bool,
     /// Prefixes (host prefixes for single addresses).
     pub elements: Vec<IpNet>,
 }

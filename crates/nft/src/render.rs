@@ -142,8 +142,9 @@ pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
         "type {}",
         if set.v6 { "ipv6_addr" } else { "ipv4_addr" }
     )];
-    // Always an interval set: its elements may change in place from hosts to prefixes.
-    parts.push("flags interval".into());
+    if set.interval {
+        parts.push("flags interval".into());
+    }
     parts.push(format!("elements = {{ {} }}", elements_text(&set.elements)));
     parts.join(sep)
 }

@@ -75,6 +75,7 @@ mod tests {
             sets: vec![NamedSet {
                 name: "s4".into(),
                 v6: false,
+                interval: true,
                 elements: vec!["10.0.0.0/24".parse().unwrap_or_else(|e| panic!("{e}")); 2],
             }],
             egress: vec![(ip("10.0.0.1"), "a1".into())],
