@@ -300,7 +300,7 @@ impl Interner {
             return hit.clone();
         }
         let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
-        let out = self.prefixes(nets, field, false, what);
+        let out = self.prefixes(nets, field, true, what);
         self.by_set.insert(key, out.clone());
         out
     }
@@ -311,8 +311,9 @@ impl Interner {
     }
 
     /// `ip saddr|daddr` matches for a union of prefixes, one per family present. With
-    /// `interval` (peers with CIDRs) the prefixes are merged, as an interval set holds no
-    /// overlapping elements; without, they are host addresses, for a hash set.
+    /// `interval` the prefixes are merged (consecutive pod addresses become one prefix), as
+    /// an interval set holds no overlapping elements; without, they are host addresses, for
+    /// a hash set.
     fn prefixes(
         &mut self,
         nets: Vec<IpNet>,
@@ -388,8 +389,8 @@ impl Interner {
 }
 
 /// What a rule's peer set stands for: the rule's peers as written (with the namespace a
-/// NetworkPolicy's pod selectors are relative to), so that rules with the same peers share
-/// one set.
+/// NetworkPolicy's pod selectors are relative to, when one is), so that rules with the same
+/// peers share one set.
 struct PeerSpecs<'c> {
     network: HashMap<(&'c str, &'c str), &'c palisade_model::NetworkPolicy>,
     admin: HashMap<(palisade_model::PolicyKind, &'c str), &'c palisade_model::AdminPolicy>,
@@ -420,7 +421,20 @@ impl<'c> PeerSpecs<'c> {
                 .network
                 .get(&(ns.as_str(), reference.name.as_str()))
                 .and_then(|p| p.rules(m.direction).get(i))
-                .map(|rule| format!("{ns:?} {:?}", rule.peers)),
+                .map(|rule| {
+                    // Only a peer without a namespaceSelector depends on the namespace.
+                    let relative = rule.peers.iter().flatten().any(|p| {
+                        matches!(
+                            p,
+                            palisade_model::NetworkPolicyPeer::Pods {
+                                namespaces: None,
+                                ..
+                            }
+                        )
+                    });
+                    let ns = if relative { ns.as_str() } else { "" };
+                    format!("{ns:?} {:?}", rule.peers)
+                }),
             None => self
                 .admin
                 .get(&(reference.kind, reference.name.as_str()))
