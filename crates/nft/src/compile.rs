@@ -22,8 +22,9 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
 }
 
 /// [`compile`], keeping the log ids `previous` gave to the decisions it has (new decisions
-/// get new ids after them): chains whose rules did not change keep their text, so an
-/// [`crate::update`] from `previous` touches only what changed.
+/// get new ids after them; ids no rule uses any more stay in `logs`, so a log line from
+/// before the update still reads right): chains whose rules did not change keep their
+/// text, so an [`crate::update`] from `previous` touches only what changed.
 pub fn compile_after(
     engine: &Engine,
     node: Option<&str>,
