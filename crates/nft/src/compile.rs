@@ -62,9 +62,32 @@ pub fn compile_after(
         host_addrs,
         ..Ruleset::default()
     };
-    for dir in [Direction::Egress, Direction::Ingress] {
-        let classes = engine.side_classes(&pods, dir);
-        b.interner.forget_identities(); // the previous direction's sets are freed
+    let both = [
+        (
+            Direction::Egress,
+            engine.side_classes(&pods, Direction::Egress),
+        ),
+        (
+            Direction::Ingress,
+            engine.side_classes(&pods, Direction::Ingress),
+        ),
+    ];
+    // Log ids in pod order (each pod's egress side, then its ingress side), so that they
+    // do not depend on how the pods fall into classes.
+    let mut seen = [
+        vec![false; both[0].1.programs.len()],
+        vec![false; both[1].1.programs.len()],
+    ];
+    for k in 0..pods.len() {
+        for ((dir, classes), seen) in both.iter().zip(&mut seen) {
+            let class = classes.class_of[k];
+            if !std::mem::replace(&mut seen[class], true) {
+                b.logs.assign(*dir, &classes.programs[class]);
+            }
+        }
+    }
+    for (dir, classes) in &both {
+        let dir = *dir;
         let letter = if dir == Direction::Egress { 'e' } else { 'i' };
         let class_chains: Vec<String> = classes
             .programs
@@ -274,7 +297,8 @@ fn digest(text: &str) -> String {
     )
 }
 
-/// A shared address set (by identity) and whether it is matched as the source.
+/// A shared address set (by identity: every set seen stays alive while the interner is
+/// used, so an address is never reused) and whether it is matched as the source.
 type SetKey = (*const BTreeSet<IpAddr>, bool);
 
 /// Address matches: computed once per shared address set (by identity), stored as named
@@ -304,11 +328,6 @@ impl Interner {
         let out = self.prefixes(nets, field, true, what);
         self.by_set.insert(key, out.clone());
         out
-    }
-
-    /// Forgets the address sets seen by identity (before the sets they point to are freed).
-    fn forget_identities(&mut self) {
-        self.by_set.clear();
     }
 
     /// `ip saddr|daddr` matches for a union of prefixes, one per family present. With
@@ -470,6 +489,32 @@ struct Logs {
 }
 
 impl Logs {
+    /// Hands out the ids of a side program's logged decisions, in the order its chains
+    /// meet them: the admin tier, isolation, the baseline.
+    fn assign(&mut self, dir: Direction, prog: &SideProgram) {
+        if let Some(ip) = prog.shared_address {
+            self.id(dir, Tier::FailClosed, Decision::SharedAddress(ip));
+            return;
+        }
+        for r in &prog.admin {
+            self.rule(Tier::Admin, &r.rule);
+        }
+        if prog.isolated {
+            self.id(
+                dir,
+                Tier::NetworkPolicy,
+                Decision::Isolated(prog.isolating.clone()),
+            );
+        }
+        for r in prog
+            .baseline
+            .iter()
+            .filter(|r| r.rule.action == Action::Deny)
+        {
+            self.rule(Tier::Baseline, &r.rule);
+        }
+    }
+
     /// The ids of a previous ruleset, kept.
     fn seeded(previous: &[LoggedDecision]) -> Logs {
         Logs {
