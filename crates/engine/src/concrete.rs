@@ -121,8 +121,8 @@ impl Engine {
     }
 
     /// The decision procedures of many pods, once per class of pods that every policy
-    /// treats alike (same namespace, labels, container ports when a policy names a port, and
-    /// shared address): `class_of[i]` is the class of `pods[i]`, and each class's program is
+    /// treats alike (same namespace, labels, container ports when a policy names a port,
+    /// shared address and network mode): `class_of[i]` is the class of `pods[i]`, and each class's program is
     /// every member's [`Engine::side_program`] with an empty `exempt` (the members differ
     /// only there: see [`Engine::side_exempt`]).
     pub fn side_classes(&self, pods: &[PodId], dir: Direction) -> SideClasses {
@@ -137,6 +137,7 @@ impl Engine {
                 labels: &p.labels,
                 ports: if named { Some(&p.ports) } else { None },
                 shared_address: self.shared_address(pod),
+                host_network: p.host_network,
             };
             let next = out.programs.len();
             let class = *index.entry(key.clone()).or_insert(next);
@@ -145,8 +146,8 @@ impl Engine {
                 program.exempt.clear();
                 out.programs.push(program);
                 out.ids.push(palisade_model::digest::fnv64(&format!(
-                    "{}\n{:?}\n{:?}\n{:?}",
-                    p.namespace, key.labels, key.ports, key.shared_address
+                    "{}\n{:?}\n{:?}\n{:?}\n{}",
+                    p.namespace, key.labels, key.ports, key.shared_address, key.host_network
                 )));
             }
             out.class_of.push(class);
@@ -499,6 +500,8 @@ struct ClassKey<'a> {
     labels: &'a palisade_model::Labels,
     ports: Option<&'a Vec<palisade_model::ContainerPort>>,
     shared_address: Option<IpAddr>,
+    /// Host-network pods are no policy's subjects.
+    host_network: bool,
 }
 
 /// A named port and the protocol it must have (`None`: any).
