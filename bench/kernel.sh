@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Kernel benchmarks (root): new-connection latency between two lab pods with 0, 100, 1,000
 # and 10,000 policy rules loaded (rules selecting other pods), palisade's ruleset (verdict
-# maps to per-pod chains) against the same rules as one linear list; then compile + apply
-# time for generated clusters of 1,000 and 10,000 pods.
+# maps to per-class chains) against the same rules as one linear list; then compile + load
+# time, memory and script size for generated clusters of 1,000 and 10,000 pods, every pod
+# local and one node's pods.
 #
 #   bench/kernel.sh [RULE COUNTS...]     (default: 0 100 1000 10000; SKIP_APPLY=1: latency only)
 set -euo pipefail
@@ -58,19 +59,25 @@ for n in "${counts[@]}"; do
 done
 [ -z "${SKIP_APPLY:-}" ] || exit 0
 echo
-echo "compile + apply (generated clusters, policies = pods / 5, --mix all)"
-printf '%-8s %-9s %-12s %-10s %-10s\n' pods policies compile_s apply_s chains
+echo "compile + load (generated clusters, policies = pods / 5, --mix all; wall times include"
+echo "process start and YAML load; nft peak RSS from /usr/bin/time; fresh network namespace)"
+printf '%-8s %-9s %-8s %-11s %-10s %-10s %-10s %-8s %-8s\n' pods policies node compile_s compile_MB load_s nft_MB script_MB chains
 for pods in 1000 10000; do
   dir=$out/gen-$pods
-  rm -rf "$dir"
-  $P gen --pods "$pods" --policies $((pods / 5)) --mix all -o "$dir" 2>/dev/null
-  t0=$EPOCHREALTIME
-  $P compile --target nftables -f "$dir/cluster" -f "$dir/policies" 2>/dev/null | grep -v '^#' > "$dir/ruleset.nft"
-  t1=$EPOCHREALTIME
-  ip netns add bk-apply
-  ip netns exec bk-apply nft -f "$dir/ruleset.nft"
-  t2=$EPOCHREALTIME
-  chains=$(ip netns exec bk-apply nft list chains inet palisade | grep -c 'chain ')
-  ip netns del bk-apply
-  python3 -c "import sys; a,b,c=map(float,sys.argv[1:4]); print(f'{sys.argv[4]:<8} {sys.argv[5]:<9} {b-a:<12.3f} {c-b:<10.3f} {sys.argv[6]:<10}')" "$t0" "$t1" "$t2" "$pods" $((pods / 5)) "$chains"
+  [ -d "$dir" ] || $P gen --pods "$pods" --policies $((pods / 5)) --mix all -o "$dir" >/dev/null 2>&1
+  for node in all node-0; do
+    args=(); [ "$node" = all ] || args=(--node "$node")
+    /usr/bin/time -o "$dir/compile.time" -f '%e %M' \
+      $P compile --target nftables -f "$dir/cluster" -f "$dir/policies" "${args[@]}" > "$dir/ruleset-$node.nft"
+    grep -v '^#' "$dir/ruleset-$node.nft" > "$dir/script-$node.nft"
+    chains=$($P compile --target nftables -f "$dir/cluster" -f "$dir/policies" "${args[@]}" --stats | awk '/^chains:/ {print $2}')
+    ip netns add bk-apply
+    /usr/bin/time -o "$dir/load.time" -f '%e %M' ip netns exec bk-apply nft -f "$dir/script-$node.nft"
+    ip netns del bk-apply
+    read -r cs ckb < "$dir/compile.time"
+    read -r ls lkb < "$dir/load.time"
+    bytes=$(stat -c %s "$dir/script-$node.nft")
+    printf '%-8s %-9s %-8s %-11s %-10s %-10s %-10s %-8s %-8s\n' "$pods" $((pods / 5)) "$node" "$cs" $((ckb / 1024)) "$ls" $((lkb / 1024)) \
+      "$(python3 -c "print(f'{$bytes / 1e6:.2f}')")" "$chains"
+  done
 done

@@ -218,6 +218,15 @@ const NFT_WORDS: &[&str] = &[
     "egress6",
     "ingress4",
     "ingress6",
+    "@egress_exempt4",
+    "@egress_exempt6",
+    "@ingress_exempt4",
+    "@ingress_exempt6",
+    "egress_exempt4",
+    "egress_exempt6",
+    "ingress_exempt4",
+    "ingress_exempt6",
+    ".",
     "meta",
     "l4proto",
     "tcp",
@@ -237,8 +246,9 @@ const NFT_WORDS: &[&str] = &[
     "QUOTED",
 ];
 
-/// Whether `w` is a name the nft compiler generates (digests, never user text): chains
-/// `e<12 hex>[x…][_np|_bl]`, `i…` likewise, sets `s4<12 hex>` / `s6<12 hex>`.
+/// Whether `w` is a name the nft compiler generates (digests, never user text): class
+/// chains `e<12 hex>[x…]` / `i…`, program chains `a…` / `n…` / `b…` likewise, sets
+/// `s4[i]<12 hex>[_<12 hex>][x…]` / `s6…`.
 fn generated_name(w: &str) -> bool {
     let w = w.strip_prefix('@').unwrap_or(w);
     let hex12 = |s: &str| {
@@ -247,17 +257,21 @@ fn generated_name(w: &str) -> bool {
                 .bytes()
                 .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
     };
+    let digest_then_x = |s: &str| hex12(s) && s[12..].bytes().all(|b| b == b'x');
     if let Some(rest) = w.strip_prefix("s4").or_else(|| w.strip_prefix("s6")) {
-        return rest.len() == 12 && hex12(rest);
+        let rest = rest.strip_prefix('i').unwrap_or(rest);
+        return match rest.split_once('_') {
+            Some((a, b)) => a.len() == 12 && hex12(a) && digest_then_x(b),
+            None => digest_then_x(rest),
+        };
     }
-    let Some(rest) = w.strip_prefix('e').or_else(|| w.strip_prefix('i')) else {
+    let Some(rest) = ['e', 'i', 'a', 'n', 'b']
+        .iter()
+        .find_map(|&p| w.strip_prefix(p))
+    else {
         return false;
     };
-    let rest = rest
-        .strip_suffix("_np")
-        .or_else(|| rest.strip_suffix("_bl"))
-        .unwrap_or(rest);
-    hex12(rest) && rest[12..].bytes().all(|b| b == b'x')
+    digest_then_x(rest)
 }
 
 fn number_or_range(w: &str) -> bool {
@@ -442,9 +456,18 @@ mod tests {
 
     #[test]
     fn nft_lexer_accepts_generated_text_and_rejects_user_text() {
-        assert!(check_nft_text("add table inet palisade\n  chain e0123456789ab_np {\n    ip saddr @s4aaaaaaaaaaaa counter log prefix \"pal-3 \" group 100 drop\n  }\n").is_ok());
+        assert!(check_nft_text("add table inet palisade\n  chain a0123456789ab {\n    ip saddr @s4aaaaaaaaaaaa counter log prefix \"pal-3 \" group 100 drop\n  }\n").is_ok());
         assert!(check_nft_text("    ip saddr 10.0.0.0/8 th dport { 80-81, 443 } return\n").is_ok());
         assert!(check_nft_text("    tcp flags & (fin|syn|rst|ack) != syn drop\n").is_ok());
+        assert!(
+            check_nft_text("    ip saddr . ip daddr != @egress_exempt4 ip saddr vmap @egress4\n")
+                .is_ok()
+        );
+        assert!(
+            check_nft_text("    ip daddr @s4i0123456789ab_0123456789abx goto n0123456789ab\n")
+                .is_ok()
+        );
+        assert!(check_nft_text("  set s4ievil {\n").is_err());
         assert!(check_nft_text("  chain evil {\n").is_err());
         assert!(check_nft_text("  log prefix \"x\" drop\n").is_err());
         assert!(check_nft_text("  drop # hi\n").is_err());

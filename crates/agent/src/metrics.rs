@@ -72,7 +72,7 @@ impl Metrics {
         );
         registry.register(
             "ruleset",
-            "Size of the nftables ruleset in the kernel (chains, rules, set_elements, map_elements)",
+            "Size of the nftables ruleset in the kernel (chains, rules, set_elements, map_elements, exempt_elements)",
             m.ruleset.clone(),
         );
         registry.register(
@@ -133,6 +133,10 @@ impl Metrics {
             ("rules", rules),
             ("set_elements", elements),
             ("map_elements", r.egress.len() + r.ingress.len()),
+            (
+                "exempt_elements",
+                r.egress_exempt.len() + r.ingress_exempt.len(),
+            ),
         ] {
             self.ruleset
                 .get_or_create(&vec![("object".into(), what.into())])

@@ -160,7 +160,12 @@ impl Reconciler {
             return Ok(false);
         };
         let t = Instant::now();
-        let new = palisade_nft::compile(engine, self.config.node.as_deref())?;
+        let node = self.config.node.as_deref();
+        // Keeping the log ids of the ruleset in force keeps unchanged chains unchanged.
+        let new = match &state.ruleset {
+            Some(previous) => palisade_nft::compile_after(engine, node, previous)?,
+            None => palisade_nft::compile(engine, node)?,
+        };
         outcome.compile = t.elapsed();
         let netns = self.config.netns.as_deref();
         let t = Instant::now();

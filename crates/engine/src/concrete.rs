@@ -120,9 +120,63 @@ impl Engine {
             .collect()
     }
 
-    fn side_program_with(&self, pod: PodId, dir: Direction, cache: &ProgramCache) -> SideProgram {
+    /// The decision procedures of many pods, once per class of pods that every policy
+    /// treats alike (same namespace, labels, container ports when a policy names a port,
+    /// shared address and network mode): `class_of[i]` is the class of `pods[i]`, and each class's program is
+    /// every member's [`Engine::side_program`] with an empty `exempt` (the members differ
+    /// only there: see [`Engine::side_exempt`]).
+    pub fn side_classes(&self, pods: &[PodId], dir: Direction) -> SideClasses {
+        let named = self.uses_named_ports();
+        let cache = ProgramCache::default();
+        let mut index: HashMap<ClassKey<'_>, usize> = HashMap::new();
+        let mut out = SideClasses::default();
+        for &pod in pods {
+            let p = &self.cluster.pods[pod];
+            let key = ClassKey {
+                namespace: self.pod_ns[pod],
+                labels: &p.labels,
+                ports: if named { Some(&p.ports) } else { None },
+                shared_address: self.shared_address(pod),
+                host_network: p.host_network,
+            };
+            let next = out.programs.len();
+            let class = *index.entry(key.clone()).or_insert(next);
+            if class == next {
+                let mut program = self.side_program_with(pod, dir, &cache);
+                program.exempt.clear();
+                out.programs.push(program);
+                out.ids.push(palisade_model::digest::fnv64(&format!(
+                    "{}\n{:?}\n{:?}\n{:?}\n{}",
+                    p.namespace, key.labels, key.ports, key.shared_address, key.host_network
+                )));
+            }
+            out.class_of.push(class);
+        }
+        out
+    }
+
+    /// The peers `pod` always allows in `dir`: its own addresses, and for ingress (when
+    /// node-local traffic is allowed and the pod shares no address) its node's addresses.
+    pub fn side_exempt(&self, pod: PodId, dir: Direction) -> BTreeSet<IpAddr> {
         let p = &self.cluster.pods[pod];
         let mut exempt: BTreeSet<IpAddr> = p.ips.iter().copied().collect();
+        if self.shared_address(pod).is_none()
+            && dir == Direction::Ingress
+            && self.options.allow_node_local
+            && let Some(n) = self.pod_node[pod]
+        {
+            exempt.extend(
+                self.cluster.nodes[n]
+                    .addresses
+                    .iter()
+                    .filter(|ip| self.ip_owner.get(ip) == Some(&Owner::Node(n))),
+            );
+        }
+        exempt
+    }
+
+    fn side_program_with(&self, pod: PodId, dir: Direction, cache: &ProgramCache) -> SideProgram {
+        let exempt = self.side_exempt(pod, dir);
         if let Some(ip) = self.shared_address(pod) {
             return SideProgram {
                 exempt,
@@ -133,17 +187,6 @@ impl Engine {
                 baseline: Vec::new(),
                 shared_address: Some(ip),
             };
-        }
-        if dir == Direction::Ingress
-            && self.options.allow_node_local
-            && let Some(n) = self.pod_node[pod]
-        {
-            exempt.extend(
-                self.cluster.nodes[n]
-                    .addresses
-                    .iter()
-                    .filter(|ip| self.ip_owner.get(ip) == Some(&Owner::Node(n))),
-            );
         }
         let lists = self.policies(pod, dir);
         let admin = lists
@@ -435,6 +478,30 @@ impl Engine {
             _ => false,
         }
     }
+}
+
+/// Side programs by class: see [`Engine::side_classes`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SideClasses {
+    /// One program per class (with an empty `exempt`).
+    pub programs: Vec<SideProgram>,
+    /// The class of each pod, in the order the pods were given.
+    pub class_of: Vec<usize>,
+    /// Per class, a digest of what its members have in common (namespace, labels, and the
+    /// container ports when they count): the same while the class exists, whatever else
+    /// changes.
+    pub ids: Vec<u64>,
+}
+
+/// What a pod's side program depends on besides its exemptions.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct ClassKey<'a> {
+    namespace: usize,
+    labels: &'a palisade_model::Labels,
+    ports: Option<&'a Vec<palisade_model::ContainerPort>>,
+    shared_address: Option<IpAddr>,
+    /// Host-network pods are no policy's subjects.
+    host_network: bool,
 }
 
 /// A named port and the protocol it must have (`None`: any).

@@ -47,7 +47,7 @@ mod update;
 mod verdict;
 
 pub use bitset::BitSet;
-pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideProgram};
+pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideClasses, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use explain::{Explanation, NamedEndpoint, PolicyOutcome, PolicyStep, SideWalk, TierStep};
 pub use matrix::{Matrix, Probe};

@@ -137,7 +137,7 @@ impl Engine {
     }
 
     /// Whether any policy uses named ports (then container ports tell pods apart).
-    fn uses_named_ports(&self) -> bool {
+    pub(crate) fn uses_named_ports(&self) -> bool {
         self.cluster.network_policies.iter().any(|np| {
             np.ingress
                 .iter()

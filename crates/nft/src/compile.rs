@@ -1,18 +1,35 @@
 //! The engine's side programs for the pods of one node → a [`Ruleset`].
+//!
+//! Pods that every policy treats alike (the engine's side classes) share chains: each class
+//! has one small chain with a stable name (`e…`/`i…` from the class's digest) that jumps to
+//! the class's program, and the program's chains are named by a digest of their content, so
+//! classes with equal programs share them and an unchanged chain keeps its name.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use palisade_engine::{ConcreteRule, Decision, Engine, PodId, SideProgram, Tier};
+use palisade_engine::{ConcreteRule, Decision, EndpointKind, Engine, PodId, SideProgram, Tier};
 use palisade_model::{Action, Direction, Protocol};
 
 use crate::NftError;
-use crate::ir::{Chain, Field, LoggedDecision, Match, Rule, Ruleset, Verdict};
+use crate::ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 
 /// Compiles the pods of `node` (every pod when `None`) into a ruleset.
 pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError> {
+    compile_after(engine, node, &Ruleset::default())
+}
+
+/// [`compile`], keeping the log ids `previous` gave to the decisions it has (new decisions
+/// get new ids after them; ids no rule uses any more stay in `logs`, so a log line from
+/// before the update still reads right): chains whose rules did not change keep their
+/// text, so an [`crate::update`] from `previous` touches only what changed.
+pub fn compile_after(
+    engine: &Engine,
+    node: Option<&str>,
+    previous: &Ruleset,
+) -> Result<Ruleset, NftError> {
     let cluster = engine.cluster();
     if let Some(n) = node
         && engine.node_id(n).is_none()
@@ -25,10 +42,6 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
         .filter(|n| node.is_none_or(|want| n.name == want))
         .flat_map(|n| n.addresses.iter().copied())
         .collect();
-    let mut rs = Ruleset {
-        host_addrs,
-        ..Ruleset::default()
-    };
     let mut pods: Vec<PodId> = (0..cluster.pods.len())
         .filter(|&p| {
             let pod = &cluster.pods[p];
@@ -38,90 +51,308 @@ pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError>
         })
         .collect();
     pods.sort_by_key(|&p| cluster.pods[p].key());
-    let mut logs = Logs::default();
-    let mut seen = BTreeSet::new();
-    let mut interner = Interner::default();
-    // Programs for all pods at once share their address sets (see Engine::side_programs).
-    let egress = engine.side_programs(&pods, Direction::Egress);
-    let ingress = engine.side_programs(&pods, Direction::Ingress);
-    for (k, &p) in pods.iter().enumerate() {
-        let mut id = chain_id(&cluster.pods[p].key());
-        while !seen.insert(id.clone()) {
-            id.push('x'); // a digest collision: still unique, still not user text
+    let dispatch = dispatch(engine, &pods);
+    let mut b = Builder {
+        logs: Logs::seeded(&previous.logs),
+        interner: Interner::default(),
+        chains: BTreeMap::new(),
+        specs: PeerSpecs::new(cluster),
+    };
+    let mut rs = Ruleset {
+        host_addrs,
+        ..Ruleset::default()
+    };
+    let both = [
+        (
+            Direction::Egress,
+            engine.side_classes(&pods, Direction::Egress),
+        ),
+        (
+            Direction::Ingress,
+            engine.side_classes(&pods, Direction::Ingress),
+        ),
+    ];
+    // Log ids in pod order (each pod's egress side, then its ingress side), so that they
+    // do not depend on how the pods fall into classes.
+    let mut seen = [
+        vec![false; both[0].1.programs.len()],
+        vec![false; both[1].1.programs.len()],
+    ];
+    for k in 0..pods.len() {
+        for ((dir, classes), seen) in both.iter().zip(&mut seen) {
+            let class = classes.class_of[k];
+            if !std::mem::replace(&mut seen[class], true) {
+                b.logs.assign(*dir, &classes.programs[class]);
+            }
         }
-        for (dir, prefix) in [(Direction::Egress, "e"), (Direction::Ingress, "i")] {
-            let name = format!("{prefix}{id}");
-            let program = if dir == Direction::Egress {
-                &egress[k]
-            } else {
-                &ingress[k]
-            };
-            side_chains(
-                dir,
-                &name,
-                program,
-                &mut logs,
-                &mut interner,
-                &mut rs.chains,
-            );
-            let dispatch = if dir == Direction::Egress {
-                &mut rs.egress
-            } else {
-                &mut rs.ingress
-            };
-            // An address two pods share maps once (both pods' chains drop everything).
-            for ip in &cluster.pods[p].ips {
-                if engine.shared_address(p).is_none()
-                    || !dispatch.iter().any(|(seen, _)| seen == ip)
-                {
-                    dispatch.push((*ip, name.clone()));
+    }
+    for (dir, classes) in &both {
+        let dir = *dir;
+        let letter = if dir == Direction::Egress { 'e' } else { 'i' };
+        let class_chains: Vec<String> = classes
+            .programs
+            .iter()
+            .zip(&classes.ids)
+            .map(|(program, id)| {
+                let entry = b.side(dir, program);
+                b.named_chain(format!("{letter}{:012x}", id & 0xffff_ffff_ffff), entry)
+            })
+            .collect();
+        let (map, exempt) = if dir == Direction::Egress {
+            (&mut rs.egress, &mut rs.egress_exempt)
+        } else {
+            (&mut rs.ingress, &mut rs.ingress_exempt)
+        };
+        for &(ip, k) in &dispatch {
+            map.push((ip, class_chains[classes.class_of[k]].clone()));
+            for peer in engine.side_exempt(pods[k], dir) {
+                if peer.is_ipv6() == ip.is_ipv6() {
+                    exempt.push((ip, peer));
                 }
             }
         }
     }
-    rs.logs = logs.entries;
-    rs.sets = interner.sets.into_values().collect();
-    intern_sets(&mut rs);
+    rs.chains = b.chains.into_values().collect();
+    rs.sets = b.interner.sets.into_values().collect();
+    rs.logs = b.logs.entries;
     Ok(rs)
+}
+
+/// Each address of the compiled pods with the pod (index into `pods`) whose chains decide
+/// it: the pod the engine says owns it, else (an address shared with a pod of another node)
+/// the first compiled pod that has it. Every address appears once (nft refuses duplicate
+/// map keys); sorted.
+fn dispatch(engine: &Engine, pods: &[PodId]) -> Vec<(IpAddr, usize)> {
+    let mut by_ip: BTreeMap<IpAddr, usize> = BTreeMap::new();
+    for (k, &p) in pods.iter().enumerate() {
+        for &ip in &engine.cluster().pods[p].ips {
+            let owner = engine.endpoint_for_ip(ip).kind == EndpointKind::Pod(p);
+            if owner {
+                by_ip.insert(ip, k);
+            } else {
+                by_ip.entry(ip).or_insert(k);
+            }
+        }
+    }
+    by_ip.into_iter().collect()
+}
+
+/// Chains, sets and log ids under construction.
+struct Builder<'c> {
+    logs: Logs,
+    interner: Interner,
+    chains: BTreeMap<String, Chain>,
+    specs: PeerSpecs<'c>,
+}
+
+impl Builder<'_> {
+    /// Stores a chain under `prefix` and a digest of its rules (a chain with the same rules
+    /// is stored once); returns its name.
+    fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
+        let text: Vec<String> = rules.iter().map(crate::render::rule_text).collect();
+        let mut name = format!("{prefix}{}", digest(&text.join("\n")));
+        loop {
+            match self.chains.get(&name) {
+                Some(c) if c.rules == rules => return name,
+                Some(_) => name.push('x'), // a digest collision: still unique, still not user text
+                None => break,
+            }
+        }
+        self.chains.insert(
+            name.clone(),
+            Chain {
+                name: name.clone(),
+                rules,
+            },
+        );
+        name
+    }
+
+    /// Stores a class's own chain, `name`, which continues in `entry`; returns its name.
+    fn named_chain(&mut self, mut name: String, entry: String) -> String {
+        let rules = vec![Rule {
+            matches: vec![],
+            verdict: Verdict::Goto(entry),
+            log: None,
+        }];
+        while self.chains.contains_key(&name) {
+            name.push('x'); // two classes with one digest
+        }
+        self.chains.insert(
+            name.clone(),
+            Chain {
+                name: name.clone(),
+                rules,
+            },
+        );
+        name
+    }
+
+    /// The chains of one side program: the admin tier (`a…`, with the connection-start
+    /// check; allow = `return`, deny = `drop`, pass = `goto n…`), NetworkPolicy isolation
+    /// (`n…`: allow-list, then `drop`) and the baseline (`b…`). Returns the first.
+    fn side(&mut self, dir: Direction, prog: &SideProgram) -> String {
+        let peer = if dir == Direction::Egress {
+            Field::Daddr
+        } else {
+            Field::Saddr
+        };
+        // Only connection starts reach a side chain (established ones are accepted first);
+        // a TCP one must be a SYN, or a cut connection's next packet would open it again.
+        let mut main = vec![Rule {
+            matches: vec![Match::TcpWithoutSyn],
+            verdict: Verdict::Drop,
+            log: None,
+        }];
+        if let Some(ip) = prog.shared_address {
+            // No policy can be enforced for an address two pods share: fail closed.
+            let log = self
+                .logs
+                .id(dir, Tier::FailClosed, Decision::SharedAddress(ip));
+            main.push(Rule {
+                matches: vec![],
+                verdict: Verdict::Drop,
+                log: Some(log),
+            });
+            return self.content_chain('a', main);
+        }
+        let mut bl_rules = Vec::new();
+        for r in &prog.baseline {
+            let (verdict, log) = match r.rule.action {
+                Action::Deny => (Verdict::Drop, Some(self.logs.rule(Tier::Baseline, &r.rule))),
+                // Allow, and a baseline Pass (which falls through to the default: allowed)
+                _ => (Verdict::Return, None),
+            };
+            let what = self.specs.of(r, peer);
+            expand(
+                r,
+                peer,
+                verdict,
+                log,
+                &what,
+                &mut self.interner,
+                &mut bl_rules,
+            );
+        }
+        let bl = self.content_chain('b', bl_rules);
+        let mut np_rules = Vec::new();
+        if prog.isolated {
+            for r in &prog.network {
+                let what = self.specs.of(r, peer);
+                expand(
+                    r,
+                    peer,
+                    Verdict::Return,
+                    None,
+                    &what,
+                    &mut self.interner,
+                    &mut np_rules,
+                );
+            }
+            let log = self.logs.id(
+                dir,
+                Tier::NetworkPolicy,
+                Decision::Isolated(prog.isolating.clone()),
+            );
+            np_rules.push(Rule {
+                matches: vec![],
+                verdict: Verdict::Drop,
+                log: Some(log),
+            });
+        } else {
+            np_rules.push(Rule {
+                matches: vec![],
+                verdict: Verdict::Goto(bl),
+                log: None,
+            });
+        }
+        let np = self.content_chain('n', np_rules);
+        for r in &prog.admin {
+            let verdict = match r.rule.action {
+                Action::Allow => Verdict::Return,
+                Action::Deny => Verdict::Drop,
+                Action::Pass => Verdict::Goto(np.clone()),
+            };
+            let log = Some(self.logs.rule(Tier::Admin, &r.rule));
+            let what = self.specs.of(r, peer);
+            expand(r, peer, verdict, log, &what, &mut self.interner, &mut main);
+        }
+        main.push(Rule {
+            matches: vec![],
+            verdict: Verdict::Goto(np),
+            log: None,
+        });
+        self.content_chain('a', main)
+    }
 }
 
 /// Address lists longer than this become named sets shared across chains.
 const INLINE_MAX: usize = 4;
 
-/// A named set's name: `s4`/`s6` and 12 hex digits of a digest of its elements.
-fn set_name(v6: bool, nets: &[IpNet]) -> String {
-    let h = nets
-        .iter()
-        .map(ToString::to_string)
-        .collect::<Vec<_>>()
-        .join(",")
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    format!("s{}{:012x}", if v6 { 6 } else { 4 }, h & 0xffff_ffff_ffff)
+/// 12 hex digits of a digest.
+fn digest(text: &str) -> String {
+    format!(
+        "{:012x}",
+        palisade_model::digest::fnv64(text) & 0xffff_ffff_ffff
+    )
 }
 
-/// A shared address set (by identity) and whether it is matched as the source.
+/// A shared address set (by identity: every set seen stays alive while the interner is
+/// used, so an address is never reused) and whether it is matched as the source.
 type SetKey = (*const BTreeSet<IpAddr>, bool);
 
-/// Address-set matches, computed once per shared set (by identity) and stored as named
-/// sets when long.
+/// Address matches: computed once per shared address set (by identity), stored as named
+/// sets when long. A named set is named after what it stands for (a rule's peers, or the
+/// pods a named port resolves on), not after its content: when a pod joins or leaves it,
+/// its elements change in place and the chains that use it stay as they are.
 #[derive(Default)]
 struct Interner {
     by_set: HashMap<SetKey, Vec<(bool, Match)>>,
-    sets: BTreeMap<String, crate::ir::NamedSet>,
+    sets: BTreeMap<String, NamedSet>,
 }
 
 impl Interner {
-    /// `ip saddr|daddr` matches for `addrs`, one per family present.
-    fn matches(&mut self, addrs: &Arc<BTreeSet<IpAddr>>, field: Field) -> Vec<(bool, Match)> {
+    /// `ip saddr|daddr` matches for `addrs` (the set `what` stands for), one per family
+    /// present.
+    fn matches(
+        &mut self,
+        addrs: &Arc<BTreeSet<IpAddr>>,
+        field: Field,
+        what: &str,
+    ) -> Vec<(bool, Match)> {
         let key = (Arc::as_ptr(addrs), field == Field::Saddr);
         if let Some(hit) = self.by_set.get(&key) {
             return hit.clone();
         }
+        let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
+        let out = self.prefixes(nets, field, true, what);
+        self.by_set.insert(key, out.clone());
+        out
+    }
+
+    /// `ip saddr|daddr` matches for a union of prefixes, one per family present. With
+    /// `interval` the prefixes are merged (consecutive pod addresses become one prefix), as
+    /// an interval set holds no overlapping elements; without, they are host addresses, for
+    /// a hash set.
+    fn prefixes(
+        &mut self,
+        nets: Vec<IpNet>,
+        field: Field,
+        interval: bool,
+        what: &str,
+    ) -> Vec<(bool, Match)> {
         let mut out = Vec::new();
-        for (v6, nets) in by_family(addrs.iter().copied()) {
+        let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
+            nets.into_iter().partition(|n| matches!(n, IpNet::V4(_)));
+        for (v6, nets) in [(false, v4), (true, v6)] {
+            if nets.is_empty() {
+                continue;
+            }
+            let nets = if interval {
+                IpNet::aggregate(&nets)
+            } else {
+                nets
+            };
             if nets.len() <= INLINE_MAX {
                 out.push((
                     v6,
@@ -132,82 +363,122 @@ impl Interner {
                         negate: false,
                     },
                 ));
-            } else {
-                let name = set_name(v6, &nets);
-                self.sets
-                    .entry(name.clone())
-                    .or_insert_with(|| crate::ir::NamedSet {
-                        name: name.clone(),
-                        v6,
-                        elements: nets,
-                    });
-                out.push((
-                    v6,
-                    Match::Set {
-                        field,
-                        v6,
-                        set: name,
-                        negate: false,
-                    },
-                ));
+                continue;
             }
-        }
-        self.by_set.insert(key, out.clone());
-        out
-    }
-}
-
-/// Moves long address lists into named sets, one per distinct content: a peer that selects
-/// many pods is stored once, not once per subject pod's chain.
-fn intern_sets(rs: &mut Ruleset) {
-    let mut sets: BTreeMap<(bool, Vec<IpNet>), String> = rs
-        .sets
-        .drain(..)
-        .map(|s| ((s.v6, s.elements), s.name))
-        .collect();
-    for chain in &mut rs.chains {
-        for rule in &mut chain.rules {
-            for m in &mut rule.matches {
-                let Match::Addr {
+            let set = self.named(v6, interval, nets, what);
+            out.push((
+                v6,
+                Match::Set {
                     field,
                     v6,
-                    nets,
-                    negate,
-                } = m
-                else {
-                    continue;
-                };
-                if nets.len() <= INLINE_MAX {
-                    continue;
-                }
-                let mut key = nets.clone();
-                key.sort();
-                key.dedup();
-                let name = sets
-                    .entry((*v6, key))
-                    .or_insert_with_key(|(v6, k)| set_name(*v6, k))
-                    .clone();
-                *m = Match::Set {
-                    field: *field,
-                    v6: *v6,
-                    set: name,
-                    negate: *negate,
-                };
-            }
+                    set,
+                    negate: false,
+                },
+            ));
         }
+        out
     }
-    rs.sets = sets
-        .into_iter()
-        .map(|((v6, elements), name)| crate::ir::NamedSet { name, v6, elements })
-        .collect();
+
+    /// The name of the set of `nets` standing for `what`: `s4`/`s6`, `i` for an interval
+    /// set, and a digest of `what`; when that name already holds other addresses (peers
+    /// relative to the subject's namespace differ between classes), a digest of the
+    /// addresses is appended.
+    fn named(&mut self, v6: bool, interval: bool, nets: Vec<IpNet>, what: &str) -> String {
+        let base = format!(
+            "s{}{}{}",
+            if v6 { 6 } else { 4 },
+            if interval { "i" } else { "" },
+            digest(what)
+        );
+        let mut name = base.clone();
+        if self.sets.get(&name).is_some_and(|s| s.elements != nets) {
+            let text: Vec<String> = nets.iter().map(ToString::to_string).collect();
+            name = format!("{base}_{}", digest(&text.join(",")));
+        }
+        while self.sets.get(&name).is_some_and(|s| s.elements != nets) {
+            name.push('x'); // a digest collision: still unique, still not user text
+        }
+        self.sets.entry(name.clone()).or_insert(NamedSet {
+            name: name.clone(),
+            v6,
+            interval,
+            elements: nets,
+        });
+        name
+    }
 }
 
-/// A chain name part from a pod's `namespace/name`: 12 hex digits of FNV-1a.
-fn chain_id(key: &str) -> String {
-    format!(
-        "{:012x}",
-        palisade_model::digest::fnv64(key) & 0xffff_ffff_ffff
-    )
+/// What a rule's peer set stands for: the rule's peers as written (with the namespace a
+/// NetworkPolicy's pod selectors are relative to, when one is), so that rules with the same
+/// peers share one set.
+struct PeerSpecs<'c> {
+    network: HashMap<(&'c str, &'c str), &'c palisade_model::NetworkPolicy>,
+    admin: HashMap<(palisade_model::PolicyKind, &'c str), &'c palisade_model::AdminPolicy>,
+}
+
+impl<'c> PeerSpecs<'c> {
+    fn new(cluster: &'c palisade_model::Cluster) -> PeerSpecs<'c> {
+        PeerSpecs {
+            network: cluster
+                .network_policies
+                .iter()
+                .map(|p| ((p.namespace.as_str(), p.name.as_str()), p))
+                .collect(),
+            admin: cluster
+                .admin_policies
+                .iter()
+                .map(|p| ((p.kind, p.name.as_str()), p))
+                .collect(),
+        }
+    }
+
+    /// The text a set of `r`'s peers (matched in `field`) is named after.
+    fn of(&self, r: &ConcreteRule, field: Field) -> String {
+        let m = &r.rule;
+        let (reference, i) = (&m.policy.reference, m.index as usize);
+        let spec = match &reference.namespace {
+            Some(ns) => self
+                .network
+                .get(&(ns.as_str(), reference.name.as_str()))
+                .and_then(|p| p.rules(m.direction).get(i))
+                .map(|rule| {
+                    // Only a peer without a namespaceSelector depends on the namespace.
+                    let relative = rule.peers.iter().flatten().any(|p| {
+                        matches!(
+                            p,
+                            palisade_model::NetworkPolicyPeer::Pods {
+                                namespaces: None,
+                                ..
+                            }
+                        )
+                    });
+                    let ns = if relative { ns.as_str() } else { "" };
+                    format!("{ns:?} {:?}", rule.peers)
+                }),
+            None => self
+                .admin
+                .get(&(reference.kind, reference.name.as_str()))
+                .and_then(|p| p.rules(m.direction).get(i))
+                .map(|rule| format!("{:?}", rule.peers)),
+        };
+        // A rule not found by name (never: the engine compiled it) is named after itself.
+        let spec = spec.unwrap_or_else(|| format!("{reference:?} {:?} {i}", m.direction));
+        format!("peers {field:?} {spec}")
+    }
+}
+
+/// `net` without the addresses of `except`, as prefixes.
+fn subtract(net: IpNet, except: &[IpNet]) -> Vec<IpNet> {
+    if except.iter().any(|e| e.contains(&net)) {
+        return Vec::new();
+    }
+    if !except.iter().any(|e| net.contains(e)) {
+        return vec![net];
+    }
+    match net.subnets(net.prefix_len() + 1) {
+        Ok(halves) => halves.flat_map(|h| subtract(h, except)).collect(),
+        Err(_) => Vec::new(), // a host prefix an exception contains: handled above
+    }
 }
 
 /// The log ids handed out so far: one per distinct decision.
@@ -218,6 +489,44 @@ struct Logs {
 }
 
 impl Logs {
+    /// Hands out the ids of a side program's logged decisions, in the order its chains
+    /// meet them: the admin tier, isolation, the baseline.
+    fn assign(&mut self, dir: Direction, prog: &SideProgram) {
+        if let Some(ip) = prog.shared_address {
+            self.id(dir, Tier::FailClosed, Decision::SharedAddress(ip));
+            return;
+        }
+        for r in &prog.admin {
+            self.rule(Tier::Admin, &r.rule);
+        }
+        if prog.isolated {
+            self.id(
+                dir,
+                Tier::NetworkPolicy,
+                Decision::Isolated(prog.isolating.clone()),
+            );
+        }
+        for r in prog
+            .baseline
+            .iter()
+            .filter(|r| r.rule.action == Action::Deny)
+        {
+            self.rule(Tier::Baseline, &r.rule);
+        }
+    }
+
+    /// The ids of a previous ruleset, kept.
+    fn seeded(previous: &[LoggedDecision]) -> Logs {
+        Logs {
+            entries: previous.to_vec(),
+            index: previous
+                .iter()
+                .enumerate()
+                .map(|(i, d)| (d.clone(), i as u32))
+                .collect(),
+        }
+    }
+
     /// The id of `decision`, taken in `tier` and `direction`.
     fn id(&mut self, direction: Direction, tier: Tier, decision: Decision) -> u32 {
         let entry = LoggedDecision {
@@ -238,124 +547,6 @@ impl Logs {
     }
 }
 
-/// The three chains of one side: `<name>` (exemptions, admin tier), `<name>_np`
-/// (NetworkPolicy isolation) and `<name>_bl` (baseline).
-fn side_chains(
-    dir: Direction,
-    name: &str,
-    prog: &SideProgram,
-    logs: &mut Logs,
-    interner: &mut Interner,
-    out: &mut Vec<Chain>,
-) {
-    let peer = if dir == Direction::Egress {
-        Field::Daddr
-    } else {
-        Field::Saddr
-    };
-    let (np, bl) = (format!("{name}_np"), format!("{name}_bl"));
-    // Only connection starts reach a side chain (established ones are accepted first);
-    // a TCP one must be a SYN, or a cut connection's next packet would open it again.
-    let mut main = vec![Rule {
-        matches: vec![Match::TcpWithoutSyn],
-        verdict: Verdict::Drop,
-        log: None,
-    }];
-    for (v6, nets) in by_family(prog.exempt.iter().copied()) {
-        main.push(Rule {
-            matches: vec![Match::Addr {
-                field: peer,
-                v6,
-                nets,
-                negate: false,
-            }],
-            verdict: Verdict::Return,
-            log: None,
-        });
-    }
-    if let Some(ip) = prog.shared_address {
-        // No policy can be enforced for an address two pods share: fail closed.
-        let log = logs.id(dir, Tier::FailClosed, Decision::SharedAddress(ip));
-        main.push(Rule {
-            matches: vec![],
-            verdict: Verdict::Drop,
-            log: Some(log),
-        });
-        out.push(Chain {
-            name: name.to_string(),
-            rules: main,
-        });
-        return;
-    }
-    for r in &prog.admin {
-        let verdict = match r.rule.action {
-            Action::Allow => Verdict::Return,
-            Action::Deny => Verdict::Drop,
-            Action::Pass => Verdict::Goto(np.clone()),
-        };
-        let log = Some(logs.rule(Tier::Admin, &r.rule));
-        expand(r, peer, verdict, log, interner, &mut main);
-    }
-    main.push(Rule {
-        matches: vec![],
-        verdict: Verdict::Goto(np.clone()),
-        log: None,
-    });
-    let mut np_rules = Vec::new();
-    if prog.isolated {
-        for r in &prog.network {
-            expand(r, peer, Verdict::Return, None, interner, &mut np_rules);
-        }
-        let log = logs.id(
-            dir,
-            Tier::NetworkPolicy,
-            Decision::Isolated(prog.isolating.clone()),
-        );
-        np_rules.push(Rule {
-            matches: vec![],
-            verdict: Verdict::Drop,
-            log: Some(log),
-        });
-    } else {
-        np_rules.push(Rule {
-            matches: vec![],
-            verdict: Verdict::Goto(bl.clone()),
-            log: None,
-        });
-    }
-    let mut bl_rules = Vec::new();
-    for r in &prog.baseline {
-        let (verdict, log) = match r.rule.action {
-            Action::Deny => (Verdict::Drop, Some(logs.rule(Tier::Baseline, &r.rule))),
-            // Allow, and a baseline Pass (which falls through to the default: allowed)
-            _ => (Verdict::Return, None),
-        };
-        expand(r, peer, verdict, log, interner, &mut bl_rules);
-    }
-    out.push(Chain {
-        name: name.to_string(),
-        rules: main,
-    });
-    out.push(Chain {
-        name: np,
-        rules: np_rules,
-    });
-    out.push(Chain {
-        name: bl,
-        rules: bl_rules,
-    });
-}
-
-/// Addresses as host prefixes, grouped by family (IPv4 first).
-fn by_family(addrs: impl Iterator<Item = IpAddr>) -> Vec<(bool, Vec<IpNet>)> {
-    let (v4, v6): (Vec<IpAddr>, Vec<IpAddr>) = addrs.partition(IpAddr::is_ipv4);
-    [(false, v4), (true, v6)]
-        .into_iter()
-        .filter(|(_, v)| !v.is_empty())
-        .map(|(f, v)| (f, v.into_iter().map(IpNet::from).collect()))
-        .collect()
-}
-
 /// Ports of one protocol (or all), towards some addresses (or any): ranges, `None` = all.
 type PortGroup = (
     Option<Protocol>,
@@ -363,40 +554,33 @@ type PortGroup = (
     Vec<Option<(u16, u16)>>,
 );
 
-/// One concrete rule as nft rules: (peer pieces) × (port groups), each of one family.
+/// One concrete rule as nft rules: (peer addresses, one match per family) × (port groups).
+#[allow(clippy::too_many_arguments)] // one rule's parts, each used once
 fn expand(
     r: &ConcreteRule,
     peer: Field,
     verdict: Verdict,
     log: Option<u32>,
+    what: &str,
     interner: &mut Interner,
     out: &mut Vec<Rule>,
 ) {
-    // Peer pieces: (family or None for any, matches).
+    // Peer pieces: (family or None for any, matches). Addresses and CIDRs (minus their
+    // exceptions) are one union of prefixes: one match (an interval set) per family.
     let mut pieces: Vec<(Option<bool>, Vec<Match>)> = Vec::new();
     if r.peers.any {
         pieces.push((None, vec![]));
-    } else {
-        for (v6, m) in interner.matches(&r.peers.addrs, peer) {
+    } else if r.peers.blocks.is_empty() {
+        for (v6, m) in interner.matches(&r.peers.addrs, peer, what) {
             pieces.push((Some(v6), vec![m]));
         }
+    } else {
+        let mut nets: Vec<IpNet> = r.peers.addrs.iter().map(|&ip| IpNet::from(ip)).collect();
         for (cidr, except) in &r.peers.blocks {
-            let v6 = cidr.addr().is_ipv6();
-            let mut m = vec![Match::Addr {
-                field: peer,
-                v6,
-                nets: vec![*cidr],
-                negate: false,
-            }];
-            if !except.is_empty() {
-                m.push(Match::Addr {
-                    field: peer,
-                    v6,
-                    nets: except.clone(),
-                    negate: true,
-                });
-            }
-            pieces.push((Some(v6), m));
+            nets.extend(subtract(*cidr, except));
+        }
+        for (v6, m) in interner.prefixes(nets, peer, true, what) {
+            pieces.push((Some(v6), vec![m]));
         }
     }
     // Port groups: (protocol, only-to addresses) → ranges; a None range means every port.
@@ -435,7 +619,8 @@ fn expand(
                     });
                 }
                 Some(to) => {
-                    for (v6, m) in interner.matches(to, Field::Daddr) {
+                    let what = format!("port {protocol:?} {ranges:?}");
+                    for (v6, m) in interner.matches(to, Field::Daddr, &what) {
                         if family.is_some_and(|f| f != v6) {
                             continue;
                         }
@@ -451,5 +636,41 @@ fn expand(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subtract;
+    use ipnet::IpNet;
+
+    fn nets(s: &[&str]) -> Vec<IpNet> {
+        s.iter()
+            .map(|n| n.parse().unwrap_or_else(|e| panic!("{n}: {e}")))
+            .collect()
+    }
+
+    #[test]
+    fn subtracting_exceptions_leaves_exactly_the_rest() {
+        let got = subtract(nets(&["10.0.0.0/8"])[0], &nets(&["10.1.0.0/16"]));
+        assert_eq!(got.len(), 8, "{got:?}");
+        for ip in [
+            "10.0.0.1",
+            "10.2.0.0",
+            "10.255.255.255",
+            "10.1.0.0",
+            "10.1.255.255",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap_or_else(|e| panic!("{e}"));
+            let inside = got.iter().any(|n| n.contains(&ip));
+            let want = !nets(&["10.1.0.0/16"])[0].contains(&ip);
+            assert_eq!(inside, want, "{ip}");
+        }
+        assert!(subtract(nets(&["10.0.0.0/24"])[0], &nets(&["10.0.0.0/16"])).is_empty());
+        assert_eq!(
+            subtract(nets(&["10.0.0.0/24"])[0], &nets(&["192.168.0.0/16"])),
+            nets(&["10.0.0.0/24"])
+        );
+        assert!(subtract(nets(&["10.0.0.1/32"])[0], &nets(&["10.0.0.1/32"])).is_empty());
     }
 }

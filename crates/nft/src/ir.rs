@@ -80,25 +80,19 @@ pub struct Chain {
     pub rules: Vec<Rule>,
 }
 
-/// A named address set, shared by every rule that needs the same addresses (its name is
-/// a digest of its content, so an update never has to change a set in place).
+/// A named address set, shared by every rule with the same peers; named after those peers,
+/// so an update changes its elements in place.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct NamedSet {
     /// Name.
     pub name: String,
     /// IPv6 (else IPv4).
     pub v6: bool,
+    /// An interval set (`flags interval`: its elements are non-overlapping prefixes), else a
+    /// hash set of host addresses.
+    pub interval: bool,
     /// Prefixes (host prefixes for single addresses).
     pub elements: Vec<IpNet>,
-}
-
-impl NamedSet {
-    /// Whether the set needs `flags interval` (it holds a prefix wider than one address).
-    pub fn interval(&self) -> bool {
-        self.elements
-            .iter()
-            .any(|n| n.prefix_len() < n.max_prefix_len())
-    }
 }
 
 /// The whole `inet palisade` table.
@@ -106,12 +100,18 @@ impl NamedSet {
 pub struct Ruleset {
     /// Address sets referenced by rules.
     pub sets: Vec<NamedSet>,
-    /// Per-pod chains.
+    /// Chains: one per class and side, and the programs they continue in (by name).
     pub chains: Vec<Chain>,
-    /// Egress dispatch: source address → chain.
+    /// Egress dispatch: source address → its pod's class chain.
     pub egress: Vec<(IpAddr, String)>,
-    /// Ingress dispatch: destination address → chain.
+    /// Ingress dispatch: destination address → its pod's class chain.
     pub ingress: Vec<(IpAddr, String)>,
+    /// (source, destination) pairs the egress side always allows (a pod's own addresses):
+    /// these skip the egress dispatch.
+    pub egress_exempt: Vec<(IpAddr, IpAddr)>,
+    /// (destination, source) pairs the ingress side always allows (a pod's own addresses,
+    /// its node's addresses): these skip the ingress dispatch.
+    pub ingress_exempt: Vec<(IpAddr, IpAddr)>,
     /// This node's own addresses (traffic from them takes the output hook, to them the input hook).
     pub host_addrs: Vec<IpAddr>,
     /// Log id → the decision a logged rule stands for.

@@ -20,16 +20,20 @@
 mod apply;
 mod compile;
 mod conntrack;
+mod diff;
 mod ir;
 mod lookup;
 mod render;
+mod stats;
 
-pub use apply::{UpdateStats, apply, check, remove, transition, update, update_script};
-pub use compile::compile;
+pub use apply::{UpdateStats, apply, check, remove, transition, update};
+pub use compile::{compile, compile_after};
 pub use conntrack::cut_forbidden;
+pub use diff::update_script;
 pub use ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
+pub use stats::Stats;
 
 /// Why compiling or loading a ruleset failed.
 #[derive(Debug, thiserror::Error)]

@@ -37,8 +37,8 @@ enum Flow {
 
 impl Ruleset {
     /// Decides a new connection as the kernel would with this ruleset loaded: the forward
-    /// hook (egress dispatch, then ingress dispatch), or input/output for this node's own
-    /// addresses.
+    /// hook (egress dispatch, then ingress dispatch, each skipped for an exempt pair), or
+    /// input/output for this node's own addresses.
     pub fn lookup(&self, p: &Packet) -> NftVerdict {
         let chains = Tables {
             chains: self.chains.iter().map(|c| (c.name.as_str(), c)).collect(),
@@ -53,12 +53,14 @@ impl Ruleset {
         let egress = !from_host; // output hook: no egress dispatch
         let ingress = !to_host; // input hook: no ingress dispatch
         if egress
+            && !self.egress_exempt.contains(&(p.src, p.dst))
             && let Some((_, c)) = self.egress.iter().find(|(ip, _)| *ip == p.src)
             && let Flow::Drop(log) = run(&chains, c, p)
         {
             return NftVerdict::Drop(log);
         }
         if ingress
+            && !self.ingress_exempt.contains(&(p.dst, p.src))
             && let Some((_, c)) = self.ingress.iter().find(|(ip, _)| *ip == p.dst)
             && let Flow::Drop(log) = run(&chains, c, p)
         {

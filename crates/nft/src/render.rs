@@ -2,6 +2,7 @@
 //! reach the text: no user-supplied string can inject nft syntax.
 
 use std::fmt::Write;
+use std::net::IpAddr;
 
 use crate::ir::{Field, Match, Rule, Ruleset, Verdict};
 
@@ -40,6 +41,19 @@ impl Ruleset {
             }
             s += "  }\n";
         }
+        for (name, v6, pairs) in exempt_sets(self) {
+            let ty = if v6 { "ipv6_addr" } else { "ipv4_addr" };
+            let _ = writeln!(s, "  set {name} {{\n    type {ty} . {ty}");
+            let elems: Vec<String> = pairs
+                .iter()
+                .filter(|(a, _)| a.is_ipv6() == v6)
+                .map(|(a, b)| format!("{a} . {b}"))
+                .collect();
+            if !elems.is_empty() {
+                let _ = writeln!(s, "    elements = {{ {} }}", elems.join(", "));
+            }
+            s += "  }\n";
+        }
         for set in &self.sets {
             s += &set_text(set);
         }
@@ -49,10 +63,12 @@ impl Ruleset {
             );
             c += "    ct state established,related accept\n    ct state invalid drop\n";
             if egress {
-                c += "    ip saddr vmap @egress4\n    ip6 saddr vmap @egress6\n";
+                c += "    ip saddr . ip daddr != @egress_exempt4 ip saddr vmap @egress4\n";
+                c += "    ip6 saddr . ip6 daddr != @egress_exempt6 ip6 saddr vmap @egress6\n";
             }
             if ingress {
-                c += "    ip daddr vmap @ingress4\n    ip6 daddr vmap @ingress6\n";
+                c += "    ip daddr . ip saddr != @ingress_exempt4 ip daddr vmap @ingress4\n";
+                c += "    ip6 daddr . ip6 saddr != @ingress_exempt6 ip6 daddr vmap @ingress6\n";
             }
             c + "  }\n"
         };
@@ -83,13 +99,20 @@ impl Ruleset {
         s += "    ct state established,related accept\n";
         for (ip, chain) in &self.ingress {
             let fam = if ip.is_ipv6() { "ip6" } else { "ip" };
-            for name in [chain.clone(), format!("{chain}_np"), format!("{chain}_bl")] {
-                let Some(c) = self.chain(&name) else { continue };
+            // The rules met from the class chain on: conditional gotos (admin Pass) are left
+            // out, unconditional ones followed.
+            let mut next = self.chain(chain);
+            while let Some(c) = next.take() {
                 for r in &c.rules {
-                    let verdict = match r.verdict {
+                    let verdict = match &r.verdict {
                         Verdict::Return => "accept",
                         Verdict::Drop => "drop",
-                        Verdict::Goto(_) => continue,
+                        Verdict::Goto(to) => {
+                            if r.matches.is_empty() {
+                                next = self.chain(to);
+                            }
+                            continue;
+                        }
                     };
                     let _ = writeln!(s, "    {fam} daddr {ip} {} {verdict}", matches_text(r));
                 }
@@ -100,18 +123,36 @@ impl Ruleset {
     }
 }
 
+/// One exemption set: its name, whether it is IPv6, and the pairs (of both families).
+pub(crate) type ExemptSet<'r> = (&'static str, bool, &'r [(IpAddr, IpAddr)]);
+
+/// The sets of exempt (pod address, peer) pairs.
+pub(crate) fn exempt_sets(rs: &Ruleset) -> [ExemptSet<'_>; 4] {
+    [
+        ("egress_exempt4", false, &rs.egress_exempt),
+        ("egress_exempt6", true, &rs.egress_exempt),
+        ("ingress_exempt4", false, &rs.ingress_exempt),
+        ("ingress_exempt6", true, &rs.ingress_exempt),
+    ]
+}
+
 /// A set's body: type, flags, elements, joined by `sep`.
 pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
     let mut parts = vec![format!(
         "type {}",
         if set.v6 { "ipv6_addr" } else { "ipv4_addr" }
     )];
-    if set.interval() {
+    if set.interval {
         parts.push("flags interval".into());
     }
-    let elems: Vec<String> = set
-        .elements
-        .iter()
+    parts.push(format!("elements = {{ {} }}", elements_text(&set.elements)));
+    parts.join(sep)
+}
+
+/// Set elements as nft text: an address for a host prefix, else the prefix.
+pub(crate) fn elements_text<'a>(nets: impl IntoIterator<Item = &'a ipnet::IpNet>) -> String {
+    let elems: Vec<String> = nets
+        .into_iter()
         .map(|n| {
             if n.prefix_len() == n.max_prefix_len() {
                 n.addr().to_string()
@@ -120,8 +161,7 @@ pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
             }
         })
         .collect();
-    parts.push(format!("elements = {{ {} }}", elems.join(", ")));
-    parts.join(sep)
+    elems.join(", ")
 }
 
 /// A set definition (inside the table).
@@ -185,7 +225,8 @@ fn matches_text(r: &Rule) -> String {
     parts.join(" ")
 }
 
-fn rule_text(r: &Rule) -> String {
+/// One rule as nft text.
+pub(crate) fn rule_text(r: &Rule) -> String {
     let mut t = matches_text(r);
     if !t.is_empty() {
         t.push(' ');

@@ -280,6 +280,12 @@ fn list(ns: &str) -> Vec<String> {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout).to_string();
+    // The table's closing brace, so that the last chain compares like the others.
+    let text = text
+        .trim_end()
+        .strip_suffix('}')
+        .unwrap_or(&text)
+        .trim_end();
     let mut blocks: Vec<String> = text
         .split("\n\n")
         .map(|b| b.replace(|c: char| c.is_ascii_digit(), "#"))

@@ -18,6 +18,10 @@ pub struct Args {
     /// for Neutron.
     #[arg(short = 'o', long = "output", value_enum)]
     pub output: Option<Format>,
+    /// nftables: print the ruleset's size (chains, rules, set and map elements, script
+    /// bytes) instead of the ruleset.
+    #[arg(long)]
+    pub stats: bool,
     #[command(flatten)]
     pub neutron: super::compile_neutron::Flags,
 }
@@ -76,9 +80,26 @@ pub fn run(args: Args) -> Result<(), CliError> {
             )));
         }
     };
+    if args.stats && (!matches!(args.target, Target::Nftables) || args.output.is_some()) {
+        return Err(CliError::Usage(
+            "--stats: only with --target nftables, and without -o".into(),
+        ));
+    }
     let engine = args.input.engine()?;
     match args.target {
+        Target::Nftables if args.stats => stats(&engine, args.node.as_deref()),
         Target::Nftables => super::compile_nftables::run(&engine, args.node.as_deref(), format),
         Target::Neutron => super::compile_neutron::run(&engine, &args.neutron, format),
     }
+}
+
+/// Prints the size of the nftables ruleset for the pods of `node` (all pods by default).
+fn stats(engine: &palisade_engine::Engine, node: Option<&str>) -> Result<(), CliError> {
+    let ruleset = palisade_nft::compile(engine, node).map_err(|e| match e {
+        palisade_nft::NftError::UnknownNode(_) => CliError::Usage(e.to_string()),
+        other => CliError::Nft(other),
+    })?;
+    use std::io::Write;
+    write!(std::io::stdout().lock(), "{}", ruleset.stats())?;
+    Ok(())
 }

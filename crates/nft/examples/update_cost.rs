@@ -1,0 +1,152 @@
+//! The cost of one change at scale (docs/performance.md): a generated cluster's ruleset with
+//! every pod local is loaded into a fresh network namespace, then one NetworkPolicy change
+//! and one pod relabel are applied as incremental transactions (and reverted), timing
+//! `nft -f` of each transaction.
+//!
+//! `cargo run --release -p palisade-nft --example update_cost [-- PODS]` (root; default
+//! 10000 pods, policies = pods / 5, seed 1, admin policies included).
+
+#![allow(clippy::unwrap_used)] // a measurement over generated, known-valid input
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use palisade_engine::{Change, Engine, Options};
+use palisade_nft::{Ruleset, compile, compile_after, update_script};
+
+fn engine(pods: usize) -> Engine {
+    let g = palisade_gen::generate(&palisade_gen::Spec {
+        pods,
+        policies: pods / 5,
+        seed: 1,
+        admin: true,
+    });
+    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
+    let cl =
+        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
+            .unwrap()
+            .cluster;
+    Engine::new(cl, Options::default())
+}
+
+/// `nft -f -` of `script` in `ns`, timed (process start and cache fetch included).
+fn nft(ns: &str, script: &str) -> Duration {
+    let t = Instant::now();
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success(), "nft refused:\n{script}");
+    t.elapsed()
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+/// Applies `change`, then alternately the transaction to the changed ruleset and back,
+/// three times each; prints the medians.
+fn measure(ns: &str, what: &str, e: &mut Engine, base: &Ruleset, change: Change, undo: Change) {
+    let t = Instant::now();
+    e.apply(change);
+    let changed = compile_after(e, None, base).unwrap();
+    let recompile = t.elapsed();
+    let (forward, stats) = update_script(base, &changed);
+    let (back, _) = update_script(&changed, base);
+    let (mut fwd, mut rev) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        fwd.push(nft(ns, &forward));
+        rev.push(nft(ns, &back));
+    }
+    fwd.sort();
+    rev.sort();
+    e.apply(undo);
+    println!(
+        "| {what} | {} | {} | {} | {} B ({} commands) | {} | {} |",
+        ms(recompile),
+        stats.chains,
+        stats.elements,
+        forward.len(),
+        forward.lines().count(),
+        ms(fwd[1]),
+        ms(rev[1]),
+    );
+}
+
+fn main() {
+    let pods: usize = std::env::args()
+        .nth(1)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(10_000);
+    let mut e = engine(pods);
+    let t = Instant::now();
+    let base = compile(&e, None).unwrap();
+    let compiled = t.elapsed();
+    let text = base.render();
+    let ns = format!("palnftupd{}", std::process::id());
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let load = nft(&ns, &text);
+    println!(
+        "{pods} pods, {} policies: compile {}, full load {}\n{}",
+        pods / 5,
+        ms(compiled),
+        ms(load),
+        base.stats()
+    );
+    println!(
+        "| change | recompile | chains written | elements changed | transaction | nft -f (median of 3) | revert (median of 3) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let cluster = e.cluster().clone();
+    // One NetworkPolicy change: its last ingress rule removed.
+    if let Some(np) = cluster
+        .network_policies
+        .iter()
+        .find(|p| p.ingress.len() > 1)
+    {
+        let mut changed = np.clone();
+        changed.ingress.pop();
+        measure(
+            &ns,
+            "NetworkPolicy: one ingress rule removed",
+            &mut e,
+            &base,
+            Change::UpsertNetworkPolicy(changed),
+            Change::UpsertNetworkPolicy(np.clone()),
+        );
+    }
+    // One pod relabel: a pod takes the labels of another pod of its namespace.
+    let moved = cluster.pods.iter().enumerate().find_map(|(i, p)| {
+        cluster.pods[i + 1..]
+            .iter()
+            .find(|q| q.namespace == p.namespace && q.labels != p.labels)
+            .map(|q| (p, q.labels.clone()))
+    });
+    if let Some((pod, labels)) = moved {
+        let mut relabeled = pod.clone();
+        relabeled.labels = labels;
+        measure(
+            &ns,
+            "pod relabel (to an existing class)",
+            &mut e,
+            &base,
+            Change::UpsertPod(relabeled),
+            Change::UpsertPod(pod.clone()),
+        );
+    }
+    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+}

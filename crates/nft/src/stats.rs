@@ -1,0 +1,101 @@
+//! How big a ruleset is: what `palisade compile --target nftables --stats` prints.
+
+use crate::ir::Ruleset;
+
+/// Counts of a ruleset's parts, and the size of its `nft -f` script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Stats {
+    /// Pod addresses in the dispatch maps (egress and ingress).
+    pub map_elements: usize,
+    /// (pod address, peer) pairs in the exemption sets (egress and ingress).
+    pub exempt_elements: usize,
+    /// Chains (not counting the three base chains).
+    pub chains: usize,
+    /// Rules in those chains.
+    pub rules: usize,
+    /// Named address sets.
+    pub sets: usize,
+    /// Elements (addresses or prefixes) in the named sets.
+    pub set_elements: usize,
+    /// Log ids (distinct logged decisions).
+    pub log_ids: usize,
+    /// Bytes of the `nft -f` script ([`Ruleset::render`]).
+    pub script_bytes: usize,
+}
+
+impl Ruleset {
+    /// Counts the ruleset's parts (renders it once to measure the script).
+    pub fn stats(&self) -> Stats {
+        Stats {
+            map_elements: self.egress.len() + self.ingress.len(),
+            exempt_elements: self.egress_exempt.len() + self.ingress_exempt.len(),
+            chains: self.chains.len(),
+            rules: self.chains.iter().map(|c| c.rules.len()).sum(),
+            sets: self.sets.len(),
+            set_elements: self.sets.iter().map(|s| s.elements.len()).sum(),
+            log_ids: self.logs.len(),
+            script_bytes: self.render().len(),
+        }
+    }
+}
+
+/// One `name: value` line per count.
+impl std::fmt::Display for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        writeln!(f, "map elements:    {}", self.map_elements)?;
+        writeln!(f, "exempt elements: {}", self.exempt_elements)?;
+        writeln!(f, "chains:          {}", self.chains)?;
+        writeln!(f, "rules:           {}", self.rules)?;
+        writeln!(f, "sets:            {}", self.sets)?;
+        writeln!(f, "set elements:    {}", self.set_elements)?;
+        writeln!(f, "log ids:         {}", self.log_ids)?;
+        writeln!(f, "script bytes:    {}", self.script_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ir::{Chain, NamedSet, Rule, Ruleset, Verdict};
+
+    #[test]
+    fn counts_what_the_ruleset_holds() {
+        let ip = |s: &str| s.parse().unwrap_or_else(|e| panic!("{s}: {e}"));
+        let rs = Ruleset {
+            chains: vec![Chain {
+                name: "a1".into(),
+                rules: vec![
+                    Rule {
+                        matches: vec![],
+                        verdict: Verdict::Drop,
+                        log: None,
+                    };
+                    3
+                ],
+            }],
+            sets: vec![NamedSet {
+                name: "s4".into(),
+                v6: false,
+                interval: true,
+                elements: vec!["10.0.0.0/24".parse().unwrap_or_else(|e| panic!("{e}")); 2],
+            }],
+            egress: vec![(ip("10.0.0.1"), "a1".into())],
+            ingress: vec![(ip("10.0.0.1"), "a1".into())],
+            egress_exempt: vec![(ip("10.0.0.1"), ip("10.0.0.1"))],
+            ..Ruleset::default()
+        };
+        let s = rs.stats();
+        assert_eq!(
+            (
+                s.map_elements,
+                s.exempt_elements,
+                s.chains,
+                s.rules,
+                s.sets,
+                s.set_elements
+            ),
+            (2, 1, 1, 3, 1, 2)
+        );
+        assert_eq!(s.script_bytes, rs.render().len());
+        assert!(s.to_string().contains("rules:           3\n"), "{s}");
+    }
+}
