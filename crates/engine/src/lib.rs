@@ -40,9 +40,11 @@ mod eval;
 mod explain;
 mod index;
 mod json;
+pub mod lint;
 mod matrix;
 mod resolved;
 mod state;
+mod universe;
 mod update;
 mod verdict;
 

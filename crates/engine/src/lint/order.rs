@@ -1,0 +1,262 @@
+//! Checks on the order of evaluation: equal admin priorities with overlapping subjects,
+//! rules that never decide, NetworkPolicy rules the admin tier overrides, Pass rules with
+//! nothing below them. Each is decided on the representative flows of a [`Universe`].
+
+use std::collections::{BTreeSet, HashMap};
+
+use palisade_model::{Action, AdminPeer, AdminTier, Direction};
+
+use super::{Code, Finding, rules_path, some};
+use crate::eval::Flow;
+use crate::state::{Engine, PodId};
+use crate::universe::Universe;
+use crate::verdict::RuleMatch;
+
+const DIRECTIONS: [Direction; 2] = [Direction::Ingress, Direction::Egress];
+
+/// The representative flows of each (class representative, direction), computed once.
+struct Flows<'u> {
+    engine: &'u Engine,
+    universe: &'u Universe,
+    cache: HashMap<(PodId, Direction), Vec<Flow>>,
+}
+
+impl<'u> Flows<'u> {
+    fn of(&mut self, pod: PodId, dir: Direction) -> &[Flow] {
+        let (engine, universe) = (self.engine, self.universe);
+        self.cache
+            .entry((pod, dir))
+            .or_insert_with(|| engine.side_flows(universe, pod, dir).collect())
+    }
+}
+
+/// How often a rule matched, decided, or was preempted, and by which rules.
+#[derive(Default)]
+struct Tally {
+    matched: usize,
+    decided: usize,
+    /// Rules that decided instead, as `Policy, rule`.
+    by: BTreeSet<String>,
+}
+
+impl Engine {
+    pub(crate) fn lint_order(&self, universe: &Universe, out: &mut Vec<Finding>) {
+        self.lint_same_priority(out);
+        self.lint_pass_to_nothing(out);
+        let mut flows = Flows {
+            engine: self,
+            universe,
+            cache: HashMap::new(),
+        };
+        let reps: Vec<PodId> = universe
+            .representatives()
+            .filter(|&p| self.is_subject(p) && self.shared_address(p).is_none())
+            .collect();
+        self.lint_shadowed(&reps, &mut flows, out);
+        self.lint_np_rules(&reps, &mut flows, out);
+    }
+
+    /// Admin policies of one tier with equal priority whose subjects share pods, for a
+    /// direction both have rules in.
+    fn lint_same_priority(&self, out: &mut Vec<Finding>) {
+        let order = &self.admin_order;
+        for (a_at, &a) in order.iter().enumerate() {
+            for &b in &order[a_at + 1..] {
+                let (pa, pb) = (
+                    &self.cluster.admin_policies[a as usize],
+                    &self.cluster.admin_policies[b as usize],
+                );
+                if (pa.tier, pa.priority) != (pb.tier, pb.priority) {
+                    break;
+                }
+                let both = DIRECTIONS
+                    .iter()
+                    .any(|&d| !pa.rules(d).is_empty() && !pb.rules(d).is_empty());
+                let mut shared = self.admins[a as usize].subject.clone();
+                shared.intersect(&self.admins[b as usize].subject);
+                if !both || shared.is_empty() {
+                    continue;
+                }
+                let pods: Vec<String> = shared.iter().map(|p| self.cluster.pods[p].key()).collect();
+                let field = if pb.kind == palisade_model::PolicyKind::BaselineAdminNetworkPolicy {
+                    "metadata.name"
+                } else {
+                    "spec.priority"
+                };
+                out.push(Finding::admin(Code::SamePriorityOverlap, pb, field.into()).says(
+                    format!(
+                        "priority {} is also the priority of {}, and both select {} pod(s) ({}): upstream leaves their order to the implementation; Palisade evaluates {} first (by kind, then name)",
+                        pb.priority,
+                        pa.reference(),
+                        pods.len(),
+                        some(&pods, 3),
+                        pa.reference()
+                    ),
+                    "give one of the two policies a distinct priority, so the order is written down",
+                ));
+            }
+        }
+    }
+
+    /// Pass rules whose subject pods have nothing below them in that direction.
+    fn lint_pass_to_nothing(&self, out: &mut Vec<Finding>) {
+        for (i, p) in self.cluster.admin_policies.iter().enumerate() {
+            let subject = &self.admins[i].subject;
+            if subject.is_empty() {
+                continue;
+            }
+            for dir in DIRECTIONS {
+                let below = |pod: PodId| match p.tier {
+                    AdminTier::Admin => {
+                        self.isolated(pod, dir) || !self.policies(pod, dir).baseline.is_empty()
+                    }
+                    AdminTier::Baseline => {
+                        let list = &self.policies(pod, dir).baseline;
+                        list.iter()
+                            .position(|&k| k as usize == i)
+                            .is_some_and(|at| at + 1 < list.len())
+                    }
+                };
+                if subject.iter().any(below) {
+                    continue;
+                }
+                let what = match p.tier {
+                    AdminTier::Admin => format!(
+                        "no NetworkPolicy isolates its subject pods for {} and no baseline policy applies to them",
+                        dir.as_str().to_lowercase()
+                    ),
+                    AdminTier::Baseline => {
+                        "no later baseline policy applies to its subject pods".to_string()
+                    }
+                };
+                for (k, rule) in p.rules(dir).iter().enumerate() {
+                    let unsupported = rule
+                        .peers
+                        .iter()
+                        .any(|x| matches!(x, AdminPeer::Unsupported(_)));
+                    if rule.action != Action::Pass || unsupported {
+                        continue;
+                    }
+                    out.push(
+                        Finding::admin(
+                            Code::PassToNothing,
+                            p,
+                            format!("{}[{k}].action", rules_path(dir)),
+                        )
+                        .says(
+                            format!("Pass hands the connections it matches to the tiers below, but {what}: the rule acts as {}", p.action_name(Action::Allow)),
+                            format!("write {} if allowing is intended, or add the policy that should decide below", p.action_name(Action::Allow)),
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Admin rules that match connections but never decide one.
+    fn lint_shadowed(&self, reps: &[PodId], flows: &mut Flows<'_>, out: &mut Vec<Finding>) {
+        for (i, p) in self.cluster.admin_policies.iter().enumerate() {
+            for dir in DIRECTIONS {
+                for k in 0..p.rules(dir).len() {
+                    let mut t = Tally::default();
+                    for &pod in reps.iter().filter(|&&r| self.admins[i].subject.contains(r)) {
+                        let lists = self.policies(pod, dir);
+                        let list = match p.tier {
+                            AdminTier::Admin => &lists.admin,
+                            AdminTier::Baseline => &lists.baseline,
+                        };
+                        for flow in flows.of(pod, dir) {
+                            if self.admin_rule_match(i as u32, k, pod, dir, flow).is_none() {
+                                continue;
+                            }
+                            t.matched += 1;
+                            match self.first_admin_match(list, pod, dir, flow) {
+                                Some(m) if is_rule(&m, i, self, k) => t.decided += 1,
+                                Some(m) => {
+                                    t.by.insert(m.to_string());
+                                }
+                                None => {}
+                            }
+                        }
+                    }
+                    if t.matched > 0 && t.decided == 0 {
+                        let by: Vec<String> = t.by.into_iter().collect();
+                        out.push(
+                            Finding::admin(Code::ShadowedRule, p, format!("{}[{k}]", rules_path(dir)))
+                                .says(
+                                    format!("the rule never decides: every connection it matches is decided first by {}", some(&by, 2)),
+                                    "delete the rule, or move it (or its policy's priority) before the rules that shadow it",
+                                ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// NetworkPolicy rules the admin tier overrides, and rules earlier rules of the same
+    /// policy make redundant.
+    fn lint_np_rules(&self, reps: &[PodId], flows: &mut Flows<'_>, out: &mut Vec<Finding>) {
+        for (i, np) in self.cluster.network_policies.iter().enumerate() {
+            for dir in DIRECTIONS.into_iter().filter(|&d| np.policy_types.has(d)) {
+                let rules = match dir {
+                    Direction::Ingress => &self.nps[i].ingress,
+                    Direction::Egress => &self.nps[i].egress,
+                };
+                for k in 0..rules.len() {
+                    let (mut over, mut earlier) = (Tally::default(), Tally::default());
+                    for &pod in reps.iter().filter(|&&r| self.nps[i].subject.contains(r)) {
+                        let admin = &self.policies(pod, dir).admin;
+                        for flow in flows.of(pod, dir) {
+                            let peer = match dir {
+                                Direction::Ingress => &flow.src,
+                                Direction::Egress => &flow.dst,
+                            };
+                            if !self.np_rule_matches(&rules[k], peer, flow) {
+                                continue;
+                            }
+                            over.matched += 1;
+                            earlier.matched += 1;
+                            match self.first_admin_match(admin, pod, dir, flow) {
+                                Some(m) if m.action != Action::Pass => {
+                                    over.by.insert(m.policy.to_string());
+                                }
+                                _ => over.decided += 1,
+                            }
+                            if !rules[..k]
+                                .iter()
+                                .any(|r| self.np_rule_matches(r, peer, flow))
+                            {
+                                earlier.decided += 1;
+                            }
+                        }
+                    }
+                    let field = format!("{}[{k}]", rules_path(dir));
+                    let by: Vec<String> = over.by.into_iter().collect();
+                    if over.matched > 0 && over.decided == 0 {
+                        out.push(Finding::network(Code::OverriddenRule, np, field.clone()).says(
+                            format!("the admin tier decides every connection this rule allows, before NetworkPolicies are consulted ({}): the rule has no effect", some(&by, 3)),
+                            "ask the cluster administrator to Pass this traffic to NetworkPolicies, or delete the rule",
+                        ));
+                    } else if over.decided < over.matched {
+                        out.push(Finding::network(Code::PartlyOverriddenRule, np, field.clone()).says(
+                            format!("the admin tier decides {} of the {} representative connections this rule allows, before NetworkPolicies are consulted ({})", over.matched - over.decided, over.matched, some(&by, 3)),
+                            "check with the cluster administrator which of this traffic the admin policies allow or deny",
+                        ));
+                    }
+                    if earlier.matched > 0 && earlier.decided == 0 {
+                        out.push(Finding::network(Code::RedundantRule, np, field).says(
+                            "earlier rules of this policy already allow every connection this rule allows",
+                            "delete the rule, or narrow the earlier rules if this one was meant to be the only allowance",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether `m` is rule `k` of admin policy `i`.
+fn is_rule(m: &RuleMatch, i: usize, e: &Engine, k: usize) -> bool {
+    std::sync::Arc::ptr_eq(&m.policy, &e.admins[i].info) && m.index as usize == k
+}
