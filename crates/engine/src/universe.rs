@@ -32,17 +32,6 @@ impl Universe {
     pub fn representatives(&self) -> impl Iterator<Item = PodId> + '_ {
         self.classes.iter().map(|c| c[0])
     }
-
-    /// The class of every pod (`None` for pods without an address).
-    pub fn class_of(&self, pods: usize) -> Vec<Option<usize>> {
-        let mut out = vec![None; pods];
-        for (c, members) in self.classes.iter().enumerate() {
-            for &p in members {
-                out[p] = Some(c);
-            }
-        }
-        out
-    }
 }
 
 impl Engine {

@@ -369,13 +369,13 @@ impl Engine {
             )
         };
         match peer {
-            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => {
-                if self.namespaces_selected(ns).is_empty() {
-                    out.push(empty(
-                        format!("{at}.namespaces"),
-                        format!("namespaces {ns} matches no namespace"),
-                    ));
-                }
+            AdminPeer::Namespaces(NamespaceMatch::Selector(ns))
+                if self.namespaces_selected(ns).is_empty() =>
+            {
+                out.push(empty(
+                    format!("{at}.namespaces"),
+                    format!("namespaces {ns} matches no namespace"),
+                ));
             }
             AdminPeer::Pods {
                 namespaces: NamespaceMatch::Selector(ns),
@@ -385,13 +385,14 @@ impl Engine {
                     out.push(empty(format!("{at}.pods"), why));
                 }
             }
-            AdminPeer::Nodes(sel) if !self.cluster.nodes.is_empty() => {
-                if !self.cluster.nodes.iter().any(|n| sel.matches(&n.labels)) {
-                    out.push(empty(
-                        format!("{at}.nodes"),
-                        format!("nodeSelector {sel} matches no node"),
-                    ));
-                }
+            AdminPeer::Nodes(sel)
+                if !self.cluster.nodes.is_empty()
+                    && !self.cluster.nodes.iter().any(|n| sel.matches(&n.labels)) =>
+            {
+                out.push(empty(
+                    format!("{at}.nodes"),
+                    format!("nodeSelector {sel} matches no node"),
+                ));
             }
             AdminPeer::Networks(nets) => {
                 for (n, net) in nets.iter().enumerate() {
