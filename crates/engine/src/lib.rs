@@ -36,6 +36,7 @@
 
 mod bitset;
 mod concrete;
+pub mod coverage;
 pub mod diff;
 mod eval;
 mod explain;
