@@ -262,16 +262,18 @@ impl Engine {
             None => true,
             Some(ports) => ports.iter().any(|p| self.np_port_matches(p, flow)),
         };
-        ports_ok
-            && match &rule.peers {
-                None => true,
-                Some(peers) => peers.iter().any(|p| match p {
-                    NpPeer::Pods(set) => {
-                        matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i))
-                    }
-                    NpPeer::IpBlock(b) => b.contains(&peer.ip),
-                }),
-            }
+        ports_ok && Self::np_peers_match(rule, peer)
+    }
+
+    /// Whether a NetworkPolicy rule's peers (not its ports) cover `peer`.
+    pub(crate) fn np_peers_match(rule: &NpRule, peer: &Endpoint) -> bool {
+        match &rule.peers {
+            None => true,
+            Some(peers) => peers.iter().any(|p| match p {
+                NpPeer::Pods(set) => matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i)),
+                NpPeer::IpBlock(b) => b.contains(&peer.ip),
+            }),
+        }
     }
 
     /// "In an ingress rule they resolve against the destination (the selected) pod's container
@@ -362,7 +364,12 @@ impl Engine {
         }
     }
 
-    fn admin_peer_matches(&self, peer: &AdminPeerC, subject: PodId, ep: &Endpoint) -> bool {
+    pub(crate) fn admin_peer_matches(
+        &self,
+        peer: &AdminPeerC,
+        subject: PodId,
+        ep: &Endpoint,
+    ) -> bool {
         match peer {
             AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
             AdminPeerC::Related { namespaces, pods } => match ep.kind {

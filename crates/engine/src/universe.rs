@@ -72,24 +72,27 @@ impl Engine {
     }
 
     /// The flows in which `pod` is the subject in `dir` (the source for egress, the
-    /// destination for ingress), towards every representative peer on every probe; flows
-    /// no policy decides (the pod itself, node-local traffic) are left out.
+    /// destination for ingress), towards every representative peer of the pod's address
+    /// family for which `keep` holds, on every probe; flows no policy decides (the pod
+    /// itself, node-local traffic) are left out.
     pub(crate) fn side_flows<'u>(
         &'u self,
         universe: &'u Universe,
         pod: PodId,
         dir: Direction,
+        keep: impl Fn(&Endpoint) -> bool + 'u,
     ) -> impl Iterator<Item = Flow> + 'u {
         universe
             .peers
             .iter()
             .filter(move |peer| !matches!(peer.kind, EndpointKind::Pod(q) if q == pod))
+            .filter(move |peer| keep(peer))
             .filter_map(move |peer| {
                 let me = self.endpoint_for_pod(pod, Some(peer.ip.is_ipv6()))?;
                 let node_local = dir == Direction::Ingress
                     && self.options.allow_node_local
                     && matches!(peer.kind, EndpointKind::Host(Some(n)) if self.pod_node[pod] == Some(n));
-                (!node_local).then_some((me, *peer))
+                (!node_local && me.ip.is_ipv6() == peer.ip.is_ipv6()).then_some((me, *peer))
             })
             .flat_map(move |(me, peer)| {
                 universe.probes.iter().map(move |probe| {

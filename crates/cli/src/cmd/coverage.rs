@@ -107,14 +107,19 @@ fn lists(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
             c.pods.len(),
             dir.as_str().to_lowercase(),
             if open.is_empty() { "" } else { ": " },
-            open.join(", ")
+            some(&open)
         )?;
     }
     if !c.open_namespaces.is_empty() {
         writeln!(
             out,
             "namespaces no policy covers: {}",
-            c.open_namespaces.join(", ")
+            some(
+                &c.open_namespaces
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+            )
         )?;
     }
     let exposed: Vec<&str> = c.exposed().map(|(p, _)| p.key.as_str()).collect();
@@ -123,16 +128,35 @@ fn lists(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
         "{} pod(s) reachable from outside the cluster{}{}",
         exposed.len(),
         if exposed.is_empty() { "" } else { ": " },
-        exposed.join(", ")
+        some(&exposed)
     )?;
     if !c.host_network.is_empty() {
         writeln!(
             out,
             "host-network pods (never policy subjects): {}",
-            c.host_network.join(", ")
+            some(
+                &c.host_network
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+            )
         )?;
     }
     Ok(())
+}
+
+/// At most ten names, then how many more (`-o json` lists them all).
+fn some(names: &[&str]) -> String {
+    let mut s = names
+        .iter()
+        .take(10)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > 10 {
+        s.push_str(&format!(" and {} more", names.len() - 10));
+    }
+    s
 }
 
 fn md(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {

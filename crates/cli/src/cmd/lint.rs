@@ -123,6 +123,8 @@ fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
     };
     let engine = Engine::new(loaded.cluster, options);
     findings.extend(engine.lint());
+    // Engine findings, and some of the loader's, carry the object's line: move each to
+    // its field's line.
     FieldLines::new(sources.iter().map(|(n, t)| (n.as_str(), t.as_str()))).refine(&mut findings);
     if let Some(ns) = &args.namespace {
         findings.retain(|f| f.namespace.as_ref() == Some(ns));

@@ -220,7 +220,8 @@ pub struct Finding {
     pub namespace: Option<String>,
     /// The file it was read from.
     pub file: Option<String>,
-    /// The line of the field (of the object until [`FieldLines::refine`] runs); 0 when unknown.
+    /// The line (of the object, or of the field once [`FieldLines::refine`] ran); 0 when
+    /// unknown.
     pub line: usize,
     /// The field path inside the object (`spec.ingress[0].from[1].namespaceSelector`).
     pub field: String,

@@ -2,31 +2,35 @@
 //! rules that never decide, NetworkPolicy rules the admin tier overrides, Pass rules with
 //! nothing below them. Each is decided on the representative flows of a [`Universe`].
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use palisade_model::{Action, AdminPeer, AdminTier, Direction};
 
 use super::{Code, Finding, rules_path, some};
-use crate::eval::Flow;
+use crate::eval::{Endpoint, Flow};
+use crate::state::AdminPeerC;
 use crate::state::{Engine, PodId};
 use crate::universe::Universe;
 use crate::verdict::RuleMatch;
 
 const DIRECTIONS: [Direction; 2] = [Direction::Ingress, Direction::Egress];
 
-/// The representative flows of each (class representative, direction), computed once.
+/// The representative flows in which a pod is the subject in a direction, generated on
+/// demand (kept, they would take memory in proportion to classes × peers × probes), and
+/// only towards the peers a rule's peers cover (the others cannot match it).
 struct Flows<'u> {
     engine: &'u Engine,
     universe: &'u Universe,
-    cache: HashMap<(PodId, Direction), Vec<Flow>>,
 }
 
 impl<'u> Flows<'u> {
-    fn of(&mut self, pod: PodId, dir: Direction) -> &[Flow] {
-        let (engine, universe) = (self.engine, self.universe);
-        self.cache
-            .entry((pod, dir))
-            .or_insert_with(|| engine.side_flows(universe, pod, dir).collect())
+    fn of(
+        &self,
+        pod: PodId,
+        dir: Direction,
+        keep: impl Fn(&Endpoint) -> bool + 'u,
+    ) -> impl Iterator<Item = Flow> + 'u {
+        self.engine.side_flows(self.universe, pod, dir, keep)
     }
 }
 
@@ -43,17 +47,16 @@ impl Engine {
     pub(crate) fn lint_order(&self, universe: &Universe, out: &mut Vec<Finding>) {
         self.lint_same_priority(out);
         self.lint_pass_to_nothing(out);
-        let mut flows = Flows {
+        let flows = Flows {
             engine: self,
             universe,
-            cache: HashMap::new(),
         };
         let reps: Vec<PodId> = universe
             .representatives()
             .filter(|&p| self.is_subject(p) && self.shared_address(p).is_none())
             .collect();
-        self.lint_shadowed(&reps, &mut flows, out);
-        self.lint_np_rules(&reps, &mut flows, out);
+        self.lint_shadowed(&reps, &flows, out);
+        self.lint_np_rules(&reps, &flows, out);
     }
 
     /// Admin policies of one tier with equal priority whose subjects share pods, for a
@@ -154,7 +157,7 @@ impl Engine {
     }
 
     /// Admin rules that match connections but never decide one.
-    fn lint_shadowed(&self, reps: &[PodId], flows: &mut Flows<'_>, out: &mut Vec<Finding>) {
+    fn lint_shadowed(&self, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
         for (i, p) in self.cluster.admin_policies.iter().enumerate() {
             for dir in DIRECTIONS {
                 for k in 0..p.rules(dir).len() {
@@ -165,12 +168,30 @@ impl Engine {
                             AdminTier::Admin => &lists.admin,
                             AdminTier::Baseline => &lists.baseline,
                         };
-                        for flow in flows.of(pod, dir) {
-                            if self.admin_rule_match(i as u32, k, pod, dir, flow).is_none() {
+                        let compiled = match dir {
+                            Direction::Ingress => &self.admins[i].ingress[k],
+                            Direction::Egress => &self.admins[i].egress[k],
+                        };
+                        // A fail-closed rule matches every peer.
+                        let any = compiled
+                            .peers
+                            .iter()
+                            .any(|x| matches!(x, AdminPeerC::Unsupported));
+                        let keep = move |peer: &Endpoint| {
+                            any || compiled
+                                .peers
+                                .iter()
+                                .any(|x| self.admin_peer_matches(x, pod, peer))
+                        };
+                        for flow in flows.of(pod, dir, keep) {
+                            if self
+                                .admin_rule_match(i as u32, k, pod, dir, &flow)
+                                .is_none()
+                            {
                                 continue;
                             }
                             t.matched += 1;
-                            match self.first_admin_match(list, pod, dir, flow) {
+                            match self.first_admin_match(list, pod, dir, &flow) {
                                 Some(m) if is_rule(&m, i, self, k) => t.decided += 1,
                                 Some(m) => {
                                     t.by.insert(m.to_string());
@@ -196,7 +217,7 @@ impl Engine {
 
     /// NetworkPolicy rules the admin tier overrides, and rules earlier rules of the same
     /// policy make redundant.
-    fn lint_np_rules(&self, reps: &[PodId], flows: &mut Flows<'_>, out: &mut Vec<Finding>) {
+    fn lint_np_rules(&self, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
         for (i, np) in self.cluster.network_policies.iter().enumerate() {
             for dir in DIRECTIONS.into_iter().filter(|&d| np.policy_types.has(d)) {
                 let rules = match dir {
@@ -207,17 +228,20 @@ impl Engine {
                     let (mut over, mut earlier) = (Tally::default(), Tally::default());
                     for &pod in reps.iter().filter(|&&r| self.nps[i].subject.contains(r)) {
                         let admin = &self.policies(pod, dir).admin;
-                        for flow in flows.of(pod, dir) {
+                        let rule = &rules[k];
+                        for flow in
+                            flows.of(pod, dir, move |peer| Engine::np_peers_match(rule, peer))
+                        {
                             let peer = match dir {
                                 Direction::Ingress => &flow.src,
                                 Direction::Egress => &flow.dst,
                             };
-                            if !self.np_rule_matches(&rules[k], peer, flow) {
+                            if !self.np_rule_matches(&rules[k], peer, &flow) {
                                 continue;
                             }
                             over.matched += 1;
                             earlier.matched += 1;
-                            match self.first_admin_match(admin, pod, dir, flow) {
+                            match self.first_admin_match(admin, pod, dir, &flow) {
                                 Some(m) if m.action != Action::Pass => {
                                     over.by.insert(m.policy.to_string());
                                 }
@@ -225,7 +249,7 @@ impl Engine {
                             }
                             if !rules[..k]
                                 .iter()
-                                .any(|r| self.np_rule_matches(r, peer, flow))
+                                .any(|r| self.np_rule_matches(r, peer, &flow))
                             {
                                 earlier.decided += 1;
                             }
