@@ -327,10 +327,12 @@ impl Engine {
             Direction::Ingress => &flow.src,
             Direction::Egress => &flow.dst,
         };
-        let rule = &self.cluster.admin_policies[i as usize].rules(dir)[index];
+        let rule = self.cluster.admin_policies[i as usize]
+            .rules(dir)
+            .get(index)?;
         let c = match dir {
-            Direction::Ingress => &self.admins[i as usize].ingress[index],
-            Direction::Egress => &self.admins[i as usize].egress[index],
+            Direction::Ingress => self.admins[i as usize].ingress.get(index)?,
+            Direction::Egress => self.admins[i as usize].egress.get(index)?,
         };
         let matched = |action, fail_closed| RuleMatch {
             policy: self.admins[i as usize].info.clone(),
