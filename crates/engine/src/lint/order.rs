@@ -34,7 +34,8 @@ impl<'u> Flows<'u> {
     }
 }
 
-/// How often a rule matched, decided, or was preempted, and by which rules.
+/// How often a rule matched and decided, and which rules decided instead (counting stops
+/// once the answer is known).
 #[derive(Default)]
 struct Tally {
     matched: usize,
@@ -162,7 +163,8 @@ impl Engine {
             for dir in DIRECTIONS {
                 for k in 0..p.rules(dir).len() {
                     let mut t = Tally::default();
-                    for &pod in reps.iter().filter(|&&r| self.admins[i].subject.contains(r)) {
+                    'reps: for &pod in reps.iter().filter(|&&r| self.admins[i].subject.contains(r))
+                    {
                         let lists = self.policies(pod, dir);
                         let list = match p.tier {
                             AdminTier::Admin => &lists.admin,
@@ -192,7 +194,11 @@ impl Engine {
                             }
                             t.matched += 1;
                             match self.first_admin_match(list, pod, dir, &flow) {
-                                Some(m) if is_rule(&m, i, self, k) => t.decided += 1,
+                                // It decides one connection: it is not shadowed.
+                                Some(m) if is_rule(&m, i, self, k) => {
+                                    t.decided += 1;
+                                    break 'reps;
+                                }
                                 Some(m) => {
                                     t.by.insert(m.to_string());
                                 }
@@ -226,8 +232,26 @@ impl Engine {
                 };
                 for k in 0..rules.len() {
                     let (mut over, mut earlier) = (Tally::default(), Tally::default());
-                    for &pod in reps.iter().filter(|&&r| self.nps[i].subject.contains(r)) {
+                    let subjects: Vec<PodId> = reps
+                        .iter()
+                        .copied()
+                        .filter(|&r| self.nps[i].subject.contains(r))
+                        .collect();
+                    let any_admin = subjects
+                        .iter()
+                        .any(|&p| !self.policies(p, dir).admin.is_empty());
+                    // Everything is known once the rule is seen to decide a connection
+                    // itself, and (with admin policies) to be overridden on another.
+                    let settled = |over: &Tally, earlier: &Tally| {
+                        earlier.decided > 0
+                            && over.decided > 0
+                            && (!any_admin || !over.by.is_empty())
+                    };
+                    'reps: for &pod in &subjects {
                         let admin = &self.policies(pod, dir).admin;
+                        if admin.is_empty() && earlier.decided > 0 && over.decided > 0 {
+                            continue;
+                        }
                         let rule = &rules[k];
                         for flow in
                             flows.of(pod, dir, move |peer| Engine::np_peers_match(rule, peer))
@@ -253,6 +277,9 @@ impl Engine {
                             {
                                 earlier.decided += 1;
                             }
+                            if settled(&over, &earlier) {
+                                break 'reps;
+                            }
                         }
                     }
                     let field = format!("{}[{k}]", rules_path(dir));
@@ -264,7 +291,7 @@ impl Engine {
                         ));
                     } else if over.decided < over.matched {
                         out.push(Finding::network(Code::PartlyOverriddenRule, np, field.clone()).says(
-                            format!("the admin tier decides {} of the {} representative connections this rule allows, before NetworkPolicies are consulted ({})", over.matched - over.decided, over.matched, some(&by, 3)),
+                            format!("the admin tier decides some of the connections this rule allows before NetworkPolicies are consulted (for example {})", some(&by, 3)),
                             "check with the cluster administrator which of this traffic the admin policies allow or deny",
                         ));
                     }
