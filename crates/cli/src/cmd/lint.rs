@@ -127,7 +127,8 @@ fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
     // its field's line.
     FieldLines::new(sources.iter().map(|(n, t)| (n.as_str(), t.as_str()))).refine(&mut findings);
     if let Some(ns) = &args.namespace {
-        findings.retain(|f| f.namespace.as_ref() == Some(ns));
+        // Invalid objects make the whole input invalid: they stay.
+        findings.retain(|f| f.namespace.as_ref() == Some(ns) || f.code == Code::InvalidObject);
     }
     lint::sort(&mut findings);
     Ok(findings)

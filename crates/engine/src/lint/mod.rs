@@ -338,6 +338,23 @@ pub fn sort(findings: &mut [Finding]) {
     });
 }
 
+/// `f(0) ++ f(1) ++ … ++ f(n - 1)` (in some order), computed on every core.
+pub(crate) fn parallel<T: Send>(n: usize, f: impl Fn(usize) -> Vec<T> + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .min(n.max(1));
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| s.spawn(move || (t..n).step_by(threads).flat_map(f).collect::<Vec<T>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
+    })
+}
+
 /// `spec.ingress` or `spec.egress`.
 pub(crate) fn rules_path(dir: Direction) -> &'static str {
     match dir {

@@ -2,7 +2,7 @@
 //! rules that never decide, NetworkPolicy rules the admin tier overrides, Pass rules with
 //! nothing below them. Each is decided on the representative flows of a [`Universe`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use palisade_model::{Action, AdminPeer, AdminTier, Direction};
 
@@ -40,8 +40,9 @@ impl<'u> Flows<'u> {
 struct Tally {
     matched: usize,
     decided: usize,
-    /// Rules that decided instead, as `Policy, rule`.
-    by: BTreeSet<String>,
+    /// Rules that decided instead, by policy (its address, which the engine holds for its
+    /// lifetime) and rule index: formatted once at the end, not once per connection.
+    by: BTreeMap<(usize, u32), RuleMatch>,
 }
 
 impl Engine {
@@ -56,8 +57,17 @@ impl Engine {
             .representatives()
             .filter(|&p| self.is_subject(p) && self.shared_address(p).is_none())
             .collect();
-        self.lint_shadowed(&reps, &flows, out);
-        self.lint_np_rules(&reps, &flows, out);
+        let (admins, nps) = (self.admins.len(), self.nps.len());
+        // Policies are independent: shared out across the cores.
+        out.extend(super::parallel(admins + nps, |k| {
+            let mut found = Vec::new();
+            if k < admins {
+                self.lint_shadowed(k, &reps, &flows, &mut found);
+            } else {
+                self.lint_np_rules(k - admins, &reps, &flows, &mut found);
+            }
+            found
+        }));
     }
 
     /// Admin policies of one tier with equal priority whose subjects share pods, for a
@@ -157,9 +167,10 @@ impl Engine {
         }
     }
 
-    /// Admin rules that match connections but never decide one.
-    fn lint_shadowed(&self, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
-        for (i, p) in self.cluster.admin_policies.iter().enumerate() {
+    /// The rules of admin policy `i` that match connections but never decide one.
+    fn lint_shadowed(&self, i: usize, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
+        {
+            let p = &self.cluster.admin_policies[i];
             for dir in DIRECTIONS {
                 for k in 0..p.rules(dir).len() {
                     let mut t = Tally::default();
@@ -200,14 +211,14 @@ impl Engine {
                                     break 'reps;
                                 }
                                 Some(m) => {
-                                    t.by.insert(m.to_string());
+                                    t.by.entry(key(&m)).or_insert(m);
                                 }
                                 None => {}
                             }
                         }
                     }
                     if t.matched > 0 && t.decided == 0 {
-                        let by: Vec<String> = t.by.into_iter().collect();
+                        let by = names(t.by, |m| m.to_string());
                         out.push(
                             Finding::admin(Code::ShadowedRule, p, format!("{}[{k}]", rules_path(dir)))
                                 .says(
@@ -221,10 +232,11 @@ impl Engine {
         }
     }
 
-    /// NetworkPolicy rules the admin tier overrides, and rules earlier rules of the same
-    /// policy make redundant.
-    fn lint_np_rules(&self, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
-        for (i, np) in self.cluster.network_policies.iter().enumerate() {
+    /// The rules of NetworkPolicy `i` the admin tier overrides, and those earlier rules of
+    /// the same policy make redundant.
+    fn lint_np_rules(&self, i: usize, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
+        {
+            let np = &self.cluster.network_policies[i];
             for dir in DIRECTIONS.into_iter().filter(|&d| np.policy_types.has(d)) {
                 let rules = match dir {
                     Direction::Ingress => &self.nps[i].ingress,
@@ -267,7 +279,7 @@ impl Engine {
                             earlier.matched += 1;
                             match self.first_admin_match(admin, pod, dir, &flow) {
                                 Some(m) if m.action != Action::Pass => {
-                                    over.by.insert(m.policy.to_string());
+                                    over.by.entry((key(&m).0, 0)).or_insert(m);
                                 }
                                 _ => over.decided += 1,
                             }
@@ -283,7 +295,7 @@ impl Engine {
                         }
                     }
                     let field = format!("{}[{k}]", rules_path(dir));
-                    let by: Vec<String> = over.by.into_iter().collect();
+                    let by = names(over.by, |m| m.policy.to_string());
                     if over.matched > 0 && over.decided == 0 {
                         out.push(Finding::network(Code::OverriddenRule, np, field.clone()).says(
                             format!("the admin tier decides every connection this rule allows, before NetworkPolicies are consulted ({}): the rule has no effect", some(&by, 3)),
@@ -305,6 +317,20 @@ impl Engine {
             }
         }
     }
+}
+
+/// A rule match's policy (by address) and rule index.
+fn key(m: &RuleMatch) -> (usize, u32) {
+    (std::sync::Arc::as_ptr(&m.policy) as usize, m.index)
+}
+
+/// The rules (or policies) that decided instead, named, sorted and without repeats.
+fn names(
+    by: BTreeMap<(usize, u32), RuleMatch>,
+    name: impl Fn(&RuleMatch) -> String,
+) -> Vec<String> {
+    let set: BTreeSet<String> = by.values().map(name).collect();
+    set.into_iter().collect()
 }
 
 /// Whether `m` is rule `k` of admin policy `i`.
