@@ -2,9 +2,9 @@
 //! and namespaces no policy covers; and the exposure view — which pods accept connections
 //! from outside the cluster, on which ports.
 //!
-//! Exposure is decided on the representative flows of a [`Universe`]: one external address
-//! per region the policies' CIDRs cut the address space into, one port per interval their
-//! port ranges cut each protocol into; so the ranges reported are exact.
+//! Exposure is decided on representative flows: one external address per region the
+//! policies' CIDRs cut the address space into, one port per interval their port ranges
+//! and the container ports cut each protocol into; so the ranges reported are exact.
 
 use std::net::IpAddr;
 use std::sync::Arc;

@@ -3,7 +3,8 @@
 //! overrides, selectors that select nothing, egress isolation without DNS.
 //!
 //! Every finding is computed from the engine's compiled sets and its own decisions on a
-//! [`crate::universe`] of representative flows, never by matching text. A [`Finding`] has a
+//! universe of representative flows (one per class of pods, CIDR region and port
+//! interval the policies distinguish), never by matching text. A [`Finding`] has a
 //! stable [`Code`], a [`Severity`], the object and field it is about (file and line when
 //! known), a one-line message and a fix.
 

@@ -8,8 +8,7 @@ use palisade_model::{Action, AdminPeer, AdminTier, Direction};
 
 use super::{Code, Finding, rules_path, some};
 use crate::eval::{Endpoint, Flow};
-use crate::state::AdminPeerC;
-use crate::state::{Engine, PodId};
+use crate::state::{AdminPeerC, Engine, PodId};
 use crate::universe::Universe;
 use crate::verdict::RuleMatch;
 
