@@ -121,6 +121,7 @@ fn cases() -> Vec<Case> {
             "status.podIPs",
             4
         ),
+        case!(Code::IgnoredRules, "ignored-rules", "spec.policyTypes", 6),
     ]
 }
 

@@ -78,11 +78,13 @@ pub enum Code {
     NoPods,
     /// An object the API server accepts but that is likely a mistake (from the loader).
     SuspiciousInput,
+    /// NetworkPolicy rules of a direction its policyTypes does not list: they are ignored.
+    IgnoredRules,
 }
 
 impl Code {
     /// Every code, in identifier order.
-    pub const ALL: [Code; 14] = [
+    pub const ALL: [Code; 15] = [
         Code::InvalidObject,
         Code::SamePriorityOverlap,
         Code::OverriddenRule,
@@ -97,6 +99,7 @@ impl Code {
         Code::EgressWithoutDns,
         Code::NoPods,
         Code::SuspiciousInput,
+        Code::IgnoredRules,
     ];
 
     /// The stable identifier: `PAL000`…
@@ -116,6 +119,7 @@ impl Code {
             Code::EgressWithoutDns => "PAL011",
             Code::NoPods => "PAL012",
             Code::SuspiciousInput => "PAL013",
+            Code::IgnoredRules => "PAL014",
         }
     }
 
@@ -136,6 +140,7 @@ impl Code {
             Code::EgressWithoutDns => "egress-without-dns",
             Code::NoPods => "no-pods",
             Code::SuspiciousInput => "suspicious-input",
+            Code::IgnoredRules => "ignored-rules",
         }
     }
 
@@ -186,6 +191,9 @@ impl Code {
             }
             Code::SuspiciousInput => {
                 "The API server accepts the object, but it is likely a mistake."
+            }
+            Code::IgnoredRules => {
+                "The NetworkPolicy has rules for a direction its policyTypes does not list: they are ignored."
             }
         }
     }

@@ -9,7 +9,7 @@ use palisade_model::{
 
 use super::{Code, Finding, Severity, peers_key, rules_path, some};
 use crate::bitset::BitSet;
-use crate::state::{Engine, NsScope};
+use crate::state::{Engine, NsScope, Semantics};
 
 const DIRECTIONS: [Direction; 2] = [Direction::Ingress, Direction::Egress];
 
@@ -71,6 +71,26 @@ impl Engine {
                 );
             }
             for dir in DIRECTIONS {
+                // "policyTypes": a direction it does not list is not isolated, and its rules
+                // are not consulted (ingress in the legacy model counts every selecting policy).
+                let legacy_ingress =
+                    self.options.semantics == Semantics::Legacy && dir == Direction::Ingress;
+                if !np.rules(dir).is_empty() && !np.policy_types.has(dir) && !legacy_ingress {
+                    out.push(
+                        Finding::network(Code::IgnoredRules, np, "spec.policyTypes".into()).says(
+                            format!(
+                                "the policy has {} {} rule(s) but policyTypes does not list {}: they are ignored",
+                                np.rules(dir).len(),
+                                dir.as_str().to_lowercase(),
+                                dir.as_str()
+                            ),
+                            format!(
+                                "add {} to policyTypes (this isolates the selected pods for it), or delete the rules",
+                                dir.as_str()
+                            ),
+                        ),
+                    );
+                }
                 for (i, rule) in np.rules(dir).iter().enumerate() {
                     let path = format!("{}[{i}]", rules_path(dir));
                     for (j, peer) in rule.peers.iter().flatten().enumerate() {
