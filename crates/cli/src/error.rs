@@ -1,5 +1,5 @@
 //! The one place errors become messages and exit codes: 0 ok, 1 invalid input or a failed
-//! operation, 2 usage.
+//! operation, 2 usage, 3 found (lint findings at `--fail-on`, `diff` changes).
 
 use std::io;
 use std::path::PathBuf;
@@ -46,6 +46,15 @@ pub enum CliError {
     /// The lab's kernel and the evaluator disagreed on this many probes (exit 1).
     #[error("{0} disagreement(s) between the kernel and the evaluator")]
     Disagreements(usize),
+    /// Lint reported invalid objects among its findings (exit 1).
+    #[error("{0} invalid object(s) in the input (reported above)")]
+    LintInvalid(usize),
+    /// Lint found this many findings at or above the `--fail-on` severity (exit 3).
+    #[error("{0} finding(s) at or above --fail-on {1}")]
+    Findings(usize, &'static str),
+    /// `diff` found differences (exit 3, no message: the output says what they are).
+    #[error("the states differ")]
+    Differs,
     /// The output could not be written as YAML (exit 1).
     #[error("serializing the output as YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),
@@ -92,6 +101,11 @@ pub fn exit(result: Result<(), CliError>) -> ExitCode {
             eprintln!("palisade: error: {msg}");
             ExitCode::from(2)
         }
+        Err(e @ CliError::Findings(..)) => {
+            eprintln!("palisade: {e}");
+            ExitCode::from(3)
+        }
+        Err(CliError::Differs) => ExitCode::from(3),
         Err(CliError::Invalid(diags)) => {
             let n = diags
                 .iter()

@@ -29,6 +29,12 @@ enum Command {
     Matrix(cmd::matrix::Args),
     /// Walk one connection through the tiers, policy by policy.
     Explain(cmd::explain::Args),
+    /// Report policies that are valid but likely wrong (overlaps, shadowed rules, empty selectors).
+    Lint(cmd::lint::Args),
+    /// The connections gained and lost between two states, with the policies responsible.
+    Diff(cmd::diff::Args),
+    /// Which pods each tier isolates, which no policy protects, and what is exposed outside.
+    Coverage(cmd::coverage::Args),
     /// Compile the policies into a data plane's shape (nftables, Neutron security groups).
     Compile(cmd::compile::Args),
     /// Enforce the policies live: follow a manifest directory or the Kubernetes API and
@@ -50,6 +56,9 @@ fn main() -> ExitCode {
         Command::Eval(args) => cmd::eval::run(args),
         Command::Matrix(args) => cmd::matrix::run(args),
         Command::Explain(args) => cmd::explain::run(args),
+        Command::Lint(args) => cmd::lint::run(args),
+        Command::Diff(args) => cmd::diff::run(args),
+        Command::Coverage(args) => cmd::coverage::run(args),
         Command::Compile(args) => cmd::compile::run(args),
         Command::Tenancy(args) => cmd::tenancy::run(args),
         Command::Gen(args) => cmd::generate::run(args),

@@ -121,7 +121,7 @@ impl Engine {
     }
 
     /// One side, by tiers: admin, NetworkPolicy, baseline, default.
-    fn decide(&self, pod: PodId, dir: Direction, flow: &Flow) -> SideVerdict {
+    pub(crate) fn decide(&self, pod: PodId, dir: Direction, flow: &Flow) -> SideVerdict {
         let lists = self.policies(pod, dir);
         let mut passes = Vec::new();
         let verdict = |allowed, tier, decision, passes| SideVerdict {
@@ -257,21 +257,23 @@ impl Engine {
         })
     }
 
-    fn np_rule_matches(&self, rule: &NpRule, peer: &Endpoint, flow: &Flow) -> bool {
+    pub(crate) fn np_rule_matches(&self, rule: &NpRule, peer: &Endpoint, flow: &Flow) -> bool {
         let ports_ok = match &rule.ports {
             None => true,
             Some(ports) => ports.iter().any(|p| self.np_port_matches(p, flow)),
         };
-        ports_ok
-            && match &rule.peers {
-                None => true,
-                Some(peers) => peers.iter().any(|p| match p {
-                    NpPeer::Pods(set) => {
-                        matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i))
-                    }
-                    NpPeer::IpBlock(b) => b.contains(&peer.ip),
-                }),
-            }
+        ports_ok && Self::np_peers_match(rule, peer)
+    }
+
+    /// Whether a NetworkPolicy rule's peers (not its ports) cover `peer`.
+    pub(crate) fn np_peers_match(rule: &NpRule, peer: &Endpoint) -> bool {
+        match &rule.peers {
+            None => true,
+            Some(peers) => peers.iter().any(|p| match p {
+                NpPeer::Pods(set) => matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i)),
+                NpPeer::IpBlock(b) => b.contains(&peer.ip),
+            }),
+        }
     }
 
     /// "In an ingress rule they resolve against the destination (the selected) pod's container
@@ -299,9 +301,24 @@ impl Engine {
         })
     }
 
-    fn first_admin_match(
+    pub(crate) fn first_admin_match(
         &self,
         policies: &[u32],
+        pod: PodId,
+        dir: Direction,
+        flow: &Flow,
+    ) -> Option<RuleMatch> {
+        policies.iter().find_map(|&i| {
+            (0..self.cluster.admin_policies[i as usize].rules(dir).len())
+                .find_map(|index| self.admin_rule_match(i, index, pod, dir, flow))
+        })
+    }
+
+    /// What rule `index` of admin policy `i` does with `flow` for subject `pod`, if it matches.
+    pub(crate) fn admin_rule_match(
+        &self,
+        i: u32,
+        index: usize,
         pod: PodId,
         dir: Direction,
         flow: &Flow,
@@ -310,46 +327,34 @@ impl Engine {
             Direction::Ingress => &flow.src,
             Direction::Egress => &flow.dst,
         };
-        policies.iter().find_map(|&i| {
-            let policy = &self.cluster.admin_policies[i as usize];
-            let compiled = match dir {
-                Direction::Ingress => &self.admins[i as usize].ingress,
-                Direction::Egress => &self.admins[i as usize].egress,
-            };
-            policy
-                .rules(dir)
-                .iter()
-                .zip(compiled)
-                .enumerate()
-                .find_map(|(index, (rule, c))| {
-                    let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
-                    // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
-                    if fail_closed && rule.action != Action::Allow {
-                        return Some(RuleMatch {
-                            policy: self.admins[i as usize].info.clone(),
-                            direction: dir,
-                            index: index as u32,
-                            action: Action::Deny,
-                            fail_closed,
-                        });
-                    }
-                    let ports_ok = match &rule.ports {
-                        None => true,
-                        Some(ports) => ports.iter().any(|p| self.admin_port_matches(p, flow)),
-                    };
-                    let peer_ok = c
-                        .peers
-                        .iter()
-                        .any(|p| self.admin_peer_matches(p, pod, peer));
-                    (ports_ok && peer_ok).then(|| RuleMatch {
-                        policy: self.admins[i as usize].info.clone(),
-                        direction: dir,
-                        index: index as u32,
-                        action: rule.action,
-                        fail_closed: false,
-                    })
-                })
-        })
+        let rule = self.cluster.admin_policies[i as usize]
+            .rules(dir)
+            .get(index)?;
+        let c = match dir {
+            Direction::Ingress => self.admins[i as usize].ingress.get(index)?,
+            Direction::Egress => self.admins[i as usize].egress.get(index)?,
+        };
+        let matched = |action, fail_closed| RuleMatch {
+            policy: self.admins[i as usize].info.clone(),
+            direction: dir,
+            index: index as u32,
+            action,
+            fail_closed,
+        };
+        let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
+        // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
+        if fail_closed && rule.action != Action::Allow {
+            return Some(matched(Action::Deny, true));
+        }
+        let ports_ok = match &rule.ports {
+            None => true,
+            Some(ports) => ports.iter().any(|p| self.admin_port_matches(p, flow)),
+        };
+        let peer_ok = c
+            .peers
+            .iter()
+            .any(|p| self.admin_peer_matches(p, pod, peer));
+        (ports_ok && peer_ok).then(|| matched(rule.action, false))
     }
 
     fn admin_port_matches(&self, p: &AdminPort, flow: &Flow) -> bool {
@@ -361,7 +366,12 @@ impl Engine {
         }
     }
 
-    fn admin_peer_matches(&self, peer: &AdminPeerC, subject: PodId, ep: &Endpoint) -> bool {
+    pub(crate) fn admin_peer_matches(
+        &self,
+        peer: &AdminPeerC,
+        subject: PodId,
+        ep: &Endpoint,
+    ) -> bool {
         match peer {
             AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
             AdminPeerC::Related { namespaces, pods } => match ep.kind {

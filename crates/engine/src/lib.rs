@@ -7,6 +7,10 @@
 //! at the destination), each through the tiers Admin → NetworkPolicy → Baseline → Default,
 //! and returns a [`Verdict`] whose [`SideVerdict`]s name the tier, policy and rule.
 //!
+//! On top of that: [`Engine::matrix`] (every pod pair), [`Engine::lint`] (policies that are
+//! valid but likely wrong, [`lint`]), [`diff::diff`] (the connections two states decide
+//! differently) and [`Engine::coverage`] (what each pod is covered by, and exposed to).
+//!
 //! ```
 //! use palisade_engine::{Engine, Options, Flow};
 //! use palisade_model::Protocol;
@@ -36,13 +40,17 @@
 
 mod bitset;
 mod concrete;
+pub mod coverage;
+pub mod diff;
 mod eval;
 mod explain;
 mod index;
 mod json;
+pub mod lint;
 mod matrix;
 mod resolved;
 mod state;
+mod universe;
 mod update;
 mod verdict;
 

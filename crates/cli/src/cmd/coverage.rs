@@ -1,0 +1,178 @@
+//! `palisade coverage`.
+
+use std::io::Write;
+
+use palisade_engine::coverage::{Coverage, Exposure, SideCoverage};
+use palisade_model::Direction;
+
+use crate::common::Input;
+use crate::error::CliError;
+
+/// Arguments of `coverage`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    input: Input,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Format,
+}
+
+/// `coverage` output formats.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Format {
+    /// Per pod: the policies of each direction and the exposure; then what nothing covers.
+    Text,
+    /// `{"pods": [...], "hostNetwork": [...], "openNamespaces": [...]}`.
+    Json,
+    /// A Markdown table per pod, then the lists.
+    Md,
+}
+
+/// Prints which policies cover every pod, what nothing covers, and what is exposed.
+pub fn run(args: Args) -> Result<(), CliError> {
+    let engine = args.input.engine()?;
+    let c = engine.coverage();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    match args.output {
+        Format::Text => text(&mut out, &c)?,
+        Format::Md => md(&mut out, &c)?,
+        Format::Json => writeln!(out, "{}", serde_json::to_string_pretty(&c)?)?,
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// `isolated by NetworkPolicy x/a; Admin: AdminNetworkPolicy p` or `open (no policy)`.
+fn side(s: &SideCoverage) -> String {
+    if s.is_open() {
+        return "open (no policy applies)".into();
+    }
+    let names = |v: &[std::sync::Arc<palisade_engine::PolicyInfo>]| {
+        v.iter()
+            .map(|p| p.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut parts = Vec::new();
+    if !s.admin.is_empty() {
+        parts.push(format!("Admin: {}", names(&s.admin)));
+    }
+    if !s.isolated_by.is_empty() {
+        parts.push(format!("isolated by {}", names(&s.isolated_by)));
+    }
+    if !s.baseline.is_empty() {
+        parts.push(format!("Baseline: {}", names(&s.baseline)));
+    }
+    parts.join("; ")
+}
+
+fn exposure(e: Option<&Exposure>) -> String {
+    match e {
+        None => "no address".into(),
+        Some(e) if e.ports.is_empty() => "not reachable from outside".into(),
+        Some(e) => {
+            let ports: Vec<String> = e.ports.iter().map(|p| p.to_string()).collect();
+            let from = if e.from_everywhere {
+                "from any address outside the cluster".to_string()
+            } else {
+                let ips: Vec<String> = e.sources.iter().map(|ip| ip.to_string()).collect();
+                format!(
+                    "from some addresses outside the cluster (e.g. {})",
+                    ips.join(", ")
+                )
+            };
+            format!("{} {from}", ports.join("; "))
+        }
+    }
+}
+
+fn text(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
+    for p in &c.pods {
+        writeln!(out, "{}", p.key)?;
+        writeln!(out, "  ingress: {}", side(&p.ingress))?;
+        writeln!(out, "  egress:  {}", side(&p.egress))?;
+        writeln!(out, "  exposed: {}", exposure(p.exposure.as_ref()))?;
+    }
+    lists(out, c)
+}
+
+fn lists(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
+    for dir in [Direction::Ingress, Direction::Egress] {
+        let open: Vec<&str> = c.open(dir).map(|p| p.key.as_str()).collect();
+        writeln!(
+            out,
+            "no policy covers {} of {} pod(s) for {}{}{}",
+            open.len(),
+            c.pods.len(),
+            dir.as_str().to_lowercase(),
+            if open.is_empty() { "" } else { ": " },
+            some(&open)
+        )?;
+    }
+    if !c.open_namespaces.is_empty() {
+        writeln!(
+            out,
+            "namespaces no policy covers: {}",
+            some(
+                &c.open_namespaces
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+            )
+        )?;
+    }
+    let exposed: Vec<&str> = c.exposed().map(|(p, _)| p.key.as_str()).collect();
+    writeln!(
+        out,
+        "{} pod(s) reachable from outside the cluster{}{}",
+        exposed.len(),
+        if exposed.is_empty() { "" } else { ": " },
+        some(&exposed)
+    )?;
+    if !c.host_network.is_empty() {
+        writeln!(
+            out,
+            "host-network pods (never policy subjects): {}",
+            some(
+                &c.host_network
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+            )
+        )?;
+    }
+    Ok(())
+}
+
+/// At most ten names, then how many more (`-o json` lists them all).
+fn some(names: &[&str]) -> String {
+    let mut s = names
+        .iter()
+        .take(10)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > 10 {
+        s.push_str(&format!(" and {} more", names.len() - 10));
+    }
+    s
+}
+
+fn md(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
+    let cell = |s: String| s.replace('|', "\\|");
+    writeln!(out, "| pod | ingress | egress | exposed |")?;
+    writeln!(out, "|---|---|---|---|")?;
+    for p in &c.pods {
+        writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            p.key,
+            cell(side(&p.ingress)),
+            cell(side(&p.egress)),
+            cell(exposure(p.exposure.as_ref()))
+        )?;
+    }
+    writeln!(out)?;
+    lists(out, c)
+}

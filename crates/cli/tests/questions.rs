@@ -1,0 +1,268 @@
+//! `lint`, `diff` and `coverage` end to end: formats, exit codes, and the staged diff.
+
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+mod common;
+
+use common::{palisade, stderr, stdout};
+
+const CLUSTER: &str = "examples/xyz/cluster.yaml";
+const FIXTURES: &str = "crates/engine/tests/fixtures/lint";
+
+fn fixture(name: &str) -> String {
+    format!("{FIXTURES}/{name}.yaml")
+}
+
+#[test]
+fn lint_text_names_file_line_code_and_fix() {
+    let f = fixture("empty-peer");
+    let o = palisade(&["lint", "-f", CLUSTER, &f]);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "no --fail-on: exit 0; {}",
+        stderr(&o)
+    );
+    let out = stdout(&o);
+    assert!(
+        out.contains(&format!(
+            "{f}:6: warning[PAL008 empty-peer]: NetworkPolicy x/from-team: spec.ingress[0].from[0].namespaceSelector: namespaceSelector team=nope matches no namespace"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("\n  fix: "), "{out}");
+    assert!(
+        out.ends_with("1 finding(s): 0 error(s), 1 warning(s), 0 info\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn lint_fail_on_sets_exit_3_at_or_above_the_level() {
+    let f = fixture("empty-peer");
+    let warn = palisade(&["lint", "-f", CLUSTER, &f, "--fail-on", "warning"]);
+    assert_eq!(warn.status.code(), Some(3), "{}", stderr(&warn));
+    assert!(stderr(&warn).contains("1 finding(s) at or above --fail-on warning"));
+    let err = palisade(&["lint", "-f", CLUSTER, &f, "--fail-on", "error"]);
+    assert_eq!(err.status.code(), Some(0), "a warning is below error");
+    let clean = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &fixture("empty-peer.clean"),
+        "--fail-on",
+        "info",
+    ]);
+    assert_eq!(clean.status.code(), Some(0), "{}", stdout(&clean));
+    let bad = palisade(&["lint", "-f", CLUSTER, "--fail-on", "nope"]);
+    assert_eq!(bad.status.code(), Some(2), "usage");
+}
+
+#[test]
+fn lint_reports_invalid_objects_as_findings_and_exits_1() {
+    let f = fixture("invalid-object");
+    for format in ["text", "json", "sarif"] {
+        let o = palisade(&["lint", "-f", CLUSTER, &f, "-o", format]);
+        assert_eq!(o.status.code(), Some(1), "{format}: invalid input");
+        assert!(stdout(&o).contains("PAL000"), "{format}: {}", stdout(&o));
+        assert!(stdout(&o).contains("must be a strict subset of `cidr`"));
+    }
+}
+
+#[test]
+fn lint_json_and_sarif_parse() {
+    let f = fixture("shadowed-rule");
+    let o = palisade(&["lint", "-f", CLUSTER, &f, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let finding = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["code"] == "PAL004")
+        .unwrap_or_else(|| panic!("{v:#}"));
+    assert_eq!(finding["severity"], "warning");
+    assert_eq!(finding["file"], f.as_str());
+    assert_eq!(finding["line"], 9);
+    assert_eq!(finding["field"], "spec.ingress[1]");
+    assert_eq!(v["summary"]["warning"], 1);
+    let o = palisade(&["lint", "-f", CLUSTER, &f, "-o", "sarif"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["version"], "2.1.0");
+    let r = &v["runs"][0]["results"][0];
+    assert_eq!(r["ruleId"], "PAL004");
+    assert_eq!(
+        r["locations"][0]["physicalLocation"]["region"]["startLine"],
+        9
+    );
+}
+
+#[test]
+fn lint_namespace_keeps_the_developer_view() {
+    let f = fixture("overridden-rule");
+    let x = palisade(&["lint", "-f", CLUSTER, &f, "--namespace", "x", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&x.stdout).unwrap();
+    let codes: Vec<&str> = v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(codes, ["PAL002"], "{v:#}");
+    let y = palisade(&["lint", "-f", CLUSTER, &f, "--namespace", "y", "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&y.stdout).unwrap();
+    assert_eq!(v["findings"].as_array().map(Vec::len), Some(0));
+}
+
+const DENY_X: &str = "examples/xyz/policies/01-deny-ingress-x.yaml";
+
+#[test]
+fn diff_exits_0_when_nothing_changes_and_3_when_something_does() {
+    let same = palisade(&["diff", "-f", CLUSTER, DENY_X, "--to", DENY_X, CLUSTER]);
+    assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
+    assert_eq!(stdout(&same), "no change over 6 probe(s)\n");
+    let changed = palisade(&[
+        "diff", "-f", CLUSTER, "--to", CLUSTER, DENY_X, "--ports", "80",
+    ]);
+    assert_eq!(changed.status.code(), Some(3), "{}", stderr(&changed));
+    assert_eq!(
+        stdout(&changed),
+        "lost   x/*, y/{a,c}, z/* -> x/* on TCP 80 (21 connection(s) per port)\n       before: allowed: no policy decided\n       after:  ingress denied: isolated by NetworkPolicy x/allow-from-y-b and no rule matched\n0 connection(s) gained, 21 lost over 1 probe(s)\n"
+    );
+    let usage = palisade(&["diff", "-f", CLUSTER]);
+    assert_eq!(usage.status.code(), Some(2), "--to or --staged is required");
+    let invalid = palisade(&["diff", "-f", CLUSTER, "--to", &fixture("invalid-object")]);
+    assert_eq!(invalid.status.code(), Some(1), "invalid input");
+}
+
+#[test]
+fn diff_jsonl_is_the_matrix_line_plus_change_and_verdicts() {
+    let o = palisade(&[
+        "diff", "-f", CLUSTER, "--to", CLUSTER, DENY_X, "--ports", "80", "-o", "jsonl",
+    ]);
+    assert_eq!(o.status.code(), Some(3));
+    let lines: Vec<serde_json::Value> = stdout(&o)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 21, "one line per changed connection");
+    let l = lines
+        .iter()
+        .find(|l| l["from"] == "y/a" && l["to"] == "x/b")
+        .unwrap();
+    assert_eq!(l["protocol"], "TCP");
+    assert_eq!(l["port"], 80);
+    assert_eq!(l["allowed"], false);
+    assert_eq!(l["change"], "lost");
+    assert_eq!(l["before"]["allowed"], true);
+    assert_eq!(
+        l["after"]["ingress"]["isolating"][0]["name"],
+        "allow-from-y-b"
+    );
+    assert!(
+        !lines.iter().any(|l| l["from"] == "y/b"),
+        "y/b is still allowed on TCP 80"
+    );
+}
+
+#[test]
+fn diff_json_and_md() {
+    let args = [
+        "diff", "-f", CLUSTER, "--to", CLUSTER, DENY_X, "--ports", "80",
+    ];
+    let o = palisade(&[&args[..], &["-o", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["same"], false);
+    assert_eq!(v["lost"], 21);
+    assert_eq!(v["gained"], 0);
+    let o = palisade(&[&args[..], &["-o", "md"]].concat());
+    let md = stdout(&o);
+    assert!(
+        md.contains("| change | from | to | ports | before | after |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| lost | x/*, y/{a,c}, z/* | x/* | TCP 80 |"),
+        "{md}"
+    );
+}
+
+#[test]
+fn diff_staged_compares_enforced_with_enforced_plus_staged() {
+    let dir = std::env::temp_dir().join(format!("palisade-staged-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let staged = dir.join("staged.yaml");
+    std::fs::write(
+        &staged,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: deny-z\n  namespace: z\n  annotations: {palisade.dev/staged: \"true\"}\nspec: {podSelector: {}}\n",
+    )
+    .unwrap();
+    let staged = staged.to_string_lossy().into_owned();
+    let o = palisade(&["diff", "-f", CLUSTER, &staged, "--staged", "--ports", "80"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("-> z/*"), "{out}");
+    assert!(out.contains("isolated by NetworkPolicy z/deny-z"), "{out}");
+    assert!(
+        out.ends_with("0 connection(s) gained, 24 lost over 1 probe(s)\n"),
+        "{out}"
+    );
+    let none = palisade(&["diff", "-f", CLUSTER, "--staged"]);
+    assert_eq!(
+        none.status.code(),
+        Some(0),
+        "nothing staged: nothing changes"
+    );
+    let both = palisade(&["diff", "-f", CLUSTER, "--staged", "--to", CLUSTER]);
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "--staged and --to exclude each other"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn coverage_formats() {
+    let o = palisade(&["coverage", "-f", CLUSTER, "examples/xyz/policies"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("x/a\n  ingress: isolated by NetworkPolicy x/allow-from-y-b\n  egress:  open (no policy applies)\n  exposed: not reachable from outside\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("z/c\n  ingress: Admin: AdminNetworkPolicy protect-z-c\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("no policy covers 5 of 9 pod(s) for ingress: y/a, y/b, y/c, z/a, z/b\n"),
+        "{out}"
+    );
+    let o = palisade(&[
+        "coverage",
+        "-f",
+        CLUSTER,
+        "examples/xyz/policies",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["pods"][0]["pod"], "x/a");
+    assert_eq!(
+        v["pods"][0]["ingress"]["isolatedBy"][0]["name"],
+        "allow-from-y-b"
+    );
+    assert_eq!(
+        v["pods"][0]["exposure"]["ports"].as_array().map(Vec::len),
+        Some(0)
+    );
+    let o = palisade(&[
+        "coverage",
+        "-f",
+        CLUSTER,
+        "examples/xyz/policies",
+        "-o",
+        "md",
+    ]);
+    assert!(stdout(&o).starts_with("| pod | ingress | egress | exposed |\n"));
+}
