@@ -55,21 +55,37 @@ pub enum SemanticsArg {
 }
 
 impl Input {
+    /// Whether the input is a live cluster.
+    pub fn is_kube(&self) -> bool {
+        self.kube || self.kubeconfig.is_some() || self.context.is_some()
+    }
+
+    /// The input's named texts: each file's, or each live object's (named
+    /// `kube:<Kind>/<namespace>/<name>`, so invalid objects are reported as for files, with
+    /// that name in place of the file).
+    pub fn texts(&self) -> Result<Vec<(String, String)>, CliError> {
+        if !self.is_kube() {
+            return Ok(palisade_model::read_paths(&self.files)?);
+        }
+        let snapshot =
+            kube::snapshot_blocking(self.kubeconfig.as_deref(), self.context.as_deref())?;
+        for kind in &snapshot.missing {
+            eprintln!("notice: the cluster does not serve {kind} (its CRD is not installed)");
+        }
+        Ok(snapshot.texts.into_iter().map(|t| (t.id, t.body)).collect())
+    }
+
     /// Loads and compiles the input, printing notices on stderr.
     pub fn engine(&self) -> Result<Engine, CliError> {
         let options = LoadOptions {
             skip_invalid: self.skip_invalid,
         };
-        let loaded = if self.kube || self.kubeconfig.is_some() || self.context.is_some() {
-            let snapshot =
-                kube::snapshot_blocking(self.kubeconfig.as_deref(), self.context.as_deref())?;
-            for kind in &snapshot.missing {
-                eprintln!("notice: the cluster does not serve {kind} (its CRD is not installed)");
-            }
-            // Each object is a text named `kube:<Kind>/<namespace>/<name>`, so invalid
-            // objects are reported as for files, with that name in place of the file.
-            let texts = snapshot.texts.iter();
-            palisade_model::load_sources(texts.map(|t| (t.id.as_str(), t.body.as_str())), options)?
+        let loaded = if self.is_kube() {
+            let texts = self.texts()?;
+            palisade_model::load_sources(
+                texts.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+                options,
+            )?
         } else {
             palisade_model::load_paths(&self.files, options)?
         };

@@ -268,3 +268,43 @@ fn kube_and_files_are_exclusive_and_one_is_required() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
 }
+
+#[test]
+fn lint_and_diff_read_the_cluster_too() {
+    let server = ApiServer::start();
+    serve_directory(&server, "examples/xyz");
+    let (_dir, config) = kubeconfig(&server);
+    let files = palisade(&["lint", "-o", "json", "-f", "examples/xyz"]);
+    let kube = palisade(&["lint", "-o", "json", "--kube", "--kubeconfig", &config]);
+    assert_eq!(files.status.code(), kube.status.code(), "{}", stderr(&kube));
+    let codes = |o: &std::process::Output| {
+        let v: Value = serde_json::from_str(&stdout(o)).unwrap_or(Value::Null);
+        let mut c: Vec<String> = v
+            .as_array()
+            .or_else(|| v["findings"].as_array())
+            .into_iter()
+            .flatten()
+            .map(|f| f["code"].to_string())
+            .collect();
+        c.sort();
+        c
+    };
+    assert!(!codes(&files).is_empty(), "{}", stdout(&files));
+    assert_eq!(codes(&kube), codes(&files), "{}", stdout(&kube));
+    // The live cluster against the same manifests as files: nothing changes.
+    let diff = palisade(&[
+        "diff",
+        "--kube",
+        "--kubeconfig",
+        &config,
+        "--to",
+        "examples/xyz",
+    ]);
+    assert_eq!(
+        diff.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&diff),
+        stderr(&diff)
+    );
+}

@@ -54,8 +54,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let new = if args.staged {
         Engine::new(old.cluster().with_staged(), old.options())
     } else {
+        // The new state is the files given with --to, even when the old one is a live
+        // cluster (--kube).
         Input {
             files: args.to.clone(),
+            kube: false,
+            kubeconfig: None,
+            context: None,
             ..args.input.clone()
         }
         .engine()?

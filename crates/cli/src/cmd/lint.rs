@@ -102,7 +102,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 /// The loader's diagnostics and the engine's findings, each at its field's line.
 fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
-    let sources = palisade_model::read_paths(&args.input.files)?;
+    let sources = args.input.texts()?;
     let loaded = palisade_model::load_sources(
         sources.iter().map(|(n, t)| (n.as_str(), t.as_str())),
         LoadOptions { skip_invalid: true },
