@@ -190,13 +190,7 @@ impl Store {
             }
         }
         c.namespaces = self.namespaces.values().cloned().collect();
-        c.pods
-            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        c.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        c.network_policies
-            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        c.admin_policies
-            .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        c.sort();
         c
     }
 

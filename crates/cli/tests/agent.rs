@@ -7,8 +7,12 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{is_root, palisade, stderr};
 
 const EXE: &str = env!("CARGO_BIN_EXE_palisade");
 const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
@@ -16,31 +20,6 @@ const DENY_X: &str = include_str!("../../../examples/xyz/policies/01-deny-ingres
 const ANP: &str = include_str!("../../../examples/xyz/policies/02-anp.yaml");
 /// How soon after an edit the kernel must enforce it.
 const WITHIN: Duration = Duration::from_secs(2);
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn palisade(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("the palisade binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            == Some("0")
-    })
-}
 
 /// A lab with an agent in its node namespace (one per node, with `--node`, when the lab
 /// has several); all are removed when dropped.

@@ -1,30 +1,15 @@
 //! Smoke test of the `palisade lab` command line: up, apply, probe --compare, down.
 //!
 //! The kernel-versus-evaluator suite itself (every policy set, the connection cut, random
-//! updates) is `crates/lab/tests/kernel.rs`; this only checks that the subcommands are
+//! updates, several nodes) is `crates/lab/tests/kernel/`; this only checks that the subcommands are
 //! wired to it. Needs root; run as another user, it prints why it is skipped and passes.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-const EXE: &str = env!("CARGO_BIN_EXE_palisade");
+mod common;
 
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn palisade(args: &[&str]) -> Output {
-    Command::new(EXE)
-        .args(args)
-        .current_dir(repo())
-        .output()
-        .expect("the palisade binary runs")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use common::{is_root, palisade, stderr};
 
 /// Runs `palisade lab down` for the lab when dropped (also when the test panics).
 struct Down<'a>(&'a str);
@@ -33,15 +18,6 @@ impl Drop for Down<'_> {
     fn drop(&mut self) {
         let _ = palisade(&["lab", "down", "--name", self.0]);
     }
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            == Some("0")
-    })
 }
 
 #[test]

@@ -511,15 +511,7 @@ impl Loader {
         }
         self.skipped = std::mem::take(&mut self.errors);
         self.imply_namespaces();
-        let c = &mut self.cluster;
-        c.namespaces.sort_by(|a, b| a.name.cmp(&b.name));
-        c.pods
-            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        c.nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        c.network_policies
-            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
-        c.admin_policies
-            .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        self.cluster.sort();
         let mut diagnostics = self.skipped;
         diagnostics.extend(shared_ip_warnings(&self.cluster));
         diagnostics.append(&mut self.notices);

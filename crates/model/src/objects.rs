@@ -427,6 +427,18 @@ impl Staged {
 }
 
 impl Cluster {
+    /// Puts every list in its canonical order (namespace/name, kind/name), as loading does.
+    pub fn sort(&mut self) {
+        self.namespaces.sort_by(|a, b| a.name.cmp(&b.name));
+        self.pods
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        self.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        self.network_policies
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        self.admin_policies
+            .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+    }
+
     /// The cluster as it would be with the staged policies enforced too.
     pub fn with_staged(&self) -> Cluster {
         let mut c = self.clone();
