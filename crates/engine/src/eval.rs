@@ -287,7 +287,12 @@ impl Engine {
 
     /// Whether the destination is a pod with a container port `name` (of `protocol`, if given)
     /// that is the flow's protocol and port.
-    fn named_port_matches(&self, name: &str, protocol: Option<Protocol>, flow: &Flow) -> bool {
+    pub(crate) fn named_port_matches(
+        &self,
+        name: &str,
+        protocol: Option<Protocol>,
+        flow: &Flow,
+    ) -> bool {
         let EndpointKind::Pod(dst) = flow.dst.kind else {
             return false;
         };
@@ -361,7 +366,12 @@ impl Engine {
         }
     }
 
-    fn admin_peer_matches(&self, peer: &AdminPeerC, subject: PodId, ep: &Endpoint) -> bool {
+    pub(crate) fn admin_peer_matches(
+        &self,
+        peer: &AdminPeerC,
+        subject: PodId,
+        ep: &Endpoint,
+    ) -> bool {
         match peer {
             AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
             AdminPeerC::Related { namespaces, pods } => match ep.kind {

@@ -41,19 +41,25 @@ mod explain;
 mod index;
 mod json;
 mod matrix;
+mod ports;
 mod resolved;
 mod state;
 mod update;
 mod verdict;
+mod whynot;
 
 pub use bitset::BitSet;
 pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
-pub use explain::{Explanation, NamedEndpoint, PolicyOutcome, PolicyStep, SideWalk, TierStep};
+pub use explain::{
+    Explanation, NamedEndpoint, PolicyMisses, PolicyOutcome, PolicyStep, SideWalk, TierStep,
+};
 pub use matrix::{Matrix, Probe};
+pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use state::{Engine, Options, PodId, Semantics};
 pub use update::Change;
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };
+pub use whynot::{PeerMiss, PeerWhy, PortMiss, PortWhy, RuleMiss};
