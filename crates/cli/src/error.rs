@@ -14,6 +14,10 @@ pub enum CliError {
     /// on a denied connection.
     #[error("denied")]
     Denied,
+    /// The input loaded but holds nothing the command can analyse (exit 1): a matrix
+    /// with no pod that has an address.
+    #[error("{0}")]
+    Empty(String),
     /// The command line is wrong (exit 2).
     #[error("{0}")]
     Usage(String),

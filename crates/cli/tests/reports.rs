@@ -225,3 +225,308 @@ fn explain_says_why_not() {
     ]);
     assert_eq!(o.status.code(), Some(2), "explain needs a port");
 }
+
+/// `n` pods `x/p000`.. with addresses, one NetworkPolicy; and two pods whose only
+/// difference is an ipBlock's side.
+fn many_pods(n: usize) -> String {
+    let mut s = String::new();
+    for i in 0..n {
+        s.push_str(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i:03}, namespace: x, labels: {{app: a}}}}\nstatus: {{podIP: 10.0.{}.{}}}\n---\n",
+            i / 250,
+            i % 250 + 1
+        ));
+    }
+    s
+}
+
+const CIDR_TWINS: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: in, namespace: x, labels: {app: a}}\nstatus: {podIP: 10.0.0.1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: out, namespace: x, labels: {app: a}}\nstatus: {podIP: 10.9.0.1}\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: from-net, namespace: x}\nspec:\n  podSelector: {}\n  ingress: [{from: [{ipBlock: {cidr: 10.0.0.0/16}}]}]\n";
+
+#[test]
+fn table_names_its_columns() {
+    let o = palisade(&["matrix", "-f", "examples/xyz", "--ports", "80"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].starts_with("TCP/80  (rows: from; columns: to, names read downwards"),
+        "{out}"
+    );
+    assert_eq!(lines[1], "     x x x y y y z z z", "namespaces, downwards");
+    assert_eq!(lines[2], "     / / / / / / / / /");
+    assert_eq!(lines[3], "     a b c a b c a b c", "pod names, downwards");
+    assert_eq!(lines[4], "x/a  . X X . . . . . X");
+}
+
+#[test]
+fn a_wide_table_is_refused_with_a_hint_unless_forced() {
+    let yaml = many_pods(201);
+    let o = palisade_stdin(&["matrix", "-f", "-", "--ports", "80"], &yaml);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("201 sources x 201 destinations is too wide"),
+        "{err}"
+    );
+    assert!(
+        err.contains("-o summary") && err.contains("--force") && err.contains("--from"),
+        "{err}"
+    );
+    assert!(stdout(&o).is_empty());
+    let o = palisade_stdin(&["matrix", "-f", "-", "--ports", "80", "--force"], &yaml);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o).lines().count(),
+        1 + 6 + 201 + 1,
+        "title, 6 header lines (x/p000), rows, blank"
+    );
+    let o = palisade_stdin(
+        &[
+            "matrix", "-f", "-", "--ports", "80", "--from", "x/p00*", "--to", "x/p1*",
+        ],
+        &yaml,
+    );
+    assert!(o.status.success(), "a focus narrows it: {}", stderr(&o));
+    let o = palisade_stdin(
+        &["matrix", "-f", "-", "--ports", "80", "-o", "summary"],
+        &yaml,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("201 pods in 1 classes"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn an_empty_matrix_is_an_error() {
+    let o = palisade_stdin(
+        &["matrix", "-f", "-"],
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: pending, namespace: x}\n",
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("no pod in the input has an address"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn focus_flags_pick_rows_and_columns() {
+    let cells = |extra: &[&str]| -> Vec<(String, String)> {
+        let o = palisade(
+            &[
+                &[
+                    "matrix",
+                    "-f",
+                    "examples/xyz",
+                    "--ports",
+                    "80",
+                    "-o",
+                    "jsonl",
+                ][..],
+                extra,
+            ]
+            .concat(),
+        );
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        stdout(&o)
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (
+                    v["from"].as_str().unwrap().to_string(),
+                    v["to"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let c = cells(&["--from", "y/b", "--to", "x"]);
+    assert_eq!(
+        c,
+        [("y/b", "x/a"), ("y/b", "x/b"), ("y/b", "x/c")].map(|(a, b)| (a.into(), b.into()))
+    );
+    let c = cells(&["--namespace", "z", "--direction", "ingress"]);
+    assert_eq!(c.len(), 9 * 3, "every source, destinations in z");
+    assert!(c.iter().all(|(_, to)| to.starts_with("z/")));
+    let c = cells(&["--namespace", "z", "--direction", "egress"]);
+    assert!(c.len() == 27 && c.iter().all(|(from, _)| from.starts_with("z/")));
+    let c = cells(&["--namespace", "x,y"]);
+    assert_eq!(c.len(), 36, "both sides in x or y");
+    let o = palisade(&["matrix", "-f", "examples/xyz", "--from", "q/*"]);
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a pattern matching nothing is a usage error"
+    );
+    let o = palisade(&["matrix", "-f", "examples/xyz", "--direction", "ingress"]);
+    assert_eq!(o.status.code(), Some(2), "--direction needs --namespace");
+}
+
+#[test]
+fn matrix_ports_take_ranges_and_names() {
+    let o = palisade(&[
+        "matrix",
+        "-f",
+        "examples/xyz",
+        "--ports",
+        "79-81,serve-80-udp",
+        "-o",
+        "csv",
+        "--from",
+        "y/b",
+        "--to",
+        "x/a",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        "from,to,protocol,port,allowed\ny/b,x/a,TCP,79,false\ny/b,x/a,TCP,80,true\ny/b,x/a,TCP,81,false\ny/b,x/a,UDP,80,false\n"
+    );
+    let o = palisade(&["matrix", "-f", "examples/xyz", "--ports", "nothing-here"]);
+    assert_eq!(o.status.code(), Some(2), "a name no pod declares");
+    let o = palisade(&["matrix", "-f", "examples/xyz", "--ports", "1-5000"]);
+    assert_eq!(o.status.code(), Some(2), "too many probes");
+    assert!(stderr(&o).contains("palisade eval"), "{}", stderr(&o));
+}
+
+#[test]
+fn summary_says_why_same_label_classes_differ() {
+    let o = palisade_stdin(
+        &["matrix", "-f", "-", "--ports", "80", "-o", "summary"],
+        CIDR_TWINS,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("classes with namespace x {app=a} differ:"),
+        "{out}"
+    );
+    assert!(
+        out.contains("C0 (x/in) vs C1 (x/out): 10.0.0.0/16 (named by NetworkPolicy x/from-net) holds the first one's address only"),
+        "{out}"
+    );
+}
+
+#[test]
+fn dot_output_is_a_graph_graphviz_reads() {
+    let o = palisade(&[
+        "matrix",
+        "-f",
+        "examples/xyz",
+        "--ports",
+        "80,81",
+        "-o",
+        "dot",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let dot = stdout(&o);
+    assert!(
+        dot.contains("subgraph cluster_0 {\n    label=\"namespace x\";"),
+        "{dot}"
+    );
+    // y/b reaches x/a on 80 only: a labelled edge; z/a reaches z/b on everything: a plain one.
+    assert!(dot.contains("c4 -> c0 [label=\"TCP/80\"];"), "{dot}");
+    assert!(dot.contains("c6 -> c7;"), "{dot}");
+    let mut child = std::process::Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("Graphviz `dot` (apt-get install graphviz; .ci/run installs it)");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(dot.as_bytes())
+        .unwrap();
+    let svg = child.wait_with_output().unwrap();
+    assert!(
+        svg.status.success(),
+        "dot -Tsvg: {}",
+        String::from_utf8_lossy(&svg.stderr)
+    );
+    assert!(String::from_utf8_lossy(&svg.stdout).contains("<svg"));
+}
+
+/// Runs headless Chromium on `url` with `args`; returns stdout.
+fn chromium(args: &[&str], url: &str) -> String {
+    let o = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("Debian's `chromium` (apt-get install chromium; .ci/run installs it)");
+    assert!(
+        o.status.success(),
+        "chromium: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn html_is_self_contained_and_renders_in_a_browser() {
+    let o = palisade(&["matrix", "-f", "examples/xyz", "-o", "html"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    for external in ["http://", "https://", "src=", "href=", "@import", "url("] {
+        assert!(!page.contains(external), "no external resource: {external}");
+    }
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("matrix.html");
+    std::fs::write(&file, &page).unwrap();
+    // Probe 0 is TCP/80; row 3 is y/a and column 0 x/a: denied by x's isolation.
+    let url = format!("file://{}#explain=0,3,0", file.display());
+    let dom = chromium(&["--dump-dom"], &url);
+    assert_eq!(dom.matches("<td ").count(), 81, "the 9x9 table rendered");
+    assert!(
+        dom.contains(r#"<h2 class="verdict-denied" id="verdict">DENIED: y/a → x/a TCP/80</h2>"#),
+        "{dom}"
+    );
+    assert!(
+        dom.contains("isolated by NetworkPolicy x/allow-from-y-b at examples/xyz/policies/01-deny-ingress-x.yaml:2"),
+        "the verdict's own provenance"
+    );
+    let shot = dir.join("matrix.png");
+    std::fs::remove_file(&shot).ok();
+    chromium(
+        &[
+            "--window-size=1200,700",
+            &format!("--screenshot={}", shot.display()),
+        ],
+        &url,
+    );
+    let png = std::fs::read(&shot).unwrap();
+    assert!(
+        png.starts_with(b"\x89PNG") && png.len() > 10_000,
+        "a screenshot under target/"
+    );
+}
+
+#[test]
+fn html_aggregates_to_classes_above_200_pods() {
+    let o = palisade_stdin(
+        &["matrix", "-f", "-", "--ports", "80", "-o", "html"],
+        many_pods(250),
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    assert!(page.contains("\"level\":\"classes\""), "aggregated");
+    assert!(
+        page.contains(
+            "250 sources and 250 destinations: more than 200, so each row and column is a class"
+        ),
+        "and says so"
+    );
+}

@@ -54,7 +54,7 @@ pub use eval::{Endpoint, EndpointKind, Flow};
 pub use explain::{
     Explanation, NamedEndpoint, PolicyMisses, PolicyOutcome, PolicyStep, SideWalk, TierStep,
 };
-pub use matrix::{Matrix, Probe};
+pub use matrix::{Distinction, Matrix, Probe};
 pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use state::{Engine, Options, PodId, Semantics};
