@@ -530,3 +530,28 @@ fn html_aggregates_to_classes_above_200_pods() {
         "and says so"
     );
 }
+
+const ON_NODES: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x, labels: {app: a}}\nspec: {nodeName: n1}\nstatus: {podIP: 10.0.0.1, hostIP: 192.168.0.1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: x, labels: {app: b}}\nspec: {nodeName: n2}\nstatus: {podIP: 10.0.0.2, hostIP: 192.168.0.2}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: x}\nspec: {nodeName: n2, hostNetwork: true}\nstatus: {podIP: 192.168.0.2, hostIP: 192.168.0.2}\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: x}\nspec: {podSelector: {}}\n";
+
+const NODES: &str = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.1}]}\n---\napiVersion: v1\nkind: Node\nmetadata: {name: n2}\nstatus: {addresses: [{type: InternalIP, address: 192.168.0.2}]}\n";
+
+#[test]
+fn node_addresses_come_from_pods_when_nodes_are_not_dumped() {
+    let matrix = |yaml: &str| {
+        let o = palisade_stdin(&["matrix", "-f", "-", "--ports", "80", "-o", "jsonl"], yaml);
+        assert!(o.status.success(), "{}", stderr(&o));
+        (stdout(&o), stderr(&o))
+    };
+    let (with_nodes, _) = matrix(&format!("{ON_NODES}---\n{NODES}"));
+    let (without, notices) = matrix(ON_NODES);
+    assert_eq!(with_nodes, without, "the same verdicts either way");
+    assert!(
+        without
+            .contains(r#"{"from":"x/agent","to":"x/b","protocol":"TCP","port":80,"allowed":true}"#),
+        "the node-local exemption holds with the node taken from the pods: {without}"
+    );
+    assert!(
+        notices.contains("-:1: notice: Node n1: not in the input; its address 192.168.0.1 is taken from Pod x/a's status.hostIP"),
+        "{notices}"
+    );
+}

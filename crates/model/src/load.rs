@@ -252,6 +252,8 @@ struct Loader {
     notices: Vec<Diagnostic>,
     seen: HashMap<(String, String, String), Origin>,
     documents: Vec<(Arc<str>, yaml::Document)>,
+    /// Pods' `status.hostIP`, for nodes the input does not declare.
+    host_ips: Vec<core::HostIp>,
     /// Sources read (files, stdin, named texts).
     sources: usize,
 }
@@ -270,7 +272,7 @@ type Decoded = (Vec<Diagnostic>, Option<(String, Object)>);
 /// A decoded object of one of the kinds Palisade reads.
 enum Object {
     Namespace(crate::objects::Namespace),
-    Pod(crate::objects::Pod),
+    Pod(crate::objects::Pod, Option<core::HostIp>),
     Node(crate::objects::Node),
     NetworkPolicy(crate::objects::NetworkPolicy),
     Admin(crate::objects::AdminPolicy),
@@ -388,7 +390,7 @@ impl Loader {
     fn add(&mut self, kind: String, object: Object, origin: &Origin) {
         let (a, b, object_name) = match &object {
             Object::Namespace(o) => (o.name.clone(), String::new(), o.name.clone()),
-            Object::Pod(o) => (o.namespace.clone(), o.name.clone(), o.key()),
+            Object::Pod(o, _) => (o.namespace.clone(), o.name.clone(), o.key()),
             Object::Node(o) => (o.name.clone(), String::new(), o.name.clone()),
             Object::NetworkPolicy(o) => (
                 o.namespace.clone(),
@@ -416,7 +418,10 @@ impl Loader {
         let c = &mut self.cluster;
         match object {
             Object::Namespace(o) => c.namespaces.push(o),
-            Object::Pod(o) => c.pods.push(o),
+            Object::Pod(o, host) => {
+                c.pods.push(o);
+                self.host_ips.extend(host);
+            }
             Object::Node(o) => c.nodes.push(o),
             Object::NetworkPolicy(o) => c.network_policies.push(o),
             Object::Admin(o) => c.admin_policies.push(o),
@@ -439,6 +444,9 @@ impl Loader {
         }
         self.skipped = std::mem::take(&mut self.errors);
         self.imply_namespaces();
+        let (nodes, notices) = core::nodes_from_host_ips(&self.cluster.nodes, &self.host_ips);
+        self.cluster.nodes.extend(nodes);
+        self.notices.extend(notices);
         let c = &mut self.cluster;
         c.namespaces.sort_by(|a, b| a.name.cmp(&b.name));
         c.pods
@@ -611,7 +619,7 @@ fn decode(item: &Item<'_>) -> Decoded {
     let origin = item.origin.clone();
     let object = match (api, kind) {
         ("v1", "Namespace") => core::namespace(&mut ctx, value, origin).map(Object::Namespace),
-        ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(Object::Pod),
+        ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(|(p, h)| Object::Pod(p, h)),
         ("v1", "Node") => core::node(&mut ctx, value, origin).map(Object::Node),
         ("networking.k8s.io/v1" | "extensions/v1beta1", "NetworkPolicy") => {
             let version = if api == "extensions/v1beta1" {
