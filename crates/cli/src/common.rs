@@ -25,6 +25,9 @@ pub struct Input {
     /// Do not exempt traffic from a node's host address to the pods on that node.
     #[arg(long)]
     pub no_node_local: bool,
+    /// List every object behind a summary notice (skipped kinds, pods without an address).
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// `--semantics` values.
@@ -52,6 +55,11 @@ impl Input {
                 ""
             };
             eprintln!("{prefix}{d}");
+        }
+        if self.verbose {
+            for d in &loaded.details {
+                eprintln!("{d}");
+            }
         }
         let options = Options {
             semantics: match self.semantics {

@@ -555,3 +555,91 @@ fn node_addresses_come_from_pods_when_nodes_are_not_dumped() {
         "{notices}"
     );
 }
+
+#[test]
+fn workloads_stand_for_their_pods() {
+    let o = palisade(&[
+        "matrix",
+        "-f",
+        "examples/shop",
+        "--ports",
+        "postgres,http",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        r#"{"from":"shop/web[Deployment]","to":"shop/db[StatefulSet]","protocol":"TCP","port":5432,"allowed":true}"#,
+        r#"{"from":"shop/backup[CronJob]","to":"shop/db[StatefulSet]","protocol":"TCP","port":5432,"allowed":true}"#,
+        // replica to replica: the database's policy admits only web and backup
+        r#"{"from":"shop/db[StatefulSet]","to":"shop/db[StatefulSet]","protocol":"TCP","port":5432,"allowed":false}"#,
+        // web admits an ipBlock: whether db's future address is in it is not known
+        r#"{"from":"shop/db[StatefulSet]","to":"shop/web[Deployment]","protocol":"TCP","port":8080,"allowed":false,"dependsOnAddress":true}"#,
+    ] {
+        assert!(out.lines().any(|l| l == line), "{line}\n{out}");
+    }
+    assert_eq!(
+        out.lines().count(),
+        3 + 3,
+        "postgres on db only, http on web only"
+    );
+    let err = stderr(&o);
+    assert_eq!(
+        err,
+        "examples/shop/workloads.yaml:48: notice: 1 v1 Service object(s) skipped: not a kind Palisade reads (--verbose lists them)\n",
+        "one line per skipped kind"
+    );
+    let o = palisade(&[
+        "matrix",
+        "-f",
+        "examples/shop",
+        "-o",
+        "summary",
+        "--verbose",
+    ]);
+    assert!(
+        stderr(&o).contains("examples/shop/workloads.yaml:48: notice: Service shop/web: kind: v1 Service is not a kind Palisade reads; skipped"),
+        "{}",
+        stderr(&o)
+    );
+    let o = palisade(&[
+        "eval",
+        "-f",
+        "examples/shop",
+        "--from",
+        "shop/db[StatefulSet]",
+        "--to",
+        "shop/web[Deployment]",
+        "--port",
+        "http",
+    ]);
+    let out = stdout(&o);
+    assert!(out.starts_with("DENIED: shop/db[StatefulSet] (no address yet) -> shop/web[Deployment] (no address yet) TCP/8080\n"), "{out}");
+    assert!(
+        out.contains("note: a policy names CIDRs or nodes, so this depends on the address"),
+        "{out}"
+    );
+}
+
+#[test]
+fn pods_without_an_address_are_one_notice() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x}\nstatus: {podIP: 10.0.0.1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p1, namespace: x}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p2, namespace: x}\n";
+    let o = palisade_stdin(&["matrix", "-f", "-", "--ports", "80", "-o", "jsonl"], yaml);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("-:5: notice: 2 pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)"),
+        "{err}"
+    );
+    assert!(!err.contains("x/p2"), "the list only with --verbose: {err}");
+    let o = palisade_stdin(
+        &["matrix", "-f", "-", "--ports", "80", "-o", "jsonl", "-v"],
+        yaml,
+    );
+    assert!(
+        stderr(&o).contains("-:9: notice: Pod x/p2: status.podIP: no address (Pending?)"),
+        "{}",
+        stderr(&o)
+    );
+}

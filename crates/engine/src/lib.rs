@@ -34,6 +34,7 @@
 //! assert_eq!(v.ingress.tier, palisade_engine::Tier::NetworkPolicy);
 //! ```
 
+mod addressless;
 mod bitset;
 mod concrete;
 mod eval;

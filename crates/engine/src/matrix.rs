@@ -34,12 +34,15 @@ pub struct Matrix {
     pub classes: usize,
     /// `[probe][from class][to class]`.
     verdicts: Vec<bool>,
+    /// Per row: a workload's representative (its cell with itself is between replicas).
+    replicated: Vec<bool>,
 }
 
 impl Matrix {
     /// Whether `pods[from]` reaches `pods[to]` on `probes[probe]`.
     pub fn allowed(&self, probe: usize, from: usize, to: usize) -> bool {
-        from == to || self.class_allowed(probe, self.class_of[from], self.class_of[to])
+        (from == to && !self.replicated[from])
+            || self.class_allowed(probe, self.class_of[from], self.class_of[to])
     }
 
     /// Whether pods of class `from` reach (other) pods of class `to` on `probes[probe]`.
@@ -352,6 +355,9 @@ impl Engine {
             let (a, b) = if from == to {
                 match members[from].as_slice() {
                     [x, y, ..] => (*x, *y),
+                    [x] if palisade_model::workload_of(&self.cluster.pods[*x]).is_some() => {
+                        (*x, *x)
+                    }
                     _ => return true,
                 }
             } else {
@@ -384,7 +390,12 @@ impl Engine {
                 });
             }
         });
+        let replicated = pods
+            .iter()
+            .map(|&p| palisade_model::workload_of(&self.cluster.pods[p]).is_some())
+            .collect();
         Matrix {
+            replicated,
             pods,
             probes: probes.to_vec(),
             class_of,

@@ -27,6 +27,7 @@ pub mod validate;
 pub mod yaml;
 
 pub use convert::core::{LEGACY_ISOLATION_ANNOTATION, NAMESPACE_NAME_LABEL};
+pub use convert::workload::{WorkloadKind, workload_of};
 pub use diag::{Diagnostic, Severity};
 pub use load::{LoadError, LoadOptions, Loaded, load_paths, load_sources, load_str, read_paths};
 pub use objects::*;

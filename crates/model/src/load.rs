@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::convert::{admin, core, netpol};
+use crate::convert::{admin, core, netpol, workload};
 use crate::diag::{Ctx, Diagnostic, Severity};
 use crate::objects::{Cluster, NetworkPolicyApi, Origin};
 use crate::types::PolicyKind;
@@ -45,6 +45,10 @@ pub struct Loaded {
     /// Notices (skipped kinds, implied namespaces, fail-closed peers) and, with
     /// `skip_invalid`, the errors of the objects that were skipped.
     pub diagnostics: Vec<Diagnostic>,
+    /// One notice per object behind the summary lines of `diagnostics` (each skipped
+    /// object of a kind Palisade does not read, each pod without an address): what a
+    /// `--verbose` run lists.
+    pub details: Vec<Diagnostic>,
 }
 
 /// Most bytes read from one source (a file or stdin): four times a 100,000-pod
@@ -256,6 +260,8 @@ struct Loader {
     host_ips: Vec<core::HostIp>,
     /// Sources read (files, stdin, named texts).
     sources: usize,
+    /// Objects of kinds Palisade does not read, by `apiVersion kind`: one notice each.
+    skipped_kinds: BTreeMap<String, Vec<Diagnostic>>,
 }
 
 /// One object to decode: a document, or an item of a `List` in one.
@@ -276,6 +282,9 @@ enum Object {
     Node(crate::objects::Node),
     NetworkPolicy(crate::objects::NetworkPolicy),
     Admin(crate::objects::AdminPolicy),
+    /// An object of a kind Palisade does not read (`apiVersion kind`), and the notice
+    /// saying so.
+    Skipped(String, Diagnostic),
 }
 
 impl Loader {
@@ -388,6 +397,13 @@ impl Loader {
 
     /// Adds a decoded object, refusing a second object of the same kind and name.
     fn add(&mut self, kind: String, object: Object, origin: &Origin) {
+        let object = match object {
+            Object::Skipped(label, notice) => {
+                self.skipped_kinds.entry(label).or_default().push(notice);
+                return;
+            }
+            o => o,
+        };
         let (a, b, object_name) = match &object {
             Object::Namespace(o) => (o.name.clone(), String::new(), o.name.clone()),
             Object::Pod(o, _) => (o.namespace.clone(), o.name.clone(), o.key()),
@@ -398,6 +414,7 @@ impl Loader {
                 format!("{}/{}", o.namespace, o.name),
             ),
             Object::Admin(o) => (o.name.clone(), String::new(), o.name.clone()),
+            Object::Skipped(..) => return,
         };
         let id = (kind.clone(), a, b);
         if let Some(first) = self.seen.get(&id) {
@@ -425,6 +442,7 @@ impl Loader {
             Object::Node(o) => c.nodes.push(o),
             Object::NetworkPolicy(o) => c.network_policies.push(o),
             Object::Admin(o) => c.admin_policies.push(o),
+            Object::Skipped(..) => {}
         }
     }
 
@@ -459,9 +477,29 @@ impl Loader {
         let mut diagnostics = self.skipped;
         diagnostics.extend(shared_ip_warnings(&self.cluster));
         diagnostics.append(&mut self.notices);
+        let mut details = Vec::new();
+        for (label, notices) in std::mem::take(&mut self.skipped_kinds) {
+            let first = &notices[0];
+            diagnostics.push(Diagnostic {
+                severity: Severity::Notice,
+                file: first.file.clone(),
+                line: first.line,
+                object: String::new(),
+                field: String::new(),
+                message: format!(
+                    "{} {label} object(s) skipped: not a kind Palisade reads (--verbose lists them)",
+                    notices.len()
+                ),
+            });
+            details.extend(notices);
+        }
+        let (summary, pending) = pods_without_address(&self.cluster);
+        diagnostics.extend(summary);
+        details.extend(pending);
         Ok(Loaded {
             cluster: self.cluster,
             diagnostics,
+            details,
         })
     }
 
@@ -472,7 +510,7 @@ impl Loader {
         } else if !had_documents {
             "no objects: the input holds no YAML or JSON document".to_string()
         } else {
-            "no objects Palisade reads (Namespace, Pod, Node, NetworkPolicy, AdminNetworkPolicy, BaselineAdminNetworkPolicy, ClusterNetworkPolicy) in the input".to_string()
+            "no objects Palisade reads (Namespace, Pod, Node, NetworkPolicy, AdminNetworkPolicy, BaselineAdminNetworkPolicy, ClusterNetworkPolicy, or a Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob) in the input".to_string()
         };
         Diagnostic {
             severity: Severity::Error,
@@ -515,6 +553,39 @@ impl Loader {
             c.namespaces.push(core::implied_namespace(&ns));
         }
     }
+}
+
+/// Pods that have no address (not yet scheduled, Pending) and are not host-network or a
+/// workload's representative: one summary notice, and one notice per pod.
+fn pods_without_address(cluster: &Cluster) -> (Option<Diagnostic>, Vec<Diagnostic>) {
+    let pending: Vec<Diagnostic> = cluster
+        .pods
+        .iter()
+        .filter(|p| {
+            p.ips.is_empty()
+                && !p.host_network
+                && crate::convert::workload::workload_of(p).is_none()
+        })
+        .map(|p| Diagnostic {
+            severity: Severity::Notice,
+            file: p.origin.file.clone(),
+            line: p.origin.line,
+            object: format!("Pod {}", p.key()),
+            field: "status.podIP".into(),
+            message: "no address (Pending?): left out of the matrix; it still counts for selectors"
+                .into(),
+        })
+        .collect();
+    let summary = pending.first().map(|first| Diagnostic {
+        message: format!(
+            "{} pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)",
+            pending.len()
+        ),
+        object: String::new(),
+        field: String::new(),
+        ..first.clone()
+    });
+    (summary, pending)
 }
 
 /// A warning for every pod whose IP another (non-host-network) pod also has, naming both.
@@ -617,7 +688,11 @@ fn decode(item: &Item<'_>) -> Decoded {
         None => format!("{kind} {name}"),
     };
     let origin = item.origin.clone();
+    let workload_kind = workload::WorkloadKind::of(api, kind);
     let object = match (api, kind) {
+        _ if workload_kind.is_some() => workload_kind
+            .and_then(|k| workload::workload(&mut ctx, value, k, origin))
+            .map(|p| Object::Pod(p, None)),
         ("v1", "Namespace") => core::namespace(&mut ctx, value, origin).map(Object::Namespace),
         ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(|(p, h)| Object::Pod(p, h)),
         ("v1", "Node") => core::node(&mut ctx, value, origin).map(Object::Node),
@@ -661,11 +736,16 @@ fn decode(item: &Item<'_>) -> Decoded {
             None
         }
         _ => {
-            ctx.notice(
+            let mut notice = Ctx::new(item.origin.clone(), item.lines, item.prefix.clone());
+            notice.object = ctx.object.clone();
+            notice.notice(
                 "kind",
                 format!("{api} {kind} is not a kind Palisade reads; skipped"),
             );
-            None
+            notice
+                .diags
+                .pop()
+                .map(|d| Object::Skipped(format!("{api} {kind}"), d))
         }
     };
     (ctx.diags, object.map(|o| (kind.to_string(), o)))

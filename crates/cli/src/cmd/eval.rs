@@ -83,7 +83,9 @@ fn named(engine: &Engine, e: Endpoint) -> NamedEndpoint {
 fn ends(engine: &Engine, src: Endpoint, dst: Endpoint) -> String {
     let (a, b) = (named(engine, src), named(engine, dst));
     let show = |e: &NamedEndpoint| {
-        if e.name == e.ip.to_string() {
+        if e.ip.is_unspecified() {
+            format!("{} (no address yet)", e.name)
+        } else if e.name == e.ip.to_string() {
             e.name.clone()
         } else {
             format!("{} ({})", e.name, e.ip)
@@ -100,6 +102,7 @@ fn one(
     format: Format,
 ) -> Result<bool, CliError> {
     let v = engine.evaluate(flow);
+    let depends = engine.depends_on_address(flow);
     match format {
         Format::Text => {
             let word = if v.allowed { "ALLOWED" } else { "DENIED" };
@@ -112,9 +115,15 @@ fn one(
             )?;
             writeln!(out, "  egress:  {}", v.egress)?;
             writeln!(out, "  ingress: {}", v.ingress)?;
+            if depends {
+                writeln!(
+                    out,
+                    "  note: a policy names CIDRs or nodes, so this depends on the address the workload will get; decided here for an address outside them"
+                )?;
+            }
         }
         Format::Json => {
-            let json = serde_json::json!({
+            let mut json = serde_json::json!({
                 "from": named(engine, flow.src),
                 "to": named(engine, flow.dst),
                 "protocol": flow.protocol.as_str(),
@@ -123,6 +132,9 @@ fn one(
                 "egress": v.egress,
                 "ingress": v.ingress,
             });
+            if depends {
+                json["dependsOnAddress"] = true.into();
+            }
             writeln!(out, "{}", serde_json::to_string(&json)?)?;
         }
     }

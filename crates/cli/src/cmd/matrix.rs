@@ -192,7 +192,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let m = engine.matrix(&probes);
     if m.pods.is_empty() {
         return Err(CliError::Empty(
-            "no pod in the input has an address (status.podIP/podIPs), so the matrix would be empty; dump the pods with `kubectl get pods -A -o yaml`".into(),
+            "no pod in the input has an address (status.podIP/podIPs) and no workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) stands for one, so the matrix would be empty; dump the pods with `kubectl get pods -A -o yaml`".into(),
         ));
     }
     let pods = &engine.cluster().pods;
@@ -212,6 +212,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 && cp.protocol == cols[p].probe.protocol
         }),
     };
+    let workloads = m
+        .pods
+        .iter()
+        .any(|&p| palisade_model::workload_of(&pods[p]).is_some());
+    let depends = |p: usize, f: usize, t: usize| {
+        workloads
+            && engine
+                .pod_flow(m.pods[f], m.pods[t], cols[p].probe)
+                .is_some_and(|flow| engine.depends_on_address(&flow))
+    };
     let v = View {
         names: &names,
         rows,
@@ -219,6 +229,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         probes: cols.clone(),
         allowed: &allowed,
         applies: &applies,
+        depends: &depends,
     };
     if args.output == Format::Table
         && !args.force
@@ -250,6 +261,7 @@ pub fn print(format: GridFormat, g: &Grid<'_>) -> Result<(), CliError> {
     let all: Vec<usize> = (0..g.names.len()).collect();
     let allowed = |p: usize, f: usize, t: usize| (g.allowed)(p, f, t);
     let applies = |_: usize, _: usize| true;
+    let depends = |_: usize, _: usize, _: usize| false;
     let v = View {
         names: &g.names,
         rows: all.clone(),
@@ -261,6 +273,7 @@ pub fn print(format: GridFormat, g: &Grid<'_>) -> Result<(), CliError> {
             .collect(),
         allowed: &allowed,
         applies: &applies,
+        depends: &depends,
     };
     let stdout = std::io::stdout();
     match format {

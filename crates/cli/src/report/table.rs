@@ -43,13 +43,23 @@ pub fn table(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
     let cols: Vec<&str> = v.cols.iter().map(|&c| v.names[c].as_str()).collect();
     let header = header_lines(&cols);
     let any_named = v.probes.iter().any(|p| p.name.is_some());
+    let any_depends = (0..v.probes.len()).any(|p| {
+        v.rows
+            .iter()
+            .any(|&f| v.cols.iter().any(|&t| (v.depends)(p, f, t)))
+    });
     for (pi, probe) in v.probes.iter().enumerate() {
         writeln!(
             out,
-            "{}  (rows: from; columns: to, names read downwards; . allowed, X denied{})",
+            "{}  (rows: from; columns: to, names read downwards; . allowed, X denied{}{})",
             probe.label(),
             if any_named {
                 ", - the destination has no port of that name"
+            } else {
+                ""
+            },
+            if any_depends {
+                ", ? depends on the address a workload will get"
             } else {
                 ""
             }
@@ -64,6 +74,7 @@ pub fn table(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
                     Mark::Allowed => write!(out, " {GREEN}.{RESET}")?,
                     Mark::Denied => write!(out, " {RED}X{RESET}")?,
                     Mark::NotApplicable => write!(out, " -")?,
+                    Mark::DependsOnAddress => write!(out, " ?")?,
                 }
             }
             writeln!(out)?;

@@ -40,10 +40,14 @@ pub struct View<'a> {
     /// `applies(probe, to)`: whether the probe is a port of that destination (always, for
     /// probes given by number).
     pub applies: &'a dyn Fn(usize, usize) -> bool,
+    /// `depends(probe, from, to)`: whether the verdict depends on the address that a
+    /// workload without one will get.
+    pub depends: &'a dyn Fn(usize, usize, usize) -> bool,
 }
 
-/// One cell: probe, source, destination, verdict.
-pub type Cell<'v> = (&'v ProbeCol, &'v str, &'v str, bool);
+/// One cell: probe, source, destination, verdict, whether it depends on an address not
+/// yet known.
+pub type Cell<'v> = (&'v ProbeCol, &'v str, &'v str, bool, bool);
 
 impl View<'_> {
     /// Every applicable (probe, from, to) cell, in output order.
@@ -59,6 +63,7 @@ impl View<'_> {
                             self.names[f].as_str(),
                             self.names[t].as_str(),
                             (self.allowed)(pi, f, t),
+                            (self.depends)(pi, f, t),
                         )
                     })
             })
@@ -69,6 +74,8 @@ impl View<'_> {
     pub fn mark(&self, probe: usize, from: usize, to: usize) -> Mark {
         if !(self.applies)(probe, to) {
             Mark::NotApplicable
+        } else if (self.depends)(probe, from, to) {
+            Mark::DependsOnAddress
         } else if (self.allowed)(probe, from, to) {
             Mark::Allowed
         } else {
@@ -86,18 +93,25 @@ pub enum Mark {
     Denied,
     /// The probe is a named port the destination does not declare.
     NotApplicable,
+    /// The verdict depends on the address a workload without one will get.
+    DependsOnAddress,
 }
 
 /// One JSON object per line and cell.
 pub fn jsonl(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
-    for (probe, from, to, ok) in v.cells() {
+    for (probe, from, to, ok, depends) in v.cells() {
         writeln!(
             out,
-            "{{\"from\":{},\"to\":{},\"protocol\":\"{}\",\"port\":{},\"allowed\":{ok}}}",
+            "{{\"from\":{},\"to\":{},\"protocol\":\"{}\",\"port\":{},\"allowed\":{ok}{}}}",
             serde_json::Value::from(from),
             serde_json::Value::from(to),
             probe.probe.protocol,
-            probe.probe.port
+            probe.probe.port,
+            if depends {
+                ",\"dependsOnAddress\":true"
+            } else {
+                ""
+            }
         )?;
     }
     out.flush()
@@ -107,8 +121,12 @@ pub fn jsonl(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
 pub fn json(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
     let rows: Vec<serde_json::Value> = v
         .cells()
-        .map(|(probe, from, to, ok)| {
-            serde_json::json!({"from": from, "to": to, "protocol": probe.probe.protocol.as_str(), "port": probe.probe.port, "allowed": ok})
+        .map(|(probe, from, to, ok, depends)| {
+            let mut cell = serde_json::json!({"from": from, "to": to, "protocol": probe.probe.protocol.as_str(), "port": probe.probe.port, "allowed": ok});
+            if depends {
+                cell["dependsOnAddress"] = true.into();
+            }
+            cell
         })
         .collect();
     serde_json::to_writer_pretty(&mut *out, &rows).map_err(std::io::Error::from)?;
@@ -119,7 +137,7 @@ pub fn json(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
 /// `from,to,protocol,port,allowed` lines.
 pub fn csv(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
     writeln!(out, "from,to,protocol,port,allowed")?;
-    for (probe, from, to, ok) in v.cells() {
+    for (probe, from, to, ok, _) in v.cells() {
         writeln!(
             out,
             "{from},{to},{},{},{ok}",
@@ -144,6 +162,7 @@ pub fn md(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
                     Mark::Allowed => "✓",
                     Mark::Denied => "✗",
                     Mark::NotApplicable => "–",
+                    Mark::DependsOnAddress => "?",
                 })
                 .collect();
             writeln!(out, "| {} | {} |", v.names[f], row.join(" | "))?;

@@ -124,27 +124,7 @@ pub(crate) fn pod(
     let labels = pod.metadata.labels.unwrap_or_default();
     validate::labels(ctx, "metadata.labels", &labels);
     let spec = pod.spec.unwrap_or_default();
-    let mut ports = Vec::new();
-    for (c, container) in spec.containers.iter().enumerate() {
-        for (i, p) in container.ports.iter().flatten().enumerate() {
-            let path = index(&join(&index("spec.containers", c), "ports"), i);
-            let number =
-                validate::port(ctx, &join(&path, "containerPort"), p.container_port.into());
-            let protocol = validate::protocol(ctx, &join(&path, "protocol"), p.protocol.as_deref());
-            if let Some(n) = &p.name
-                && let Some(e) = validate::port_name(n)
-            {
-                ctx.error(&join(&path, "name"), e);
-            }
-            if let Some(port) = number {
-                ports.push(ContainerPort {
-                    name: p.name.clone(),
-                    port,
-                    protocol,
-                });
-            }
-        }
-    }
+    let ports = container_ports(ctx, &spec, "spec");
     let status = pod.status.unwrap_or_default();
     let ips = pod_ips(ctx, &status);
     let node_name = spec.node_name.filter(|n| !n.is_empty());
@@ -222,6 +202,36 @@ pub(crate) fn nodes_from_host_ips(
         });
     }
     (nodes, diags)
+}
+
+/// The ports of every container of `spec` (at field path `path`), validated.
+pub(crate) fn container_ports(
+    ctx: &mut Ctx<'_>,
+    spec: &core::PodSpec,
+    path: &str,
+) -> Vec<ContainerPort> {
+    let mut ports = Vec::new();
+    for (c, container) in spec.containers.iter().enumerate() {
+        for (i, p) in container.ports.iter().flatten().enumerate() {
+            let path = index(&join(&index(&join(path, "containers"), c), "ports"), i);
+            let number =
+                validate::port(ctx, &join(&path, "containerPort"), p.container_port.into());
+            let protocol = validate::protocol(ctx, &join(&path, "protocol"), p.protocol.as_deref());
+            if let Some(n) = &p.name
+                && let Some(e) = validate::port_name(n)
+            {
+                ctx.error(&join(&path, "name"), e);
+            }
+            if let Some(port) = number {
+                ports.push(ContainerPort {
+                    name: p.name.clone(),
+                    port,
+                    protocol,
+                });
+            }
+        }
+    }
+    ports
 }
 
 /// `status.podIPs` (or `status.podIP` alone), validated as the API server does: "If this

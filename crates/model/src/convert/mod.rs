@@ -3,6 +3,7 @@
 pub(crate) mod admin;
 pub(crate) mod core;
 pub(crate) mod netpol;
+pub(crate) mod workload;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
