@@ -620,6 +620,13 @@ fn workloads_stand_for_their_pods() {
         out.contains("note: a policy names CIDRs or nodes, so this depends on the address"),
         "{out}"
     );
+    let o = palisade(&["matrix", "-f", "examples/shop", "-o", "html"]);
+    let page = stdout(&o);
+    // every cell into web (column 2) on both probes: web admits an ipBlock
+    assert!(
+        page.contains(r#""depends":[[0,0,2],[0,1,2],[0,2,2],[1,0,2],[1,1,2],[1,2,2]]"#),
+        "the page marks them too"
+    );
 }
 
 #[test]
@@ -641,5 +648,20 @@ fn pods_without_an_address_are_one_notice() {
         stderr(&o).contains("-:9: notice: Pod x/p2: status.podIP: no address (Pending?)"),
         "{}",
         stderr(&o)
+    );
+}
+
+#[test]
+fn allowed_ports_merge_across_rules() {
+    let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x}\nstatus: {podIP: 10.0.0.1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: x}\nstatus: {podIP: 10.0.0.2}\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: b, namespace: x}\nspec:\n  podSelector: {}\n  ingress: [{ports: [{port: 80}]}, {ports: [{port: 81, endPort: 90}, {protocol: UDP, port: 53}]}]\n";
+    let o = palisade_stdin(&["eval", "-f", "-", "--from", "x/a", "--to", "x/b"], yaml);
+    let out = stdout(&o);
+    assert!(
+        out.contains("allowed: TCP 80-90; UDP 53; SCTP none\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("TCP 80: ALLOWED\n") && out.contains("TCP 81-90: ALLOWED\n"),
+        "each rule's run still listed: {out}"
     );
 }

@@ -141,17 +141,26 @@ fn one(
     Ok(v.allowed)
 }
 
-/// The allowed ports per protocol, as ranges.
+/// The allowed ports per protocol, as maximal ranges.
 fn allowed_ranges(segments: &[PortSegment]) -> Vec<(Protocol, Vec<PortRange>)> {
     let mut out: Vec<(Protocol, Vec<PortRange>)> = Vec::new();
     for s in segments {
         if out.last().is_none_or(|(p, _)| *p != s.protocol) {
             out.push((s.protocol, Vec::new()));
         }
-        if s.verdict.allowed
-            && let Some((_, r)) = out.last_mut()
-        {
-            r.push(s.range);
+        let Some((_, r)) = out.last_mut() else {
+            continue;
+        };
+        match r.last_mut() {
+            // Runs allowed by different rules are one range of allowed ports.
+            Some(prev)
+                if s.verdict.allowed
+                    && prev.end.get().checked_add(1) == Some(s.range.start.get()) =>
+            {
+                prev.end = s.range.end;
+            }
+            _ if s.verdict.allowed => r.push(s.range),
+            _ => {}
         }
     }
     out

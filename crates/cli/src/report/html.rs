@@ -79,8 +79,9 @@ fn pair(from: &Axis, to: &Axis) -> (PodId, PodId) {
     }
 }
 
-/// The page's data: axes, probes, the distinct verdicts and each cell's verdict index (-1:
-/// the probe is a named port the destination does not declare).
+/// The page's data: axes, probes, the distinct verdicts, each cell's verdict index (-1:
+/// the probe is a named port the destination does not declare), and the cells whose
+/// verdict depends on the address a workload will get (`[probe, row, column]`).
 fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
     let classes = v.rows.len() > MAX_PODS || v.cols.len() > MAX_PODS;
     let rows = axis(engine, m, &v.rows, classes);
@@ -89,6 +90,7 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
     let mut verdicts: Vec<Value> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut cells: Vec<Vec<Vec<i64>>> = Vec::with_capacity(v.probes.len());
+    let mut depends: Vec<[usize; 3]> = Vec::new();
     for (pi, probe) in v.probes.iter().enumerate() {
         let mut grid = Vec::with_capacity(rows.len());
         for r in &rows {
@@ -99,13 +101,14 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
                     .iter()
                     .any(|p| row_of.get(p).is_some_and(|&t| !(v.applies)(pi, t)));
                 let (a, b) = pair(r, c);
-                let verdict = engine
-                    .pod_flow(a, b, probe.probe)
-                    .map(|f| engine.evaluate(&f));
-                let Some(verdict) = verdict.filter(|_| applies) else {
+                let Some(flow) = engine.pod_flow(a, b, probe.probe).filter(|_| applies) else {
                     line.push(-1);
                     continue;
                 };
+                if engine.depends_on_address(&flow) {
+                    depends.push([pi, grid.len(), line.len()]);
+                }
+                let verdict = engine.evaluate(&flow);
                 let value = serde_json::to_value(&verdict).unwrap_or(Value::Null);
                 let key = value.to_string();
                 let next = verdicts.len();
@@ -145,6 +148,7 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
         "cols": axis_json(&cols),
         "verdicts": verdicts,
         "cells": cells,
+        "depends": depends,
     })
 }
 
@@ -163,7 +167,7 @@ pub fn html(
     let data = data(engine, m, v);
     write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Palisade connectivity matrix</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>Palisade connectivity matrix</h1>\n<p id=\"note\"></p>\n<form id=\"filters\">\n<label>from namespace <select id=\"from-ns\"></select></label>\n<label>to namespace <select id=\"to-ns\"></select></label>\n<label>protocol <select id=\"protocol\"></select></label>\n<label>port <select id=\"port\"></select></label>\n</form>\n<p class=\"legend\"><span class=\"cell allowed\"></span> allowed <span class=\"cell denied\"></span> denied <span class=\"cell na\"></span> not a port of the destination. Rows: from; columns: to. Click a cell for its explanation.</p>\n<div id=\"layout\"><div id=\"grid\"><table id=\"matrix\"></table></div>\n<aside id=\"explanation\"><p>Click a cell.</p></aside></div>\n<script type=\"application/json\" id=\"data\">{}</script>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Palisade connectivity matrix</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>Palisade connectivity matrix</h1>\n<p id=\"note\"></p>\n<form id=\"filters\">\n<label>from namespace <select id=\"from-ns\"></select></label>\n<label>to namespace <select id=\"to-ns\"></select></label>\n<label>protocol <select id=\"protocol\"></select></label>\n<label>port <select id=\"port\"></select></label>\n</form>\n<p class=\"legend\"><span class=\"cell allowed\"></span> allowed <span class=\"cell denied\"></span> denied <span class=\"cell na\"></span> not a port of the destination; ? depends on the address a workload will get. Rows: from; columns: to. Click a cell for its explanation.</p>\n<div id=\"layout\"><div id=\"grid\"><table id=\"matrix\"></table></div>\n<aside id=\"explanation\"><p>Click a cell.</p></aside></div>\n<script type=\"application/json\" id=\"data\">{}</script>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n",
         script_safe(&data)
     )?;
     out.flush()

@@ -9,6 +9,7 @@
     return e;
   };
   $("note").textContent = data.note;
+  const depends = new Set(data.depends.map((d) => d.join(",")));
 
   const fill = (select, values, all) => {
     select.replaceChildren();
@@ -77,6 +78,9 @@
     box.appendChild(h);
     box.appendChild(side("egress at the source", v.egress));
     box.appendChild(side("ingress at the destination", v.ingress));
+    if (depends.has([p, r, c].join(","))) {
+      box.appendChild(el("p", "Depends on the address: a policy names CIDRs or nodes, and a workload here has no address yet; decided for an address outside them.", "depends-note"));
+    }
     for (const td of document.querySelectorAll("#matrix td.selected")) td.classList.remove("selected");
     const cell = document.querySelector('#matrix td[data-r="' + r + '"][data-c="' + c + '"]');
     if (cell) cell.classList.add("selected");
@@ -108,7 +112,7 @@
       for (const [b, c] of cols) {
         const idx = data.cells[p][r][c];
         const cls = idx < 0 ? "na" : data.verdicts[idx].allowed ? "allowed" : "denied";
-        const td = el("td", undefined, cls);
+        const td = el("td", depends.has([p, r, c].join(",")) ? "?" : undefined, cls);
         td.dataset.r = r;
         td.dataset.c = c;
         td.title = a.name + " \u2192 " + b.name + ": " + (idx < 0 ? "n/a" : cls);
