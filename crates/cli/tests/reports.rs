@@ -620,6 +620,22 @@ fn workloads_stand_for_their_pods() {
         out.contains("note: a policy names CIDRs or nodes, so this depends on the address"),
         "{out}"
     );
+    let o = palisade(&[
+        "explain",
+        "-f",
+        "examples/shop",
+        "--from",
+        "shop/db[StatefulSet]",
+        "--to",
+        "shop/web[Deployment]",
+        "--port",
+        "http",
+    ]);
+    assert!(
+        stdout(&o).contains("ingress rule 0: from ipBlock 10.20.0.0/16 (the workload has no address yet: taken as outside, depends on the address)"),
+        "{}",
+        stdout(&o)
+    );
     let o = palisade(&["matrix", "-f", "examples/shop", "-o", "html"]);
     let page = stdout(&o);
     // every cell into web (column 2) on both probes: web admits an ipBlock

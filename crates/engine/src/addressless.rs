@@ -10,7 +10,12 @@ use crate::state::Engine;
 
 /// Whether an endpoint stands for pods whose address is not known.
 pub(crate) fn addressless(e: &Endpoint) -> bool {
-    e.ip.is_unspecified()
+    addressless_ip(&e.ip)
+}
+
+/// Whether an address is the placeholder of an endpoint without one.
+pub(crate) fn addressless_ip(ip: &std::net::IpAddr) -> bool {
+    ip.is_unspecified()
 }
 
 /// Whether `net` with `except` holds every address (then it cannot tell addresses apart).

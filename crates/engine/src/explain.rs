@@ -103,6 +103,17 @@ pub struct Explanation {
     pub ingress: SideWalk,
 }
 
+impl NamedEndpoint {
+    /// The address, or `no address yet` for a workload's representative pod.
+    pub fn address(&self) -> String {
+        if crate::addressless::addressless_ip(&self.ip) {
+            "no address yet".into()
+        } else {
+            self.ip.to_string()
+        }
+    }
+}
+
 impl Engine {
     /// `x/a`, a node name, or the address.
     pub fn endpoint_name(&self, kind: EndpointKind, ip: IpAddr) -> String {
@@ -226,9 +237,9 @@ impl fmt::Display for Explanation {
             f,
             "{} ({}) -> {} ({}) {}/{}: {}",
             self.from.name,
-            self.from.ip,
+            self.from.address(),
             self.to.name,
-            self.to.ip,
+            self.to.address(),
             self.protocol,
             self.port,
             if self.verdict.allowed {

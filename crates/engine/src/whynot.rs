@@ -81,6 +81,9 @@ pub enum PeerWhy {
     Unsupported,
     /// A present, empty list of peers (the original v1beta1 model: it matches nothing).
     EmptyList,
+    /// The other end is a workload without an address yet: whether it will be inside the
+    /// CIDR is not known (decided as outside).
+    AddressUnknown,
 }
 
 impl fmt::Display for PortWhy {
@@ -109,6 +112,9 @@ impl fmt::Display for PeerWhy {
             PeerWhy::NodeLabels => f.write_str("the node's labels do not match"),
             PeerWhy::Unsupported => f.write_str("Palisade cannot evaluate it (fails closed)"),
             PeerWhy::EmptyList => f.write_str("an empty list matches nothing in this API version"),
+            PeerWhy::AddressUnknown => f.write_str(
+                "the workload has no address yet: taken as outside, depends on the address",
+            ),
         }
     }
 }
@@ -127,6 +133,7 @@ impl PeerWhy {
             PeerWhy::NodeLabels => "NodeLabelsNotSelected",
             PeerWhy::Unsupported => "Unsupported",
             PeerWhy::EmptyList => "EmptyList",
+            PeerWhy::AddressUnknown => "AddressUnknown",
         }
     }
 }
@@ -336,7 +343,9 @@ impl Engine {
                 Some(self.pod_peer_why(ep, ns_ok))
             }
             (_, NetworkPolicyPeer::IpBlock(b)) => {
-                if !b.cidr.contains(&ep.ip) {
+                if crate::addressless::addressless(ep) {
+                    (!b.contains(&ep.ip)).then_some(PeerWhy::AddressUnknown)
+                } else if !b.cidr.contains(&ep.ip) {
                     Some(PeerWhy::OutsideCidr)
                 } else {
                     b.except
@@ -457,10 +466,10 @@ impl Engine {
         };
         Some(match (compiled, written) {
             (AdminPeerC::Unsupported, _) => PeerWhy::Unsupported,
-            (AdminPeerC::Networks(nets), _) => {
-                debug_assert!(!nets.iter().any(|n| n.contains(&ep.ip)));
-                PeerWhy::OutsideCidr
+            (AdminPeerC::Networks(_), _) if crate::addressless::addressless(ep) => {
+                PeerWhy::AddressUnknown
             }
+            (AdminPeerC::Networks(_), _) => PeerWhy::OutsideCidr,
             (AdminPeerC::Nodes(_), _) => match ep.kind {
                 EndpointKind::Host(Some(_)) => PeerWhy::NodeLabels,
                 _ => PeerWhy::NotANode,
