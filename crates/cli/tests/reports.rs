@@ -587,7 +587,7 @@ fn workloads_stand_for_their_pods() {
     let err = stderr(&o);
     assert_eq!(
         err,
-        "examples/shop/workloads.yaml:48: notice: 1 v1 Service object(s) skipped: not a kind Palisade reads (--verbose lists them)\n",
+        "examples/shop/workloads.yaml:48: notice: v1 Service is not a kind Palisade reads; 1 object(s) skipped (--verbose lists them)\n",
         "one line per skipped kind"
     );
     let o = palisade(&[

@@ -487,7 +487,7 @@ impl Loader {
                 object: String::new(),
                 field: String::new(),
                 message: format!(
-                    "{} {label} object(s) skipped: not a kind Palisade reads (--verbose lists them)",
+                    "{label} is not a kind Palisade reads; {} object(s) skipped (--verbose lists them)",
                     notices.len()
                 ),
             });
@@ -754,6 +754,27 @@ fn decode(item: &Item<'_>) -> Decoded {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipped_kinds_and_pods_without_an_address_are_one_line_each() {
+        let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: b}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n";
+        let loaded = load_str(yaml).unwrap();
+        let lines: Vec<String> = loaded
+            .diagnostics
+            .iter()
+            .filter(|d| !d.message.contains("not declared"))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "<input>:10: notice: v1 ConfigMap is not a kind Palisade reads; 1 object(s) skipped (--verbose lists them)",
+                "<input>:2: notice: v1 Service is not a kind Palisade reads; 2 object(s) skipped (--verbose lists them)",
+                "<input>:12: notice: 1 pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)",
+            ]
+        );
+        assert_eq!(loaded.details.len(), 4, "each object behind them");
+    }
 
     /// Regression: `-f /dev/zero` grew without bound; reading stops one byte past the
     /// limit with an error naming the file.
