@@ -47,6 +47,8 @@ pub enum PortWhy {
     NamedPortAbsent,
     /// A named port only matches a destination that is a pod.
     NamedPortNeedsPod,
+    /// A present, empty list of ports (the original v1beta1 model: it matches nothing).
+    EmptyList,
 }
 
 /// A peer of a rule and why the other end of the flow is not in it.
@@ -95,6 +97,7 @@ impl fmt::Display for PortWhy {
                 "the destination pod has no container port of that name with this number"
             }
             PortWhy::NamedPortNeedsPod => "a named port only matches a destination pod",
+            PortWhy::EmptyList => "an empty list matches nothing in this API version",
         })
     }
 }
@@ -146,6 +149,7 @@ impl PortWhy {
             PortWhy::Port => "Port",
             PortWhy::NamedPortAbsent => "NamedPortAbsent",
             PortWhy::NamedPortNeedsPod => "NamedPortNeedsPod",
+            PortWhy::EmptyList => "EmptyList",
         }
     }
 }
@@ -277,6 +281,12 @@ impl Engine {
                             })
                         })
                         .collect();
+                }
+                if list.is_empty() {
+                    ports.push(PortMiss {
+                        port: "an empty list".into(),
+                        why: PortWhy::EmptyList,
+                    });
                 }
             }
             let mut peers = Vec::new();

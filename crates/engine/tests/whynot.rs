@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use palisade_engine::{Engine, Flow, Options, PolicyOutcome, TierStep};
+use palisade_engine::{Engine, Flow, Options, PolicyOutcome, Semantics, TierStep};
 use palisade_gen::strategies::cluster;
 use palisade_model::{Direction, Protocol};
 use proptest::prelude::*;
@@ -48,8 +48,9 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 24, rng_seed: RngSeed::Fixed(14), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
-    fn every_rule_of_a_policy_without_a_match_has_a_reason(c in cluster()) {
-        let e = Engine::new(c, Options::default());
+    fn every_rule_of_a_policy_without_a_match_has_a_reason(c in cluster(), legacy in any::<bool>()) {
+        let semantics = if legacy { Semantics::Legacy } else { Semantics::Standard };
+        let e = Engine::new(c, Options { semantics, ..Options::default() });
         let ips = addresses(&e);
         for &src in &ips {
             for &dst in ips.iter().filter(|d| d.is_ipv4() == src.is_ipv4()) {
@@ -73,6 +74,7 @@ proptest! {
                                             let r = &pm.policy.reference;
                                             let n = rule_count(&e, (r.kind.as_str(), r.namespace.as_deref(), &r.name), walk.direction);
                                             prop_assert_eq!(pm.rules.len(), n, "{} {:?}", r, flow);
+                                            prop_assert!(pm.rules.iter().all(|m| !m.ports.is_empty() || !m.peers.is_empty()));
                                         }
                                     }
                                 }
