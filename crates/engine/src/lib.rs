@@ -6,6 +6,9 @@
 //! [`Engine::evaluate`] then decides a [`Flow`] side by side (egress at the source, ingress
 //! at the destination), each through the tiers Admin → NetworkPolicy → Baseline → Default,
 //! and returns a [`Verdict`] whose [`SideVerdict`]s name the tier, policy and rule.
+//! [`Engine::explain`] adds the tier-by-tier walk and, where no rule matched, why each rule
+//! did not ([`RuleMiss`]); [`Engine::port_segments`] gives the verdict on every run of ports
+//! that the policies treat alike; [`Engine::matrix`] evaluates every pair of pods.
 //!
 //! ```
 //! use palisade_engine::{Engine, Options, Flow};

@@ -86,7 +86,7 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
     let classes = v.rows.len() > MAX_PODS || v.cols.len() > MAX_PODS;
     let rows = axis(engine, m, &v.rows, classes);
     let cols = axis(engine, m, &v.cols, classes);
-    let row_of: HashMap<PodId, usize> = v.cols.iter().map(|&i| (m.pods[i], i)).collect();
+    let col_index: HashMap<PodId, usize> = v.cols.iter().map(|&i| (m.pods[i], i)).collect();
     let mut verdicts: Vec<Value> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     let mut cells: Vec<Vec<Vec<i64>>> = Vec::with_capacity(v.probes.len());
@@ -99,7 +99,7 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
                 let applies = !c
                     .pods
                     .iter()
-                    .any(|p| row_of.get(p).is_some_and(|&t| !(v.applies)(pi, t)));
+                    .any(|p| col_index.get(p).is_some_and(|&t| !(v.applies)(pi, t)));
                 let (a, b) = pair(r, c);
                 let Some(flow) = engine.pod_flow(a, b, probe.probe).filter(|_| applies) else {
                     line.push(-1);
