@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use palisade_agent::source::kube;
 use palisade_engine::{Endpoint, Engine, Options, Semantics};
 use palisade_model::{LoadOptions, PortRange, Protocol, Severity};
 
@@ -13,8 +14,26 @@ use crate::report::ports::{self, PortArg};
 #[derive(Debug, Clone, clap::Args)]
 pub struct Input {
     /// Manifest files or directories (recursively *.yaml, *.yml, *.json); `-` for stdin.
-    #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
+    #[arg(
+        short = 'f',
+        long = "filename",
+        num_args = 1..,
+        required_unless_present_any = ["kube", "kubeconfig", "context"],
+        conflicts_with_all = ["kube", "kubeconfig", "context"]
+    )]
     pub files: Vec<PathBuf>,
+    /// Read the cluster's objects from the Kubernetes API (the kubeconfig's current
+    /// context, or the pod's service account) instead of files.
+    #[arg(long)]
+    pub kube: bool,
+    /// The kubeconfig file to read the cluster with (implies `--kube`; default:
+    /// `KUBECONFIG`, else `~/.kube/config`).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to read the cluster with (implies `--kube`; default: the
+    /// kubeconfig's current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
     /// Skip invalid objects (reporting them) instead of refusing the whole input.
     #[arg(long)]
     pub skip_invalid: bool,
@@ -42,12 +61,22 @@ pub enum SemanticsArg {
 impl Input {
     /// Loads and compiles the input, printing notices on stderr.
     pub fn engine(&self) -> Result<Engine, CliError> {
-        let loaded = palisade_model::load_paths(
-            &self.files,
-            LoadOptions {
-                skip_invalid: self.skip_invalid,
-            },
-        )?;
+        let options = LoadOptions {
+            skip_invalid: self.skip_invalid,
+        };
+        let loaded = if self.kube || self.kubeconfig.is_some() || self.context.is_some() {
+            let snapshot =
+                kube::snapshot_blocking(self.kubeconfig.as_deref(), self.context.as_deref())?;
+            for kind in &snapshot.missing {
+                eprintln!("notice: the cluster does not serve {kind} (its CRD is not installed)");
+            }
+            // Each object is a text named `kube:<Kind>/<namespace>/<name>`, so invalid
+            // objects are reported as for files, with that name in place of the file.
+            let texts = snapshot.texts.iter();
+            palisade_model::load_sources(texts.map(|t| (t.id.as_str(), t.body.as_str())), options)?
+        } else {
+            palisade_model::load_paths(&self.files, options)?
+        };
         for d in &loaded.diagnostics {
             let prefix = if d.severity == Severity::Error {
                 "skipped: "

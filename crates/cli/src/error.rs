@@ -48,12 +48,18 @@ pub enum CliError {
     /// The lab failed (exit 1).
     #[error(transparent)]
     Lab(#[from] palisade_lab::LabError),
+    /// The agent stopped with an error.
+    #[error(transparent)]
+    Agent(palisade_agent::run::AgentError),
     /// The lab's kernel and the evaluator disagreed on this many probes (exit 1).
     #[error("{0} disagreement(s) between the kernel and the evaluator")]
     Disagreements(usize),
     /// The output could not be written as YAML (exit 1).
     #[error("serializing the output as YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),
+    /// The Kubernetes API could not be read (exit 1).
+    #[error("Kubernetes API: {0}")]
+    Kube(#[from] palisade_agent::source::kube::KubeError),
     /// The tenancy layer failed (exit 1).
     #[error(transparent)]
     Tenancy(#[from] palisade_tenancy::Error),

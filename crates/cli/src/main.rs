@@ -32,6 +32,9 @@ enum Command {
     Explain(cmd::explain::Args),
     /// Compile the policies into a data plane's shape (nftables, Neutron security groups).
     Compile(cmd::compile::Args),
+    /// Enforce the policies live: follow a manifest directory or the Kubernetes API and
+    /// keep this network namespace's nftables ruleset in step.
+    Agent(cmd::agent::Args),
     /// A network-namespace node enforcing the ruleset, probed with real packets (root).
     #[command(subcommand)]
     Lab(cmd::lab::Args),
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Tenancy(args) => cmd::tenancy::run(args),
         Command::Gen(args) => cmd::generate::run(args),
         Command::Lab(args) => cmd::lab::run(args),
+        Command::Agent(args) => cmd::agent::run(args),
     };
     error::exit(result)
 }

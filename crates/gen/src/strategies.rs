@@ -308,6 +308,7 @@ pub fn cluster() -> impl Strategy<Value = Cluster> {
                 nodes,
                 network_policies,
                 admin_policies,
+                ..Cluster::default()
             };
             // one BANP at most, named default, as validation guarantees
             let mut seen_banp = false;

@@ -10,7 +10,7 @@ use std::path::Path;
 use palisade_engine::{Engine, Flow, Probe};
 use palisade_model::Protocol;
 
-use crate::{Lab, LabError, LabPod, Target};
+use crate::{Lab, LabEndpoint, LabError, Target};
 
 /// One probe sent from one endpoint to another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,7 +33,7 @@ pub struct Observation {
 /// endpoints, except an endpoint with itself.
 #[derive(Debug, Clone)]
 pub struct Observed {
-    endpoints: Vec<LabPod>,
+    endpoints: Vec<LabEndpoint>,
     probes: Vec<Probe>,
     observations: Vec<Observation>,
     /// (probe, from, to) → index in `observations`.
@@ -43,7 +43,7 @@ pub struct Observed {
 impl Observed {
     /// The endpoints (rows and columns): the pods in [`Lab::pods`] order, then the
     /// external host.
-    pub fn endpoints(&self) -> &[LabPod] {
+    pub fn endpoints(&self) -> &[LabEndpoint] {
         &self.endpoints
     }
 
@@ -147,7 +147,7 @@ pub fn observe(lab: &Lab, exe: &Path, probes: &[Probe]) -> Result<Observed, LabE
         }
     }
     let probes = unique;
-    let endpoints: Vec<LabPod> = lab.endpoints().cloned().collect();
+    let endpoints: Vec<LabEndpoint> = lab.endpoints().cloned().collect();
     let plan: Vec<(String, Vec<Target>)> = endpoints
         .iter()
         .map(|from| {

@@ -1,21 +1,29 @@
-//! `palisade lab`: one Kubernetes node built from network namespaces, to prove with real
+//! `palisade lab`: Kubernetes nodes built from network namespaces, to prove with real
 //! packets that the kernel enforces what the evaluator decides.
 //!
 //! Topology (routed; no bridge, so no bridge-netfilter question): a node namespace with
-//! IPv4 forwarding; per pod a namespace joined to it by a veth pair, the pod side holding
-//! the pod's address as a /32 with a default route via 169.254.1.1, the node side holding
-//! 169.254.1.1/32 and a /32 route to the pod. Every pod-to-pod packet crosses the node's
-//! forward hook, where `inet palisade` filters. An external host (192.0.2.10) is wired the
-//! same way.
+//! IPv4 forwarding; per pod a namespace joined to its node by a veth pair, the pod side
+//! holding the pod's address as a /32 with a default route via 169.254.1.1, the node side
+//! holding 169.254.1.1/32 and a /32 route to the pod. Every packet from or to a pod crosses
+//! its node's hooks, where `inet palisade` filters.
 //!
-//! - [`Lab::up`] builds the node and starts a responder in each pod; [`down`] removes
-//!   everything, also after a crash (what `up` creates is recorded in a state file first).
-//! - The processes inside the namespaces are [`Helper`]s: the lab re-executes a program
-//!   (the `palisade` binary, or this crate's `palisade-lab-helper`) as
-//!   `<exe> lab <helper> ...`, and that program passes its arguments to
-//!   [`run_if_helper`].
-//! - [`observe`] probes every endpoint pair with real packets; [`Observed::disagreements`]
-//!   compares each outcome with the engine's verdict.
+//! - When every pod sits on one node (or names none), the lab is that one node,
+//!   `<lab>-node`, with the external host (192.0.2.10) wired to it like a pod.
+//! - When the pods name several nodes (`spec.nodeName`), each node is a namespace
+//!   `<lab>-node-<nodeName>` with its own address (the Node's `InternalIP`, else a
+//!   generated one), joined to a fabric namespace `<lab>-fab` that routes every pod and
+//!   node address to its node; the external host hangs off the fabric. A cross-node packet
+//!   crosses the source node's `forward` hook (egress) and the destination node's
+//!   (ingress). Host-network pods live in their node's namespace, at its address.
+//!
+//! [`Lab::up`] builds a lab and starts a responder in each pod and node; [`down`] removes
+//! everything, also after a crash (what `up` creates is recorded in a state file first).
+//! [`Lab::compile`] compiles one ruleset per node (only that node's pods' sides) and
+//! [`Lab::apply`] / [`Lab::update`] load them. The processes inside the namespaces are
+//! [`Helper`]s: the lab re-executes a program (the `palisade` binary, or this crate's
+//! `palisade-lab-helper`) as `<exe> lab <helper> ...`, and that program passes its
+//! arguments to [`run_if_helper`]. [`observe`] probes every endpoint pair with real
+//! packets; [`Observed::disagreements`] compares each outcome with the engine's verdict.
 //!
 //! Building and probing a lab needs root (network namespaces, `ip`, `nft`, `conntrack`):
 //!
@@ -25,10 +33,11 @@
 //! use palisade_model::Protocol;
 //!
 //! let loaded = palisade_model::load_paths(&["examples/xyz".into()], Default::default())?;
-//! let engine = Engine::new(loaded.cluster.clone(), Options::default());
 //! let exe = std::env::current_exe()?; // this program calls `run_if_helper` first in `main`
 //! let lab = palisade_lab::Lab::up(&loaded.cluster, "demo", &exe)?;
-//! // ... load the engine's compiled ruleset into `lab.node_netns` (palisade-nft), then:
+//! // the cluster as built: with the addresses the lab gave nodes the input has none for
+//! let engine = Engine::new(lab.complete(&loaded.cluster)?, Options::default());
+//! lab.apply(&lab.compile(&engine)?)?;
 //! let tcp_80 = Probe { protocol: Protocol::Tcp, port: 80 };
 //! let observed = palisade_lab::observe(&lab, &exe, &[tcp_80])?;
 //! for d in observed.disagreements(&engine) {
@@ -52,22 +61,27 @@
 //! ```
 
 mod compare;
+mod enforce;
 mod helper;
+mod layout;
 mod net;
 mod probe;
+mod state;
+mod topology;
 
-use std::net::IpAddr;
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
 
-use palisade_model::{Cluster, Protocol};
+use palisade_model::Protocol;
 
 pub use compare::{Disagreement, Observation, Observed, observe};
 pub use helper::{Helper, PREFIX as HELPER_PREFIX, run_if_helper};
 pub use probe::{ConnectStats, ProbeResult, Target, connect_bench, hold, probe_batch, serve};
+pub use state::state_dir;
+pub use topology::down;
 
 /// The external test host's address.
-pub const EXTERNAL_IP: &str = "192.0.2.10";
+pub const EXTERNAL_IP: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 10);
 
 /// Why a lab operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -86,6 +100,18 @@ pub enum LabError {
     /// The state file is unreadable.
     #[error("lab state {0}: {1}")]
     State(PathBuf, String),
+    /// The cluster cannot be laid out as a lab, or the input no longer fits the lab.
+    #[error("{0}")]
+    Layout(String),
+    /// Compiling or loading a node's ruleset failed.
+    #[error("node namespace {netns}: {source}")]
+    Nft {
+        /// The node namespace.
+        netns: String,
+        /// What went wrong.
+        #[source]
+        source: palisade_nft::NftError,
+    },
     /// Something did not become ready in time.
     #[error("{0}")]
     Timeout(String),
@@ -94,11 +120,27 @@ pub enum LabError {
     Usage(String),
 }
 
-/// One pod of the lab.
+/// What an endpoint of the lab is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum EndpointKind {
+    /// A pod (not host-network), in a namespace of its own.
+    Pod,
+    /// A node's address, in the node's namespace (where its host-network pods live too).
+    Node,
+    /// The external host, outside the cluster.
+    External,
+}
+
+/// One endpoint of the lab: a namespace at an address, with a responder on its ports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LabPod {
-    /// `namespace/name`.
+pub struct LabEndpoint {
+    /// `namespace/name` of a pod; the address of a node or of the external host.
     pub key: String,
+    /// What it is.
+    pub kind: EndpointKind,
+    /// The node it sits on (per-node layout; `None` for the external host and in the
+    /// single-node layout).
+    pub node: Option<String>,
     /// Its network namespace.
     pub netns: String,
     /// Its address.
@@ -107,265 +149,84 @@ pub struct LabPod {
     pub ports: Vec<(u16, Protocol)>,
 }
 
+/// One node namespace of the lab.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabNode {
+    /// The node's name (`spec.nodeName` of its pods); `None` in the single-node layout when
+    /// the pods name no node.
+    pub name: Option<String>,
+    /// Its network namespace: its ruleset is loaded there, and a node agent runs there
+    /// (`ip netns exec <netns> palisade agent --node <name> ...`).
+    pub netns: String,
+    /// Its address as a probe endpoint (per-node layout only).
+    pub endpoint: Option<LabEndpoint>,
+    /// Whether the lab made the address up (the input gives the node no IPv4 `InternalIP`).
+    pub generated_address: bool,
+    /// The host-network pods placed in it (`namespace/name`), reached at its address.
+    pub host_network_pods: Vec<String>,
+}
+
+impl LabNode {
+    /// The node's address (per-node layout only).
+    pub fn ip(&self) -> Option<IpAddr> {
+        self.endpoint.as_ref().map(|e| e.ip)
+    }
+}
+
 /// A running lab.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Lab {
     /// Name (prefix of everything it creates).
     pub name: String,
-    /// The node namespace (where the ruleset is loaded).
-    pub node_netns: String,
-    /// The pods.
-    pub pods: Vec<LabPod>,
+    /// The node namespaces, where the rulesets are loaded: one (`<lab>-node`) in the
+    /// single-node layout, else one per node the pods name (`<lab>-node-<nodeName>`), in
+    /// name order.
+    pub nodes: Vec<LabNode>,
+    /// The namespace joining the nodes (`<lab>-fab`, per-node layout only).
+    pub fabric_netns: Option<String>,
+    /// The pods, by key.
+    pub pods: Vec<LabEndpoint>,
     /// The external host (a pod-like namespace outside the cluster).
-    pub external: LabPod,
+    pub external: LabEndpoint,
     /// Responder processes.
     pub pids: Vec<u32>,
 }
 
-/// Where lab state files live (`PALISADE_LAB_DIR`, default `/run/palisade-lab`).
-pub fn state_dir() -> PathBuf {
-    std::env::var_os("PALISADE_LAB_DIR")
-        .map_or_else(|| PathBuf::from("/run/palisade-lab"), PathBuf::from)
-}
-
-fn state_file(name: &str) -> PathBuf {
-    state_dir().join(format!("{name}.json"))
-}
-
 impl Lab {
-    /// Builds the lab for the IPv4 pods of `cluster` (host-network pods are skipped) and
-    /// starts their responders, running the [`Helper::Serve`] of `exe` inside each pod. `name` must be a
-    /// short alphanumeric prefix (at most 8 characters).
-    pub fn up(cluster: &Cluster, name: &str, exe: &Path) -> Result<Lab, LabError> {
-        if name.is_empty() || name.len() > 8 || !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
-            return Err(LabError::State(
-                state_file(name),
-                "the lab name must be 1-8 letters or digits".into(),
-            ));
-        }
-        down(name)?; // leftovers of a crashed run
-        let mut pods: Vec<LabPod> = cluster
-            .pods
-            .iter()
-            .filter(|p| !p.host_network)
-            .filter_map(|p| {
-                let ip = *p.ips.iter().find(|ip| ip.is_ipv4())?;
-                let mut ports: Vec<(u16, Protocol)> =
-                    p.ports.iter().map(|c| (c.port.get(), c.protocol)).collect();
-                ports.sort();
-                ports.dedup();
-                Some(LabPod {
-                    key: p.key(),
-                    netns: String::new(),
-                    ip,
-                    ports,
-                })
-            })
-            .collect();
-        pods.sort_by(|a, b| a.key.cmp(&b.key));
-        for (i, p) in pods.iter_mut().enumerate() {
-            p.netns = format!("{name}-p{i}");
-        }
-        let all_ports: Vec<(u16, Protocol)> = {
-            let mut v: Vec<(u16, Protocol)> = pods.iter().flat_map(|p| p.ports.clone()).collect();
-            v.sort();
-            v.dedup();
-            v
-        };
-        let external = LabPod {
-            key: EXTERNAL_IP.to_string(),
-            netns: format!("{name}-ext"),
-            ip: EXTERNAL_IP
-                .parse()
-                .map_err(|_| LabError::State(state_file(name), "bad external address".into()))?,
-            ports: all_ports,
-        };
-        let mut lab = Lab {
-            name: name.to_string(),
-            node_netns: format!("{name}-node"),
-            pods,
-            external,
-            pids: Vec::new(),
-        };
-        lab.save()?; // before creating anything, so a crash can be cleaned up
-        net::node(&lab.node_netns)?;
-        let endpoints: Vec<LabPod> = lab.endpoints().cloned().collect();
-        for (i, p) in endpoints.iter().enumerate() {
-            net::attach(&lab.node_netns, &p.netns, &format!("{name}v{i}"), p.ip)?;
-        }
-        let ready = state_dir().join(format!("{name}.ready"));
-        std::fs::create_dir_all(&ready)?;
-        for p in endpoints.iter().filter(|p| !p.ports.is_empty()) {
-            let helper = Helper::Serve {
-                ports: p.ports.clone(),
-                ready_file: Some(ready.join(&p.netns)),
-            };
-            let child = helper
-                .command(exe, &p.netns)
-                .stdin(std::process::Stdio::null())
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .spawn()?;
-            lab.pids.push(child.id());
-            lab.save()?;
-        }
-        let deadline = Instant::now() + Duration::from_secs(20);
-        for p in endpoints.iter().filter(|p| !p.ports.is_empty()) {
-            while !ready.join(&p.netns).exists() {
-                if Instant::now() > deadline {
-                    return Err(LabError::Timeout(format!(
-                        "responder in {} did not start",
-                        p.netns
-                    )));
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        }
-        Ok(lab)
-    }
-
-    /// The lab recorded under `name`.
-    pub fn load(name: &str) -> Result<Lab, LabError> {
-        let path = state_file(name);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| LabError::State(path.clone(), e.to_string()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| LabError::State(path.clone(), e.to_string()))?;
-        let bad = || LabError::State(path.clone(), "malformed".into());
-        let pod = |p: &serde_json::Value| -> Option<LabPod> {
-            Some(LabPod {
-                key: p["key"].as_str()?.to_string(),
-                netns: p["netns"].as_str()?.to_string(),
-                ip: p["ip"].as_str()?.parse().ok()?,
-                ports: p["ports"]
-                    .as_array()?
-                    .iter()
-                    .filter_map(|x| {
-                        let (n, proto) = x.as_str()?.split_once('/')?;
-                        Some((n.parse().ok()?, proto.parse().ok()?))
-                    })
-                    .collect(),
-            })
-        };
-        Ok(Lab {
-            name: v["name"].as_str().ok_or_else(bad)?.to_string(),
-            node_netns: v["node"].as_str().ok_or_else(bad)?.to_string(),
-            pods: v["pods"]
-                .as_array()
-                .ok_or_else(bad)?
-                .iter()
-                .map(pod)
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(bad)?,
-            external: pod(&v["external"]).ok_or_else(bad)?,
-            pids: v["pids"]
-                .as_array()
-                .ok_or_else(bad)?
-                .iter()
-                .filter_map(|p| p.as_u64().map(|p| p as u32))
-                .collect(),
-        })
-    }
-
-    fn save(&self) -> Result<(), LabError> {
-        let pod = |p: &LabPod| {
-            let ports: Vec<String> = p
-                .ports
-                .iter()
-                .map(|(n, proto)| format!("{n}/{proto}"))
-                .collect();
-            serde_json::json!({"key": p.key, "netns": p.netns, "ip": p.ip.to_string(), "ports": ports})
-        };
-        let v = serde_json::json!({
-            "name": self.name, "node": self.node_netns,
-            "pods": self.pods.iter().map(pod).collect::<Vec<_>>(),
-            "external": pod(&self.external), "pids": self.pids,
-        });
-        std::fs::create_dir_all(state_dir())?;
-        std::fs::write(state_file(&self.name), v.to_string())?;
-        Ok(())
-    }
-
     /// The pod with this `namespace/name`.
-    pub fn pod(&self, key: &str) -> Option<&LabPod> {
+    pub fn pod(&self, key: &str) -> Option<&LabEndpoint> {
         self.pods.iter().find(|p| p.key == key)
     }
 
-    /// Every endpoint that can be probed: the pods, then the external host.
-    pub fn endpoints(&self) -> impl Iterator<Item = &LabPod> {
-        self.pods.iter().chain(std::iter::once(&self.external))
+    /// The node with this name.
+    pub fn node(&self, name: &str) -> Option<&LabNode> {
+        self.nodes.iter().find(|n| n.name.as_deref() == Some(name))
     }
 
-    /// Probes `targets` from each source namespace concurrently (one [`Helper::ProbeBatch`]
-    /// of `exe` per source) and returns every result with its source namespace.
-    pub fn probe(
-        &self,
-        exe: &Path,
-        plan: &[(String, Vec<Target>)],
-    ) -> Result<Vec<(String, ProbeResult)>, LabError> {
-        let mut children = Vec::new();
-        for (netns, targets) in plan {
-            if targets.is_empty() {
-                continue;
-            }
-            let helper = Helper::ProbeBatch {
-                targets: targets.clone(),
-            };
-            let child = helper
-                .command(exe, netns)
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()?;
-            children.push((netns.clone(), child));
-        }
-        let mut out = Vec::new();
-        for (netns, child) in children {
-            let o = child.wait_with_output()?;
-            if !o.status.success() {
-                return Err(LabError::Command {
-                    command: format!("probe-batch in {netns}"),
-                    message: String::from_utf8_lossy(&o.stderr).into_owned(),
-                });
-            }
-            for line in String::from_utf8_lossy(&o.stdout).lines() {
-                if let Some(r) = ProbeResult::parse(line) {
-                    out.push((netns.clone(), r));
-                }
-            }
-        }
-        Ok(out)
+    /// The pods on `node` (per-node layout; in the single-node layout every pod is on the
+    /// one node).
+    pub fn pods_on<'a>(&'a self, node: &'a LabNode) -> impl Iterator<Item = &'a LabEndpoint> {
+        self.pods
+            .iter()
+            .filter(move |p| self.node_of(p).is_some_and(|n| n.netns == node.netns))
     }
-}
 
-/// Removes everything the lab `name` created: responders, namespaces (and with them the
-/// veth pairs), the state file. Safe to call when nothing exists.
-pub fn down(name: &str) -> Result<(), LabError> {
-    if let Ok(lab) = Lab::load(name) {
-        for pid in &lab.pids {
-            let _ = std::process::Command::new("kill")
-                .args(["-9", &pid.to_string()])
-                .stderr(std::process::Stdio::null())
-                .status();
+    /// The node namespace an endpoint's traffic enters the cluster through: its own node's,
+    /// the single node's, or for the external host `None` in the per-node layout.
+    pub fn node_of(&self, e: &LabEndpoint) -> Option<&LabNode> {
+        match &e.node {
+            Some(n) => self.node(n),
+            None if self.fabric_netns.is_none() => self.nodes.first(),
+            None => None,
         }
     }
-    for ns in net::list_netns()? {
-        if ns.starts_with(&format!("{name}-")) {
-            // processes left in the namespace would keep it busy: kill them first
-            if let Ok(o) = std::process::Command::new("ip")
-                .args(["netns", "pids", &ns])
-                .output()
-            {
-                for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
-                    let _ = std::process::Command::new("kill")
-                        .args(["-9", pid])
-                        .stderr(std::process::Stdio::null())
-                        .status();
-                }
-            }
-            net::run(&["ip", "netns", "del", &ns])?;
-        }
+
+    /// Every endpoint that can be probed: the pods, the nodes' addresses, then the
+    /// external host.
+    pub fn endpoints(&self) -> impl Iterator<Item = &LabEndpoint> {
+        self.pods
+            .iter()
+            .chain(self.nodes.iter().filter_map(|n| n.endpoint.as_ref()))
+            .chain(std::iter::once(&self.external))
     }
-    let _ = std::fs::remove_file(state_file(name));
-    let _ = std::fs::remove_dir_all(state_dir().join(format!("{name}.ready")));
-    Ok(())
 }

@@ -43,8 +43,16 @@ pub(crate) fn node(ns: &str) -> Result<(), LabError> {
     Ok(())
 }
 
-/// A pod namespace joined to the node by a veth pair (`<veth>n` node side, `<veth>p` pod side).
-pub(crate) fn attach(node: &str, pod: &str, veth: &str, ip: IpAddr) -> Result<(), LabError> {
+/// A pod namespace joined to the node by a veth pair (`<veth>n` node side, `<veth>p` pod
+/// side). With `node_ip`, the node reaches the pod from that address (its own), not from
+/// the gateway address.
+pub(crate) fn attach(
+    node: &str,
+    pod: &str,
+    veth: &str,
+    ip: IpAddr,
+    node_ip: Option<IpAddr>,
+) -> Result<(), LabError> {
     let (host, peer) = (format!("{veth}n"), format!("{veth}p"));
     let cidr = format!("{ip}/32");
     let ip = ip.to_string();
@@ -79,15 +87,68 @@ pub(crate) fn attach(node: &str, pod: &str, veth: &str, ip: IpAddr) -> Result<()
         &host,
     ])?;
     run(&["ip", "-n", node, "link", "set", &host, "up"])?;
+    let route = format!("{ip}/32");
+    let mut args = vec!["ip", "-n", node, "route", "add", &route, "dev", &host];
+    let src = node_ip.map(|a| a.to_string());
+    if let Some(src) = &src {
+        args.extend(["src", src]);
+    }
+    run(&args)
+}
+
+/// Joins node namespace `node` to the fabric namespace by a veth pair (`<veth>n` node side,
+/// `<veth>f` fabric side). The node side holds the node's address as a /32 with a default
+/// route via 169.254.2.1 (held by the fabric side); the fabric routes the node's address
+/// and its `pods` to it.
+pub(crate) fn join(
+    fabric: &str,
+    node: &str,
+    veth: &str,
+    node_ip: IpAddr,
+    pods: &[IpAddr],
+) -> Result<(), LabError> {
+    let (host, peer) = (format!("{veth}f"), format!("{veth}n"));
+    let (node_ip, cidr) = (node_ip.to_string(), format!("{node_ip}/32"));
+    run(&[
+        "ip", "-n", fabric, "link", "add", &host, "type", "veth", "peer", "name", &peer, "netns",
+        node,
+    ])?;
+    run(&["ip", "-n", node, "addr", "add", &cidr, "dev", &peer])?;
+    run(&["ip", "-n", node, "link", "set", &peer, "up"])?;
     run(&[
         "ip",
         "-n",
         node,
         "route",
         "add",
-        &format!("{ip}/32"),
+        FABRIC_GATEWAY,
         "dev",
-        &host,
+        &peer,
     ])?;
+    run(&[
+        "ip",
+        "-n",
+        node,
+        "route",
+        "add",
+        "default",
+        "via",
+        FABRIC_GATEWAY,
+        "dev",
+        &peer,
+    ])?;
+    let gateway = format!("{FABRIC_GATEWAY}/32");
+    run(&["ip", "-n", fabric, "addr", "add", &gateway, "dev", &host])?;
+    run(&["ip", "-n", fabric, "link", "set", &host, "up"])?;
+    run(&["ip", "-n", fabric, "route", "add", &cidr, "dev", &host])?;
+    for pod in pods {
+        let pod = format!("{pod}/32");
+        run(&[
+            "ip", "-n", fabric, "route", "add", &pod, "via", &node_ip, "dev", &host,
+        ])?;
+    }
     Ok(())
 }
+
+/// The fabric's address on its side of every node's veth pair.
+const FABRIC_GATEWAY: &str = "169.254.2.1";

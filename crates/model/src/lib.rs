@@ -27,8 +27,12 @@ pub mod validate;
 pub mod yaml;
 
 pub use convert::core::{LEGACY_ISOLATION_ANNOTATION, NAMESPACE_NAME_LABEL};
+pub use convert::stand_in::StandIn;
 pub use convert::workload::{WorkloadKind, workload_of};
 pub use diag::{Diagnostic, Severity};
-pub use load::{LoadError, LoadOptions, Loaded, load_paths, load_sources, load_str, read_paths};
+pub use load::{
+    Decoded, Invalid, LoadError, LoadOptions, Loaded, decode_texts, load_paths, load_sources,
+    load_str, read_paths,
+};
 pub use objects::*;
 pub use types::*;

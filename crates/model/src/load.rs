@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use crate::convert::stand_in::{StandIn, stand_in};
 use crate::convert::{admin, core, netpol, workload};
 use crate::diag::{Ctx, Diagnostic, Severity};
-use crate::objects::{Cluster, NetworkPolicyApi, Origin};
+use crate::objects::{Cluster, NetworkPolicyApi, Origin, STAGED_ANNOTATION};
 use crate::types::PolicyKind;
 use crate::yaml::{self, LineMap};
 
@@ -241,6 +242,71 @@ pub fn load_sources<'a>(
     loader.finish(options)
 }
 
+/// What [`decode_texts`] read: each text's objects, as they are, for a consumer that
+/// keeps its own state (the node agent).
+#[derive(Debug, Clone, Default)]
+pub struct Decoded {
+    /// The valid objects (no implied namespaces; each object's `origin.file` names its text).
+    pub cluster: Cluster,
+    /// The objects that failed validation.
+    pub invalid: Vec<Invalid>,
+    /// Every diagnostic: notices, warnings, and errors (the invalid objects' and those of
+    /// text that could not be parsed into objects at all).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// An object that failed validation, with as much of its identity as could be read.
+#[derive(Debug, Clone)]
+pub struct Invalid {
+    /// Its `kind` (empty when unreadable).
+    pub kind: String,
+    /// `metadata.namespace`, if any.
+    pub namespace: Option<String>,
+    /// `metadata.name`, if readable.
+    pub name: Option<String>,
+    /// Where it was read.
+    pub origin: Origin,
+    /// For a policy whose subject is readable: what isolates that subject meanwhile.
+    pub stand_in: Option<StandIn>,
+}
+
+impl Invalid {
+    fn of(item: &Item<'_>) -> Invalid {
+        let text = |p: &str| {
+            item.value
+                .pointer(p)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let kind = text("/kind").unwrap_or_default();
+        let stand_in = stand_in(&kind, item.value, item.lines, &item.origin);
+        Invalid {
+            namespace: text("/metadata/namespace"),
+            name: text("/metadata/name"),
+            kind,
+            origin: item.origin.clone(),
+            stand_in,
+        }
+    }
+}
+
+/// Decodes named texts object by object, keeping what is valid and describing what is not,
+/// without the checks that concern a whole input (emptiness, implied namespaces, order).
+/// Two objects of the same kind and name are still an error.
+pub fn decode_texts<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -> Decoded {
+    let sources: Vec<(&str, &str)> = sources.into_iter().collect();
+    let mut loader = Loader::named(sources.first().map_or("<input>", |s| s.0).to_string());
+    loader.parse_all(sources);
+    loader.decode_all();
+    let mut diagnostics = loader.errors;
+    diagnostics.append(&mut loader.notices);
+    Decoded {
+        cluster: loader.cluster,
+        invalid: loader.invalid,
+        diagnostics,
+    }
+}
+
 /// A convenience for tests and examples: loads one YAML text, failing on any error.
 pub fn load_str(text: &str) -> Result<Loaded, LoadError> {
     load_sources([("<input>", text)], LoadOptions::default())
@@ -262,6 +328,8 @@ struct Loader {
     sources: usize,
     /// Objects of kinds Palisade does not read, by `apiVersion kind`: one notice each.
     skipped_kinds: BTreeMap<String, Vec<Diagnostic>>,
+    /// The objects that failed validation.
+    invalid: Vec<Invalid>,
 }
 
 /// One object to decode: a document, or an item of a `List` in one.
@@ -272,8 +340,9 @@ struct Item<'d> {
     origin: Origin,
 }
 
-/// What decoding one item gives: its diagnostics, and the object with its kind name.
-type Decoded = (Vec<Diagnostic>, Option<(String, Object)>);
+/// What decoding one item gives: its diagnostics, and the object with its kind name and
+/// whether it is staged.
+type ItemResult = (Vec<Diagnostic>, Option<(String, Object, bool)>);
 
 /// A decoded object of one of the kinds Palisade reads.
 enum Object {
@@ -373,7 +442,7 @@ impl Loader {
             .map_or(1, usize::from)
             .min(items.len().max(1));
         let chunk = items.len().div_ceil(threads).max(1);
-        let decoded: Vec<Decoded> = std::thread::scope(|s| {
+        let decoded: Vec<ItemResult> = std::thread::scope(|s| {
             let handles: Vec<_> = items
                 .chunks(chunk)
                 .map(|c| s.spawn(move || c.iter().map(decode).collect::<Vec<_>>()))
@@ -385,18 +454,19 @@ impl Loader {
         });
         for (item, (mut diags, object)) in items.iter().zip(decoded) {
             if diags.iter().any(|d| d.severity == Severity::Error) {
+                self.invalid.push(Invalid::of(item));
                 self.errors.append(&mut diags);
                 continue;
             }
             self.notices.append(&mut diags);
-            if let Some((kind, object)) = object {
-                self.add(kind, object, &item.origin);
+            if let Some((kind, object, staged)) = object {
+                self.add(kind, object, &item.origin, staged);
             }
         }
     }
 
     /// Adds a decoded object, refusing a second object of the same kind and name.
-    fn add(&mut self, kind: String, object: Object, origin: &Origin) {
+    fn add(&mut self, kind: String, object: Object, origin: &Origin, staged: bool) {
         let object = match object {
             Object::Skipped(label, notice) => {
                 self.skipped_kinds.entry(label).or_default().push(notice);
@@ -440,7 +510,9 @@ impl Loader {
                 self.host_ips.extend(host);
             }
             Object::Node(o) => c.nodes.push(o),
+            Object::NetworkPolicy(o) if staged => c.staged.network_policies.push(o),
             Object::NetworkPolicy(o) => c.network_policies.push(o),
+            Object::Admin(o) if staged => c.staged.admin_policies.push(o),
             Object::Admin(o) => c.admin_policies.push(o),
             Object::Skipped(..) => {}
         }
@@ -550,7 +622,7 @@ impl Loader {
                     "not declared; assumed to exist with only the kubernetes.io/metadata.name label"
                         .into(),
             });
-            c.namespaces.push(core::implied_namespace(&ns));
+            c.namespaces.push(crate::objects::Namespace::implied(&ns));
         }
     }
 }
@@ -661,7 +733,7 @@ fn flatten<'d>(
 }
 
 /// Decodes and validates one object: its diagnostics, and the object with its kind.
-fn decode(item: &Item<'_>) -> Decoded {
+fn decode(item: &Item<'_>) -> ItemResult {
     let value = item.value;
     let mut ctx = Ctx::new(item.origin.clone(), item.lines, item.prefix.clone());
     let (Some(api), Some(kind)) = (
@@ -748,7 +820,29 @@ fn decode(item: &Item<'_>) -> Decoded {
                 .map(|d| Object::Skipped(format!("{api} {kind}"), d))
         }
     };
-    (ctx.diags, object.map(|o| (kind.to_string(), o)))
+    let staged = matches!(object, Some(Object::NetworkPolicy(_) | Object::Admin(_)))
+        && staged(&mut ctx, value);
+    (ctx.diags, object.map(|o| (kind.to_string(), o, staged)))
+}
+
+/// Whether a policy carries [`STAGED_ANNOTATION`]` = "true"`. Any value other than
+/// `"true"` or `"false"` is an error: a typo must not enforce a policy meant to be staged.
+fn staged(ctx: &mut Ctx<'_>, value: &Value) -> bool {
+    let annotation = value
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(STAGED_ANNOTATION));
+    match annotation.and_then(Value::as_str) {
+        None if annotation.is_none() => false,
+        Some("true") => true,
+        Some("false") => false,
+        _ => {
+            ctx.error(
+                &format!("metadata.annotations[{STAGED_ANNOTATION}]"),
+                "Unsupported value: must be \"true\" or \"false\"",
+            );
+            false
+        }
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,20 @@ pub struct Namespace {
     pub origin: Option<Origin>,
 }
 
+impl Namespace {
+    /// A namespace that objects live in but that was not declared: it is assumed to exist
+    /// with only the `kubernetes.io/metadata.name` label.
+    pub fn implied(name: &str) -> Namespace {
+        let label = crate::convert::core::NAMESPACE_NAME_LABEL;
+        Namespace {
+            name: name.to_string(),
+            labels: [(label.to_string(), name.to_string())].into(),
+            default_deny_ingress: false,
+            origin: None,
+        }
+    }
+}
+
 /// A container port a pod declares.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ContainerPort {
@@ -388,9 +402,40 @@ pub struct Cluster {
     pub network_policies: Vec<NetworkPolicy>,
     /// AdminNetworkPolicies, BaselineAdminNetworkPolicies and ClusterNetworkPolicies.
     pub admin_policies: Vec<AdminPolicy>,
+    /// Policies annotated [`STAGED_ANNOTATION`]: evaluated on request, never enforced.
+    pub staged: Staged,
+}
+
+/// The annotation that stages a policy: with the value `"true"` the policy is evaluated
+/// (to show what it would change) but not enforced.
+pub const STAGED_ANNOTATION: &str = "palisade.dev/staged";
+
+/// Staged policies, kept apart from the enforced ones.
+#[derive(Debug, Clone, Default)]
+pub struct Staged {
+    /// Staged NetworkPolicies.
+    pub network_policies: Vec<NetworkPolicy>,
+    /// Staged admin policies.
+    pub admin_policies: Vec<AdminPolicy>,
+}
+
+impl Staged {
+    /// Whether no policy is staged.
+    pub fn is_empty(&self) -> bool {
+        self.network_policies.is_empty() && self.admin_policies.is_empty()
+    }
 }
 
 impl Cluster {
+    /// The cluster as it would be with the staged policies enforced too.
+    pub fn with_staged(&self) -> Cluster {
+        let mut c = self.clone();
+        let staged = std::mem::take(&mut c.staged);
+        c.network_policies.extend(staged.network_policies);
+        c.admin_policies.extend(staged.admin_policies);
+        c
+    }
+
     /// Whether nothing at all was loaded.
     pub fn is_empty(&self) -> bool {
         self.namespaces.is_empty()
@@ -398,6 +443,7 @@ impl Cluster {
             && self.nodes.is_empty()
             && self.network_policies.is_empty()
             && self.admin_policies.is_empty()
+            && self.staged.is_empty()
     }
 
     /// The IPs that more than one non-host-network pod has, each with those pods in

@@ -228,3 +228,56 @@ fn json_input_and_duplicates() {
         "{d:?}"
     );
 }
+
+#[test]
+fn staged_policies_are_kept_apart() {
+    let text = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: enforced, namespace: x}
+spec: {podSelector: {}}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: trial, namespace: x, annotations: {palisade.dev/staged: "true"}}
+spec: {podSelector: {}}
+---
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: trial, annotations: {palisade.dev/staged: "true"}}
+spec: {priority: 1, subject: {namespaces: {}}, ingress: [{action: Deny, from: [{namespaces: {}}]}]}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: explicit, namespace: x, annotations: {palisade.dev/staged: "false"}}
+spec: {podSelector: {}}
+"#;
+    let c = palisade_model::load_str(text).unwrap().cluster;
+    let names = |nps: &[palisade_model::NetworkPolicy]| {
+        nps.iter().map(|p| p.name.clone()).collect::<Vec<_>>()
+    };
+    assert_eq!(names(&c.network_policies), ["enforced", "explicit"]);
+    assert_eq!(names(&c.staged.network_policies), ["trial"]);
+    assert_eq!(c.staged.admin_policies.len(), 1);
+    assert!(c.admin_policies.is_empty());
+    let all = c.with_staged();
+    assert_eq!(all.network_policies.len(), 3);
+    assert_eq!(all.admin_policies.len(), 1);
+    assert!(all.staged.is_empty());
+}
+
+#[test]
+fn a_staged_annotation_other_than_true_or_false_is_an_error() {
+    let text = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: trial, namespace: x, annotations: {palisade.dev/staged: "yes"}}
+spec: {podSelector: {}}
+"#;
+    let err = palisade_model::load_str(text).unwrap_err();
+    let palisade_model::LoadError::Invalid(diags) = err else {
+        panic!("{err}")
+    };
+    assert_eq!(diags[0].field, "metadata.annotations[palisade.dev/staged]");
+    assert_eq!(diags[0].line, 4);
+}

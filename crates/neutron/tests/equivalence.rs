@@ -165,6 +165,7 @@ fn cluster() -> impl Strategy<Value = Cluster> {
             nodes: nodes.clone(),
             network_policies,
             admin_policies: Vec::new(),
+            ..Cluster::default()
         }
     })
 }

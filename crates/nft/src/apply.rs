@@ -6,11 +6,9 @@ use std::io::Write;
 use std::net::IpAddr;
 use std::process::{Command, Stdio};
 
-use palisade_model::Protocol;
-
 use crate::NftError;
+use crate::conntrack::cut_forbidden;
 use crate::ir::Ruleset;
-use crate::lookup::{NftVerdict, Packet};
 use crate::render::TABLE;
 
 fn command(netns: Option<&str>, program: &str) -> Command {
@@ -172,105 +170,29 @@ pub fn update_script(old: &Ruleset, new: &Ruleset) -> (String, UpdateStats) {
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the
 /// node's own addresses changed), then deletes the tracked connections `new` forbids.
 pub fn update(old: &Ruleset, new: &Ruleset, netns: Option<&str>) -> Result<UpdateStats, NftError> {
-    let mut stats = if old.host_addrs != new.host_addrs {
-        apply(new, netns)?;
-        UpdateStats {
-            chains: new.chains.len(),
-            elements: new.egress.len() + new.ingress.len(),
-            connections_cut: 0,
-        }
-    } else {
-        let (script, stats) = update_script(old, new);
-        if !script.is_empty() {
-            nft(&script, netns)?;
-        }
-        stats
-    };
+    let mut stats = transition(old, new, netns)?;
     stats.connections_cut = cut_forbidden(new, netns)?;
     Ok(stats)
 }
 
-/// Deletes every tracked connection whose first packet `ruleset` would now drop
-/// ("the enforcer should terminate and block the existing connection").
-pub fn cut_forbidden(ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError> {
-    let out = command(netns, "conntrack")
-        .args(["-L"])
-        .output()
-        .map_err(|e| NftError::Spawn("conntrack".into(), e))?;
-    let mut cut = 0;
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let Some(entry) = parse_conntrack(line) else {
-            continue;
-        };
-        if let NftVerdict::Drop(_) = ruleset.lookup(&entry.packet) {
-            let proto = entry.packet.protocol.as_str().to_lowercase();
-            let status = command(netns, "conntrack")
-                .args([
-                    "-D",
-                    "-p",
-                    &proto,
-                    "-s",
-                    &entry.packet.src.to_string(),
-                    "-d",
-                    &entry.packet.dst.to_string(),
-                ])
-                .args([
-                    "--sport",
-                    &entry.sport.to_string(),
-                    "--dport",
-                    &entry.packet.dport.to_string(),
-                ])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .map_err(|e| NftError::Spawn("conntrack".into(), e))?;
-            if status.success() {
-                cut += 1;
-            }
-        }
+/// The transaction of [`update`] alone: `old` becomes `new` in the kernel, and tracked
+/// connections are left as they are.
+pub fn transition(
+    old: &Ruleset,
+    new: &Ruleset,
+    netns: Option<&str>,
+) -> Result<UpdateStats, NftError> {
+    if old.host_addrs != new.host_addrs {
+        apply(new, netns)?;
+        return Ok(UpdateStats {
+            chains: new.chains.len(),
+            elements: new.egress.len() + new.ingress.len(),
+            connections_cut: 0,
+        });
     }
-    Ok(cut)
-}
-
-struct Tracked {
-    packet: Packet,
-    sport: u16,
-}
-
-/// The original direction of one `conntrack -L` line.
-fn parse_conntrack(line: &str) -> Option<Tracked> {
-    let mut words = line.split_whitespace();
-    let protocol = match words.next()? {
-        "tcp" => Protocol::Tcp,
-        "udp" => Protocol::Udp,
-        "sctp" => Protocol::Sctp,
-        _ => return None,
-    };
-    let field = |key: &str| line.split_whitespace().find_map(|w| w.strip_prefix(key));
-    Some(Tracked {
-        packet: Packet {
-            src: field("src=")?.parse().ok()?,
-            dst: field("dst=")?.parse().ok()?,
-            protocol,
-            dport: field("dport=")?.parse().ok()?,
-        },
-        sport: field("sport=")?.parse().ok()?,
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn conntrack_lines() {
-        let t = parse_conntrack("tcp      6 431999 ESTABLISHED src=10.0.0.10 dst=10.0.1.11 sport=40000 dport=80 src=10.0.1.11 dst=10.0.0.10 sport=80 dport=40000 [ASSURED] mark=0 use=1").unwrap();
-        assert_eq!(
-            (t.packet.src.to_string(), t.packet.dport, t.sport),
-            ("10.0.0.10".into(), 80, 40000)
-        );
-        assert!(
-            parse_conntrack("icmp     1 29 src=10.0.0.1 dst=10.0.0.2 type=8 code=0 id=1").is_none()
-        );
+    let (script, stats) = update_script(old, new);
+    if !script.is_empty() {
+        nft(&script, netns)?;
     }
+    Ok(stats)
 }

@@ -19,13 +19,15 @@
 
 mod apply;
 mod compile;
+mod conntrack;
 mod ir;
 mod lookup;
 mod render;
 
-pub use apply::{UpdateStats, apply, check, cut_forbidden, remove, update, update_script};
+pub use apply::{UpdateStats, apply, check, remove, transition, update, update_script};
 pub use compile::compile;
-pub use ir::{Chain, Field, Match, NamedSet, Rule, Ruleset, Verdict};
+pub use conntrack::cut_forbidden;
+pub use ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
 

@@ -1,5 +1,5 @@
-//! `palisade lab up|apply|probe|down` (root): a network-namespace node that enforces the
-//! compiled ruleset, probed with real packets.
+//! `palisade lab up|apply|probe|down` (root): network-namespace nodes that enforce the
+//! compiled rulesets, probed with real packets.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -14,8 +14,9 @@ use crate::error::CliError;
 /// `lab` subcommands.
 #[derive(Debug, clap::Subcommand)]
 pub enum Args {
-    /// Build the node: a namespace per pod (with its address and a responder on its
-    /// container ports) and an external host at 192.0.2.10.
+    /// Build the nodes: a namespace per pod (with its address and a responder on its
+    /// container ports), one node namespace (or one per node when the pods name several,
+    /// joined by a fabric) and an external host at 192.0.2.10.
     Up {
         /// Cluster manifests (pods and their addresses).
         #[arg(short = 'f', long = "filename", required = true, num_args = 1..)]
@@ -23,15 +24,17 @@ pub enum Args {
         #[command(flatten)]
         name: Name,
     },
-    /// Compile the cluster and policies and load the ruleset into the node (one transaction).
+    /// Compile the cluster and policies and load each node's ruleset into its node (one
+    /// transaction per node).
     Apply {
         #[command(flatten)]
         input: Input,
         #[command(flatten)]
         name: Name,
     },
-    /// Probe every pod pair (and the external host) with real packets; print the observed
-    /// matrix, and with --compare every disagreement with the evaluator (exit 1 if any).
+    /// Probe every pair of pods, node addresses and the external host with real packets;
+    /// print the observed matrix, and with --compare every disagreement with the evaluator
+    /// (exit 1 if any).
     Probe {
         #[command(flatten)]
         input: Input,
@@ -99,26 +102,23 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Args::Up { files, name } => {
             let loaded = palisade_model::load_paths(&files, Default::default())?;
             let lab = Lab::up(&loaded.cluster, &name.name, &exe()?)?;
-            eprintln!(
-                "lab {}: node {}, {} pods, external host {}",
-                lab.name,
-                lab.node_netns,
-                lab.pods.len(),
-                lab.external.ip
-            );
+            report_up(&lab);
             Ok(())
         }
         Args::Apply { input, name } => {
             let lab = Lab::load(&name.name)?;
-            let engine = input.engine()?;
-            let ruleset = palisade_nft::compile(&engine, None)?;
-            palisade_nft::apply(&ruleset, Some(&lab.node_netns))?;
-            let cut = palisade_nft::cut_forbidden(&ruleset, Some(&lab.node_netns))?;
-            eprintln!(
-                "lab {}: ruleset loaded ({} chains), {cut} forbidden connection(s) cut",
-                lab.name,
-                ruleset.chains.len()
-            );
+            let engine = lab.engine(&input.engine()?)?;
+            let rulesets = lab.compile(&engine)?;
+            lab.apply(&rulesets)?;
+            let cut = lab.cut_forbidden(&rulesets)?;
+            for ((node, rs), cut) in lab.nodes.iter().zip(&rulesets).zip(cut) {
+                eprintln!(
+                    "lab {}: {}: ruleset loaded ({} chains), {cut} forbidden connection(s) cut",
+                    lab.name,
+                    node_label(node),
+                    rs.chains.len()
+                );
+            }
             Ok(())
         }
         Args::Probe {
@@ -130,7 +130,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             compare,
         } => {
             let lab = Lab::load(&name.name)?;
-            let engine = input.engine()?;
+            let engine = lab.engine(&input.engine()?)?;
             let probes = probes(&engine, &ports, &protocols);
             let observed = palisade_lab::observe(&lab, &exe()?, &probes)?;
             let grid = Grid {
@@ -159,6 +159,58 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Args::ProbeBatch(h) => helper("probe-batch", h),
         Args::Hold(h) => helper("hold", h),
         Args::ConnectBench(h) => helper("connect-bench", h),
+    }
+}
+
+/// Prints what `lab up` made: the namespaces, so scripts can run commands in them.
+fn report_up(lab: &Lab) {
+    let Some(fabric) = &lab.fabric_netns else {
+        eprintln!(
+            "lab {}: node {}, {} pods, external host {}",
+            lab.name,
+            lab.nodes
+                .iter()
+                .map(|n| n.netns.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            lab.pods.len(),
+            lab.external.ip
+        );
+        return;
+    };
+    eprintln!(
+        "lab {}: {} nodes joined by {fabric}, {} pods, external host {} ({})",
+        lab.name,
+        lab.nodes.len(),
+        lab.pods.len(),
+        lab.external.ip,
+        lab.external.netns
+    );
+    for node in &lab.nodes {
+        let address = match node.ip() {
+            Some(ip) if node.generated_address => format!("{ip} (generated)"),
+            Some(ip) => ip.to_string(),
+            None => "no address".into(),
+        };
+        let pods: Vec<&str> = lab.pods_on(node).map(|p| p.key.as_str()).collect();
+        let mut line = format!(
+            "{}: namespace {}, address {address}, pods {}",
+            node_label(node),
+            node.netns,
+            pods.join(" ")
+        );
+        if !node.host_network_pods.is_empty() {
+            line += &format!(", host network {}", node.host_network_pods.join(" "));
+        }
+        eprintln!("{line}");
+    }
+}
+
+/// `node NAME`, or the namespace of an unnamed node.
+fn node_label(node: &palisade_lab::LabNode) -> String {
+    match &node.name {
+        Some(n) => format!("node {n}"),
+        None => format!("node {}", node.netns),
     }
 }
 

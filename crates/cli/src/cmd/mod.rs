@@ -1,5 +1,6 @@
 //! One module per subcommand: arguments, then one call into the libraries.
 
+pub mod agent;
 pub mod compile;
 pub mod compile_neutron;
 pub mod compile_nftables;

@@ -157,7 +157,7 @@ fn tier_and_priority(
     (tier, priority)
 }
 
-fn subject(ctx: &mut Ctx<'_>, path: &str, v: Option<&Value>) -> Option<Subject> {
+pub(crate) fn subject(ctx: &mut Ctx<'_>, path: &str, v: Option<&Value>) -> Option<Subject> {
     let Some(v) = v else {
         ctx.error(path, "Required value");
         return None;

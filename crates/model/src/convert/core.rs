@@ -69,17 +69,6 @@ fn legacy_default_deny(ctx: &mut Ctx<'_>, text: &str) -> bool {
     }
 }
 
-/// A namespace that objects refer to but that was not declared.
-pub(crate) fn implied_namespace(name: &str) -> Namespace {
-    let labels = [(NAMESPACE_NAME_LABEL.to_string(), name.to_string())].into();
-    Namespace {
-        name: name.to_string(),
-        labels,
-        default_deny_ingress: false,
-        origin: None,
-    }
-}
-
 fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
     let ip = s.parse().ok();
     if ip.is_none() {

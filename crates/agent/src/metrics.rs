@@ -1,0 +1,197 @@
+//! The agent's Prometheus metrics and readiness, in one place.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use palisade_nft::{NftError, Ruleset};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::store::Store;
+
+type Labels = Vec<(String, String)>;
+
+/// Every metric the agent exports, and its readiness.
+pub struct Metrics {
+    registry: Registry,
+    objects: Family<Labels, Gauge>,
+    invalid_texts: Gauge,
+    stand_ins: Gauge,
+    ruleset: Family<Labels, Gauge>,
+    reconcile_seconds: Histogram,
+    time_to_apply_seconds: Histogram,
+    reconcile_errors: Counter,
+    connections_cut: Counter,
+    decisions: Family<Labels, Gauge>,
+    ready: AtomicBool,
+    /// Why the agent is not ready, or the problems it is ready despite.
+    detail: Mutex<String>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every metric at zero.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("palisade");
+        let m = Metrics {
+            objects: Family::default(),
+            invalid_texts: Gauge::default(),
+            stand_ins: Gauge::default(),
+            ruleset: Family::default(),
+            // 1 ms .. ~16 s
+            reconcile_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            time_to_apply_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
+            reconcile_errors: Counter::default(),
+            connections_cut: Counter::default(),
+            decisions: Family::default(),
+            ready: AtomicBool::new(false),
+            detail: Mutex::new("waiting for the first full listing".into()),
+            registry: Registry::default(),
+        };
+        registry.register("objects", "Objects in force, by kind", m.objects.clone());
+        registry.register(
+            "invalid_texts",
+            "Files or objects with validation errors (their last valid versions, or fail-closed stand-ins, stay in force)",
+            m.invalid_texts.clone(),
+        );
+        registry.register(
+            "stand_in_policies",
+            "Invalid new policies enforced as isolation of their subject",
+            m.stand_ins.clone(),
+        );
+        registry.register(
+            "ruleset",
+            "Size of the nftables ruleset in the kernel (chains, rules, set_elements, map_elements)",
+            m.ruleset.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time to apply one batch of changes: engine, compile and kernel transaction",
+            m.reconcile_seconds.clone(),
+        );
+        registry.register(
+            "time_to_apply_seconds",
+            "From an object change reaching the agent to its kernel transaction committed",
+            m.time_to_apply_seconds.clone(),
+        );
+        registry.register(
+            "reconcile_errors",
+            "Reconciles that failed (the previous ruleset stayed in force)",
+            m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "connections_cut",
+            "Tracked connections deleted because a change forbids them",
+            m.connections_cut.clone(),
+        );
+        registry.register(
+            "decision_packets",
+            "Packets the kernel's logged rules matched since their chain was last loaded, by decision (drops and admin decisions)",
+            m.decisions.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// Records the store's object counts and problems.
+    pub fn objects(&self, store: &Store) {
+        self.objects.clear();
+        for (kind, n) in store.counts() {
+            self.objects
+                .get_or_create(&vec![("kind".into(), kind.into())])
+                .set(n as i64);
+        }
+        self.invalid_texts.set(store.problems().len() as i64);
+        self.stand_ins.set(store.stand_ins() as i64);
+        let mut detail = String::new();
+        for diags in store.problems().values() {
+            for d in diags {
+                detail += &format!("{d}\n");
+            }
+        }
+        if self.ready.load(Ordering::Relaxed) || !detail.is_empty() {
+            *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = detail;
+        }
+    }
+
+    /// Records the size of the ruleset now in the kernel.
+    pub fn ruleset(&self, r: &Ruleset) {
+        let rules: usize = r.chains.iter().map(|c| c.rules.len()).sum();
+        let elements: usize = r.sets.iter().map(|s| s.elements.len()).sum();
+        for (what, n) in [
+            ("chains", r.chains.len()),
+            ("rules", rules),
+            ("set_elements", elements),
+            ("map_elements", r.egress.len() + r.ingress.len()),
+        ] {
+            self.ruleset
+                .get_or_create(&vec![("object".into(), what.into())])
+                .set(n as i64);
+        }
+    }
+
+    /// Records a committed transaction: the time from `seen` (the change reaching the
+    /// agent) to now, and readiness.
+    pub fn applied(&self, seen: Instant) {
+        self.time_to_apply_seconds
+            .observe(seen.elapsed().as_secs_f64());
+        self.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Records one reconcile: its duration and, when it failed, the error.
+    pub fn reconciled<T>(&self, start: Instant, result: &Result<T, NftError>) {
+        self.reconcile_seconds
+            .observe(start.elapsed().as_secs_f64());
+        if let Err(e) = result {
+            self.reconcile_errors.inc();
+            if !self.ready.load(Ordering::Relaxed) {
+                *self.detail.lock().unwrap_or_else(|e| e.into_inner()) =
+                    format!("first ruleset not loaded: {e}");
+            }
+        }
+    }
+
+    /// Counts connections deleted after a change.
+    pub fn connections_cut(&self, n: usize) {
+        self.connections_cut.inc_by(n as u64);
+    }
+
+    /// Replaces the decision counters with the kernel's current ones.
+    pub fn decisions(&self, counts: &HashMap<Labels, u64>) {
+        self.decisions.clear();
+        for (labels, n) in counts {
+            self.decisions.get_or_create(labels).set(*n as i64);
+        }
+    }
+
+    /// Whether the first full listing is in the kernel.
+    pub fn ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// The readiness detail: why not ready, or the invalid objects ready despite.
+    pub fn detail(&self) -> String {
+        self.detail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The metrics in the Prometheus/OpenMetrics text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+}

@@ -1,0 +1,210 @@
+//! The reconcile loop: source events → [`Store`] → [`Engine::apply`] → one nftables
+//! transaction → conntrack cleanup of the connections the change forbids.
+//!
+//! Nothing reaches the kernel before the first full listing ([`Event::Synced`]): until
+//! then a `palisade` table left by an earlier run keeps enforcing, and the first ruleset
+//! replaces it atomically. A transaction the kernel refuses leaves the previous ruleset in
+//! force; the next change retries with a full replace.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use palisade_engine::{Engine, Options};
+use palisade_nft::{NftError, Ruleset};
+
+use crate::metrics::Metrics;
+use crate::source::Event;
+use crate::store::{Scope, Store};
+
+/// What the reconciler needs to know about where it runs.
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// Enforce only this node's pods (`None`: every pod with an address).
+    pub node: Option<String>,
+    /// Apply inside this network namespace (`ip netns exec`); `None`: the agent's own.
+    pub netns: Option<String>,
+}
+
+/// The evaluator state the kernel enforces, shared with the decision log.
+#[derive(Default)]
+pub struct State {
+    /// The enforced policies (`None` until the first full listing).
+    pub engine: Option<Engine>,
+    /// Enforced plus staged policies, when any policy is staged.
+    pub staged: Option<Engine>,
+    /// The ruleset in the kernel, if the last transaction succeeded.
+    pub ruleset: Option<Ruleset>,
+}
+
+/// State shared between the reconciler and its readers.
+pub type Shared = Arc<RwLock<State>>;
+
+/// Follows source events and keeps the kernel in step.
+pub struct Reconciler {
+    config: Config,
+    store: Store,
+    synced: bool,
+    state: Shared,
+    metrics: Arc<Metrics>,
+}
+
+/// What one reconcile did, and where its time went.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// Engine changes applied.
+    pub changes: usize,
+    /// Whether a transaction was committed to the kernel.
+    pub committed: bool,
+    /// Decoding the texts and working out the changes.
+    pub store: Duration,
+    /// Applying the changes to the evaluators.
+    pub engine: Duration,
+    /// Compiling the ruleset.
+    pub compile: Duration,
+    /// The kernel transaction.
+    pub transaction: Duration,
+    /// Deleting the tracked connections the change forbids.
+    pub conntrack: Duration,
+}
+
+impl Reconciler {
+    /// A reconciler that has seen nothing yet.
+    pub fn new(config: Config, state: Shared, metrics: Arc<Metrics>) -> Self {
+        Reconciler {
+            config,
+            store: Store::default(),
+            synced: false,
+            state,
+            metrics,
+        }
+    }
+
+    /// Applies a batch of events first seen at `seen`; commits to the kernel when the
+    /// enforced state changed (or on the first full listing).
+    pub fn handle(&mut self, events: Vec<Event>, seen: Instant) -> Result<Outcome, NftError> {
+        let start = Instant::now();
+        let mut outcome = Outcome::default();
+        let mut changes = Vec::new();
+        for event in events {
+            self.synced |= event == Event::Synced;
+            changes.extend(self.store.handle(event));
+        }
+        self.metrics.objects(&self.store);
+        outcome.changes = changes.len();
+        outcome.store = start.elapsed();
+        if !self.synced {
+            return Ok(outcome);
+        }
+        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
+        let first = state.engine.is_none();
+        let mut enforced_changed = first || state.ruleset.is_none();
+        let t = Instant::now();
+        if first {
+            state.engine = Some(Engine::new(self.store.cluster(), Options::default()));
+        } else if let Some(engine) = state.engine.as_mut() {
+            for (change, scope) in &changes {
+                if *scope == Scope::Enforced {
+                    engine.apply(change.clone());
+                    enforced_changed = true;
+                }
+            }
+        }
+        self.follow_staged(&mut state, &changes, first);
+        outcome.engine = t.elapsed();
+        if enforced_changed {
+            let committed = self.commit(&mut state, seen, &mut outcome);
+            drop(state);
+            if committed.as_ref().is_ok_and(|c| *c) {
+                self.cut_forbidden(&mut outcome);
+            }
+            self.metrics.reconciled(start, &committed);
+            outcome.committed = committed?;
+        }
+        Ok(outcome)
+    }
+
+    /// Keeps the staged view (enforced plus staged policies) in step, or drops it.
+    fn follow_staged(
+        &self,
+        state: &mut State,
+        changes: &[(palisade_engine::Change, Scope)],
+        rebuild: bool,
+    ) {
+        if !self.store.has_staged() {
+            state.staged = None;
+            return;
+        }
+        match state.staged.as_mut() {
+            Some(staged) if !rebuild => {
+                for (change, _) in changes {
+                    staged.apply(change.clone());
+                }
+            }
+            _ => {
+                let cluster = self.store.cluster().with_staged();
+                state.staged = Some(Engine::new(cluster, Options::default()));
+            }
+        }
+    }
+
+    /// Compiles the enforced engine and brings the kernel to it: a full atomic replace the
+    /// first time (or after a refused transaction), else an incremental update; then cuts
+    /// the tracked connections the new ruleset forbids.
+    fn commit(
+        &self,
+        state: &mut State,
+        seen: Instant,
+        outcome: &mut Outcome,
+    ) -> Result<bool, NftError> {
+        let Some(engine) = state.engine.as_ref() else {
+            return Ok(false);
+        };
+        let t = Instant::now();
+        let new = palisade_nft::compile(engine, self.config.node.as_deref())?;
+        outcome.compile = t.elapsed();
+        let netns = self.config.netns.as_deref();
+        let t = Instant::now();
+        // On failure the kernel still holds the old ruleset (the transaction is atomic),
+        // and `state.ruleset` stays empty: the next change replaces the table whole.
+        match state.ruleset.take() {
+            None => palisade_nft::apply(&new, netns)?,
+            Some(old) => {
+                palisade_nft::transition(&old, &new, netns)?;
+            }
+        }
+        outcome.transaction = t.elapsed();
+        self.metrics.applied(seen);
+        self.metrics.ruleset(&new);
+        state.ruleset = Some(new);
+        Ok(true)
+    }
+
+    /// Deletes the tracked connections the ruleset in force forbids (readers of the state
+    /// are not held up meanwhile).
+    fn cut_forbidden(&self, outcome: &mut Outcome) {
+        let t = Instant::now();
+        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
+        if let Some(ruleset) = &state.ruleset {
+            match palisade_nft::cut_forbidden(ruleset, self.config.netns.as_deref()) {
+                Ok(n) => self.metrics.connections_cut(n),
+                Err(e) => tracing::warn!(error = %e, "conntrack cleanup failed"),
+            }
+        }
+        outcome.conntrack = t.elapsed();
+    }
+
+    /// Whether the first full listing is in the kernel.
+    pub fn ready(&self) -> bool {
+        self.synced
+            && self
+                .state
+                .read()
+                .map(|s| s.ruleset.is_some())
+                .unwrap_or(false)
+    }
+
+    /// The objects in force and their problems.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+}

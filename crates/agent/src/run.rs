@@ -1,0 +1,192 @@
+//! The agent process: a source, the reconcile loop on its own thread, the HTTP endpoints,
+//! and (with a decision log) the nflog reader. Stopping the agent (or `kill -9`) leaves the
+//! ruleset in the kernel enforcing; the next start replaces it atomically.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio::sync::mpsc;
+
+use crate::metrics::Metrics;
+use crate::reconcile::{Config, Reconciler, Shared};
+use crate::source::{self, Event};
+
+/// Where the agent learns the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// A directory of manifests (`dir:PATH`).
+    Dir(PathBuf),
+    /// The Kubernetes API (`kube`).
+    Kube,
+}
+
+impl std::str::FromStr for SourceSpec {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "kube" => Ok(SourceSpec::Kube),
+            _ => match s.strip_prefix("dir:") {
+                Some(path) if !path.is_empty() => Ok(SourceSpec::Dir(PathBuf::from(path))),
+                _ => Err(format!(
+                    "{s:?}: expected dir:PATH (a directory of manifests) or kube"
+                )),
+            },
+        }
+    }
+}
+
+/// Everything `palisade agent` is told.
+#[derive(Debug, Clone)]
+pub struct AgentOptions {
+    /// The source.
+    pub source: SourceSpec,
+    /// Reconcile settings (node, network namespace).
+    pub config: Config,
+    /// The address of `/metrics`, `/healthz` and `/readyz`.
+    pub listen: SocketAddr,
+    /// Kubeconfig file for the `kube` source.
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for the `kube` source.
+    pub context: Option<String>,
+    /// Where to write the decision log (`-`: stdout).
+    pub decision_log: Option<PathBuf>,
+}
+
+/// Why the agent stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The directory source failed to start.
+    #[error(transparent)]
+    Dir(#[from] source::dir::DirError),
+    /// The endpoints could not be bound.
+    #[error("--listen {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The decision log file could not be opened.
+    #[error("--decision-log {}: {source}", path.display())]
+    DecisionLog {
+        /// The path.
+        path: PathBuf,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The source is not available in this build or failed.
+    #[error("source: {0}")]
+    Source(String),
+    /// The reconcile loop stopped.
+    #[error("reconcile loop stopped: {0}")]
+    Reconcile(String),
+}
+
+/// Runs the agent until SIGINT or SIGTERM (or a fatal error).
+pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
+    let metrics = Arc::new(Metrics::new());
+    let state = Shared::default();
+    let (tx, rx) = mpsc::unbounded_channel::<Event>();
+    let _dir = match &options.source {
+        SourceSpec::Dir(path) => Some(source::dir::watch(path, tx.clone())?),
+        SourceSpec::Kube => {
+            let client =
+                source::kube::client(options.kubeconfig.as_deref(), options.context.as_deref())
+                    .await
+                    .map_err(|e| AgentError::Source(e.to_string()))?;
+            tokio::spawn(source::kube::run(client, tx.clone()));
+            None
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| AgentError::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    tracing::info!(listen = %options.listen, source = ?options.source, node = ?options.config.node, "agent started");
+    let reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
+    let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
+    let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
+    let mut http = tokio::spawn(crate::http::serve(listener, metrics.clone(), refresh));
+    if let Some(path) = &options.decision_log {
+        let out: Box<dyn std::io::Write + Send> = if path.as_os_str() == "-" {
+            Box::new(std::io::stdout())
+        } else {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(|source| AgentError::DecisionLog {
+                    path: path.clone(),
+                    source,
+                })?;
+            Box::new(std::io::LineWriter::new(file))
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            if let Err(e) = crate::decision_log::run(state, out).await {
+                tracing::error!(error = %e, "decision log stopped");
+            }
+        });
+    }
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| AgentError::Source(e.to_string()))?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; the ruleset stays in force"),
+        _ = term.recv() => tracing::info!("terminated; the ruleset stays in force"),
+        r = &mut loop_thread => return Err(AgentError::Reconcile(format!("{r:?}"))),
+        r = &mut http => return Err(AgentError::Reconcile(format!("HTTP server: {r:?}"))),
+    }
+    drop(tx);
+    Ok(())
+}
+
+/// Receives events until every sender is gone, reconciling each batch: everything that
+/// is waiting is taken at once, so a burst of changes becomes one transaction.
+fn reconcile_loop(mut reconciler: Reconciler, mut rx: mpsc::UnboundedReceiver<Event>) {
+    while let Some(first) = rx.blocking_recv() {
+        let seen = Instant::now();
+        let mut batch = vec![first];
+        while let Ok(e) = rx.try_recv() {
+            batch.push(e);
+        }
+        match reconciler.handle(batch, seen) {
+            Ok(o) if o.committed => {
+                tracing::info!(
+                    changes = o.changes,
+                    elapsed_ms = seen.elapsed().as_millis() as u64,
+                    "ruleset updated"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "reconcile failed; the previous ruleset stays in force")
+            }
+        }
+    }
+}
+
+/// Before each scrape: the kernel's per-decision packet counts.
+fn refresh_counters(
+    state: Shared,
+    metrics: Arc<Metrics>,
+    netns: Option<String>,
+) -> Arc<dyn Fn() + Send + Sync> {
+    Arc::new(move || {
+        let Ok(counts) = crate::decisions::kernel_counts(netns.as_deref()) else {
+            return;
+        };
+        // A reconcile in progress holds the state: keep the last counts rather than wait.
+        let Ok(state) = state.try_read() else {
+            return;
+        };
+        if let Some(ruleset) = &state.ruleset {
+            metrics.decisions(&crate::decisions::by_decision(ruleset, &counts));
+        }
+    })
+}

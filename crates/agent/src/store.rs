@@ -1,0 +1,535 @@
+//! The objects in force, kept from the sources' texts, and the engine changes that follow
+//! from each event.
+//!
+//! Fail-closed rules (never fail open): an object that turns invalid keeps its last valid
+//! version in force; a new invalid policy whose subject can be read is replaced by its
+//! [`StandIn`] (isolation of that subject in the directions it names); when a text cannot
+//! be read into objects at all (a YAML syntax error), everything it held stays in force.
+//! Every invalid object is reported ([`Store::problems`]).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use palisade_engine::Change;
+use palisade_model::{
+    AdminPolicy, Diagnostic, Namespace, NetworkPolicy, Node, Pod, PolicyKind, Severity, StandIn,
+};
+
+use crate::source::{Event, Text};
+
+/// What identifies an object across versions.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Key {
+    /// A Namespace.
+    Namespace(String),
+    /// A Pod (namespace, name).
+    Pod(String, String),
+    /// A Node.
+    Node(String),
+    /// A NetworkPolicy (namespace, name, staged).
+    NetworkPolicy(String, String, bool),
+    /// An admin policy (kind, name, staged).
+    Admin(PolicyKind, String, bool),
+}
+
+impl Key {
+    /// The object's kind, as a metric label.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Key::Namespace(_) => "Namespace",
+            Key::Pod(..) => "Pod",
+            Key::Node(_) => "Node",
+            Key::NetworkPolicy(..) => "NetworkPolicy",
+            Key::Admin(kind, ..) => kind.as_str(),
+        }
+    }
+
+    /// The staged twin of a policy key (itself for other kinds).
+    fn as_staged(&self) -> Key {
+        match self.clone() {
+            Key::NetworkPolicy(ns, name, _) => Key::NetworkPolicy(ns, name, true),
+            Key::Admin(kind, name, _) => Key::Admin(kind, name, true),
+            other => other,
+        }
+    }
+
+    fn staged(&self) -> bool {
+        matches!(self, Key::NetworkPolicy(.., true) | Key::Admin(.., true))
+    }
+
+    /// The namespace an object lives in (and keeps implied), if any.
+    fn namespace(&self) -> Option<&str> {
+        match self {
+            Key::Pod(ns, _) | Key::NetworkPolicy(ns, ..) => Some(ns),
+            _ => None,
+        }
+    }
+}
+
+/// One object of a kind the engine reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Object {
+    /// A Namespace.
+    Namespace(Namespace),
+    /// A Pod.
+    Pod(Pod),
+    /// A Node.
+    Node(Node),
+    /// A NetworkPolicy.
+    NetworkPolicy(NetworkPolicy),
+    /// An admin policy.
+    Admin(AdminPolicy),
+}
+
+impl Object {
+    fn key(&self, staged: bool) -> Key {
+        match self {
+            Object::Namespace(o) => Key::Namespace(o.name.clone()),
+            Object::Pod(o) => Key::Pod(o.namespace.clone(), o.name.clone()),
+            Object::Node(o) => Key::Node(o.name.clone()),
+            Object::NetworkPolicy(o) => {
+                Key::NetworkPolicy(o.namespace.clone(), o.name.clone(), staged)
+            }
+            Object::Admin(o) => Key::Admin(o.kind, o.name.clone(), staged),
+        }
+    }
+
+    fn upsert(self) -> Change {
+        match self {
+            Object::Namespace(o) => Change::UpsertNamespace(o),
+            Object::Pod(o) => Change::UpsertPod(o),
+            Object::Node(o) => Change::UpsertNode(o),
+            Object::NetworkPolicy(o) => Change::UpsertNetworkPolicy(o),
+            Object::Admin(o) => Change::UpsertAdminPolicy(o),
+        }
+    }
+}
+
+fn removal(key: &Key) -> Change {
+    match key.clone() {
+        Key::Namespace(name) => Change::RemoveNamespace(name),
+        Key::Pod(namespace, name) => Change::RemovePod { namespace, name },
+        Key::Node(name) => Change::RemoveNode(name),
+        Key::NetworkPolicy(namespace, name, _) => Change::RemoveNetworkPolicy { namespace, name },
+        Key::Admin(kind, name, _) => Change::RemoveAdminPolicy { kind, name },
+    }
+}
+
+/// Which engines a change is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The enforced state (and the staged view, which includes it).
+    Enforced,
+    /// Only the staged view (enforced plus staged policies).
+    Staged,
+}
+
+/// One text's version of an object.
+#[derive(Debug, Clone)]
+struct Claim {
+    text: String,
+    object: Arc<Object>,
+}
+
+/// The objects in force, by the texts that hold them.
+#[derive(Debug, Default)]
+pub struct Store {
+    /// The keys each text holds.
+    texts: HashMap<String, BTreeSet<Key>>,
+    /// Every text's version of each key; the first claim is in force, later ones wait
+    /// (a policy moved from one file to another is never absent in between).
+    claims: HashMap<Key, Vec<Claim>>,
+    /// What the engines were last given, per key.
+    applied: HashMap<Key, Arc<Object>>,
+    /// The namespaces the engines hold and whether each was declared (or implied).
+    namespaces: BTreeMap<String, Namespace>,
+    /// Pods and NetworkPolicies in force per namespace (keeps implied namespaces alive).
+    users: HashMap<String, usize>,
+    /// Errors per text: invalid objects (kept or stood in for) and unreadable text.
+    problems: BTreeMap<String, Vec<Diagnostic>>,
+    /// How many invalid policies each text has in force as stand-ins.
+    stand_ins: HashMap<String, usize>,
+}
+
+impl Store {
+    /// Applies one source event, returning the engine changes it implies, in order.
+    pub fn handle(&mut self, event: Event) -> Vec<(Change, Scope)> {
+        let touched = match event {
+            Event::Put(texts) => self.put(texts),
+            Event::Remove(ids) => ids.iter().flat_map(|id| self.drop_text(id)).collect(),
+            Event::Replace { prefix, texts } => {
+                let listed: BTreeSet<&str> = texts.iter().map(|t| t.id.as_str()).collect();
+                let gone: Vec<String> = self
+                    .texts
+                    .keys()
+                    .filter(|id| id.starts_with(&prefix) && !listed.contains(id.as_str()))
+                    .cloned()
+                    .collect();
+                let mut touched: BTreeSet<Key> =
+                    gone.iter().flat_map(|id| self.drop_text(id)).collect();
+                touched.extend(self.put(texts));
+                touched
+            }
+            Event::Synced => BTreeSet::new(),
+        };
+        self.changes(touched)
+    }
+
+    /// Every object in force, as one cluster (the staged policies apart).
+    pub fn cluster(&self) -> palisade_model::Cluster {
+        let mut c = palisade_model::Cluster::default();
+        for (key, object) in &self.applied {
+            match Object::clone(object) {
+                Object::Namespace(_) => {}
+                Object::Pod(o) => c.pods.push(o),
+                Object::Node(o) => c.nodes.push(o),
+                Object::NetworkPolicy(o) if key.staged() => c.staged.network_policies.push(o),
+                Object::NetworkPolicy(o) => c.network_policies.push(o),
+                Object::Admin(o) if key.staged() => c.staged.admin_policies.push(o),
+                Object::Admin(o) => c.admin_policies.push(o),
+            }
+        }
+        c.namespaces = self.namespaces.values().cloned().collect();
+        c.pods
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        c.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        c.network_policies
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        c.admin_policies
+            .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        c
+    }
+
+    /// Objects in force by kind.
+    pub fn counts(&self) -> BTreeMap<&'static str, usize> {
+        let mut out = BTreeMap::new();
+        for key in self
+            .applied
+            .keys()
+            .filter(|k| !matches!(k, Key::Namespace(_)))
+        {
+            *out.entry(key.kind()).or_default() += 1;
+        }
+        // Declared and implied alike: the namespaces the engine holds.
+        out.insert("Namespace", self.namespaces.len());
+        out
+    }
+
+    /// The current errors, by text.
+    pub fn problems(&self) -> &BTreeMap<String, Vec<Diagnostic>> {
+        &self.problems
+    }
+
+    /// How many invalid policies are enforced as their fail-closed stand-ins.
+    pub fn stand_ins(&self) -> usize {
+        self.stand_ins.values().sum()
+    }
+
+    /// Whether any policy is staged.
+    pub fn has_staged(&self) -> bool {
+        self.applied.keys().any(Key::staged)
+    }
+
+    /// Decodes the texts and records what each now holds; returns the keys touched.
+    fn put(&mut self, texts: Vec<Text>) -> BTreeSet<Key> {
+        if texts.is_empty() {
+            return BTreeSet::new();
+        }
+        let decoded = palisade_model::decode_texts(texts.iter().map(|t| (&*t.id, &*t.body)));
+        let mut held: HashMap<&str, BTreeMap<Key, Arc<Object>>> = texts
+            .iter()
+            .map(|t| (t.id.as_str(), BTreeMap::new()))
+            .collect();
+        let c = decoded.cluster;
+        let staged = c.staged;
+        let valid = (c.namespaces.into_iter().map(Object::Namespace))
+            .chain(c.pods.into_iter().map(Object::Pod))
+            .chain(c.nodes.into_iter().map(Object::Node))
+            .map(|o| (o, false))
+            .chain(
+                c.network_policies
+                    .into_iter()
+                    .map(|o| (Object::NetworkPolicy(o), false)),
+            )
+            .chain(
+                c.admin_policies
+                    .into_iter()
+                    .map(|o| (Object::Admin(o), false)),
+            )
+            .chain(
+                staged
+                    .network_policies
+                    .into_iter()
+                    .map(|o| (Object::NetworkPolicy(o), true)),
+            )
+            .chain(
+                staged
+                    .admin_policies
+                    .into_iter()
+                    .map(|o| (Object::Admin(o), true)),
+            );
+        for (object, staged) in valid {
+            let file = origin_file(&object);
+            if let Some(h) = held.get_mut(file.as_str()) {
+                h.insert(object.key(staged), Arc::new(object));
+            }
+        }
+        // Errors per text; a text with an error that names no object could not be read.
+        let mut problems: HashMap<&str, Vec<Diagnostic>> = HashMap::new();
+        for d in decoded.diagnostics {
+            if d.severity == Severity::Error
+                && let Some(t) = texts.iter().find(|t| *t.id == *d.file)
+            {
+                problems.entry(t.id.as_str()).or_default().push(d);
+            }
+        }
+        let unreadable: BTreeSet<&str> = problems
+            .iter()
+            .filter(|(_, ds)| ds.iter().any(|d| d.object.is_empty()))
+            .map(|(id, _)| *id)
+            .collect();
+        let mut stand_ins: HashMap<String, usize> = HashMap::new();
+        for invalid in decoded.invalid {
+            let Some(h) = held.get_mut(&*invalid.origin.file) else {
+                continue;
+            };
+            let id = &*invalid.origin.file;
+            let key = invalid_key(&invalid);
+            // A staged policy that turns invalid stays staged in its last valid version.
+            let previous = key.as_ref().and_then(|k| {
+                self.claim_of(id, k).map(|o| (k.clone(), o)).or_else(|| {
+                    self.claim_of(id, &k.as_staged())
+                        .map(|o| (k.as_staged(), o))
+                })
+            });
+            match (key, previous, invalid.stand_in) {
+                (_, Some((key, last_valid)), _) => {
+                    tracing::warn!(text = id, object = ?key, "invalid; its last valid version stays in force");
+                    h.insert(key, last_valid);
+                }
+                (Some(key), None, Some(stand_in)) => {
+                    tracing::warn!(text = id, object = ?key, "invalid new policy; its subject is isolated until it is fixed");
+                    h.insert(key, Arc::new(stand_in_object(stand_in)));
+                    *stand_ins.entry(id.to_string()).or_default() += 1;
+                }
+                (key, None, _) => {
+                    tracing::warn!(text = id, object = ?key, "invalid new object; not enforced");
+                }
+            }
+        }
+        let mut touched = BTreeSet::new();
+        for t in &texts {
+            let mut new = held.remove(t.id.as_str()).unwrap_or_default();
+            if unreadable.contains(t.id.as_str()) {
+                // Keep everything the text held that it does not now define.
+                for key in self.texts.get(&t.id).into_iter().flatten() {
+                    if !new.contains_key(key)
+                        && let Some(object) = self.claim_of(&t.id, key)
+                    {
+                        new.insert(key.clone(), object);
+                    }
+                }
+            }
+            touched.extend(self.set_text(&t.id, new));
+            match stand_ins.remove(&t.id) {
+                Some(n) => self.stand_ins.insert(t.id.clone(), n),
+                None => self.stand_ins.remove(&t.id),
+            };
+            match problems.remove(t.id.as_str()) {
+                Some(ds) => {
+                    for d in &ds {
+                        tracing::error!(%d, "invalid input");
+                    }
+                    self.problems.insert(t.id.clone(), ds);
+                }
+                None => {
+                    self.problems.remove(&t.id);
+                }
+            }
+        }
+        touched
+    }
+
+    /// This text's current version of `key`.
+    fn claim_of(&self, text: &str, key: &Key) -> Option<Arc<Object>> {
+        self.claims
+            .get(key)?
+            .iter()
+            .find(|c| c.text == text)
+            .map(|c| c.object.clone())
+    }
+
+    /// Makes `objects` what text `id` holds; returns the keys touched.
+    fn set_text(&mut self, id: &str, objects: BTreeMap<Key, Arc<Object>>) -> BTreeSet<Key> {
+        let old = self.texts.remove(id).unwrap_or_default();
+        let mut touched: BTreeSet<Key> = old
+            .difference(&objects.keys().cloned().collect())
+            .cloned()
+            .collect();
+        for key in &touched {
+            self.unclaim(id, key);
+        }
+        for (key, object) in &objects {
+            let claims = self.claims.entry(key.clone()).or_default();
+            match claims.iter_mut().find(|c| c.text == id) {
+                Some(c) => c.object = object.clone(),
+                None => {
+                    if let Some(first) = claims.first() {
+                        tracing::error!(text = id, object = ?key, defined_in = first.text, "defined twice; the first definition stays in force");
+                    }
+                    claims.push(Claim {
+                        text: id.to_string(),
+                        object: object.clone(),
+                    });
+                }
+            }
+            touched.insert(key.clone());
+        }
+        if !objects.is_empty() {
+            self.texts
+                .insert(id.to_string(), objects.into_keys().collect());
+        }
+        touched
+    }
+
+    fn unclaim(&mut self, id: &str, key: &Key) {
+        if let Some(claims) = self.claims.get_mut(key) {
+            claims.retain(|c| c.text != id);
+            if claims.is_empty() {
+                self.claims.remove(key);
+            }
+        }
+    }
+
+    /// Forgets a text; returns the keys touched.
+    fn drop_text(&mut self, id: &str) -> BTreeSet<Key> {
+        self.problems.remove(id);
+        self.stand_ins.remove(id);
+        self.set_text(id, BTreeMap::new())
+    }
+
+    /// The engine changes that bring the touched keys to what is now in force, with the
+    /// namespaces they need first and the namespaces no longer needed last.
+    fn changes(&mut self, touched: BTreeSet<Key>) -> Vec<(Change, Scope)> {
+        let mut out = Vec::new();
+        let mut namespaces = BTreeSet::new();
+        for key in touched {
+            let now = self
+                .claims
+                .get(&key)
+                .and_then(|c| c.first())
+                .map(|c| c.object.clone());
+            let before = self.applied.get(&key);
+            if before == now.as_ref() {
+                continue;
+            }
+            if let Key::Namespace(name) = &key {
+                namespaces.insert(name.clone());
+            }
+            if let Some(ns) = key.namespace() {
+                namespaces.insert(ns.to_string());
+                let users = self.users.entry(ns.to_string()).or_default();
+                match (before.is_some(), now.is_some()) {
+                    (false, true) => *users += 1,
+                    (true, false) => *users = users.saturating_sub(1),
+                    _ => {}
+                }
+            }
+            let scope = if key.staged() {
+                Scope::Staged
+            } else {
+                Scope::Enforced
+            };
+            match now {
+                Some(object) => {
+                    self.applied.insert(key.clone(), object.clone());
+                    if !matches!(key, Key::Namespace(_)) {
+                        out.push((Object::clone(&object).upsert(), scope));
+                    }
+                }
+                None => {
+                    self.applied.remove(&key);
+                    if !matches!(key, Key::Namespace(_)) {
+                        out.push((removal(&key), scope));
+                    }
+                }
+            }
+        }
+        let mut first = Vec::new();
+        let mut last = Vec::new();
+        for name in namespaces {
+            let declared = match self
+                .applied
+                .get(&Key::Namespace(name.clone()))
+                .map(|o| &**o)
+            {
+                Some(Object::Namespace(ns)) => Some(ns.clone()),
+                _ => None,
+            };
+            let in_use = self.users.get(&name).is_some_and(|n| *n > 0);
+            let want = declared.or_else(|| in_use.then(|| Namespace::implied(&name)));
+            if want.as_ref() == self.namespaces.get(&name) {
+                continue;
+            }
+            match want {
+                Some(ns) => {
+                    self.namespaces.insert(name, ns.clone());
+                    first.push((Change::UpsertNamespace(ns), Scope::Enforced));
+                }
+                None => {
+                    self.namespaces.remove(&name);
+                    self.users.remove(&name);
+                    last.push((Change::RemoveNamespace(name), Scope::Enforced));
+                }
+            }
+        }
+        first.extend(out);
+        first.extend(last);
+        first
+    }
+}
+
+fn origin_file(object: &Object) -> String {
+    match object {
+        Object::Namespace(o) => o
+            .origin
+            .as_ref()
+            .map(|o| o.file.to_string())
+            .unwrap_or_default(),
+        Object::Pod(o) => o.origin.file.to_string(),
+        Object::Node(o) => o.origin.file.to_string(),
+        Object::NetworkPolicy(o) => o.origin.file.to_string(),
+        Object::Admin(o) => o.origin.file.to_string(),
+    }
+}
+
+/// The key of an invalid object, when its kind and name can be read. (Staged or not
+/// cannot be trusted from an invalid object: it is taken as enforced, which fails closed.)
+fn invalid_key(invalid: &palisade_model::Invalid) -> Option<Key> {
+    let name = invalid.name.clone()?;
+    let ns = || {
+        invalid
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into())
+    };
+    Some(match invalid.kind.as_str() {
+        "Namespace" => Key::Namespace(name),
+        "Pod" => Key::Pod(ns(), name),
+        "Node" => Key::Node(name),
+        "NetworkPolicy" => Key::NetworkPolicy(ns(), name, false),
+        "AdminNetworkPolicy" => Key::Admin(PolicyKind::AdminNetworkPolicy, name, false),
+        "BaselineAdminNetworkPolicy" => {
+            Key::Admin(PolicyKind::BaselineAdminNetworkPolicy, name, false)
+        }
+        "ClusterNetworkPolicy" => Key::Admin(PolicyKind::ClusterNetworkPolicy, name, false),
+        _ => return None,
+    })
+}
+
+fn stand_in_object(stand_in: StandIn) -> Object {
+    match stand_in {
+        StandIn::NetworkPolicy(np) => Object::NetworkPolicy(np),
+        StandIn::Admin(p) => Object::Admin(p),
+    }
+}

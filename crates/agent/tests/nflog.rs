@@ -1,0 +1,191 @@
+//! The nflog reader against the kernel: in a fresh network namespace, an nftables rule
+//! logs the first packet of TCP and UDP connections on the loopback interface to group 100
+//! with a `pal-<id>` prefix; the reader must return each with its prefix, addresses,
+//! protocol and ports, over IPv4 and IPv6, through the blocking and the threaded reader.
+//! Needs root (network namespaces, `nft`); skipped with a printed reason otherwise.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)] // a test: a failed unwrap is a failed assertion
+
+use std::collections::BTreeSet;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::os::fd::AsFd;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use palisade_agent::nflog::{LoggedPacket, Nflog, NflogError};
+use palisade_model::Protocol;
+
+const GROUP: u16 = palisade_nft::LOG_GROUP;
+
+/// A network namespace named after the test and the process id, deleted on drop (also
+/// when the test panics).
+struct Netns(String);
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("palnflog-{tag}-{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        let out = Command::new("ip")
+            .args(["netns", "add", &name])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ip netns add {name}: {out:?}");
+        let ns = Netns(name);
+        ns.exec(&["ip", "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Runs a command inside the namespace; it must succeed.
+    fn exec(&self, args: &[&str]) {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.0])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}: {out:?}");
+    }
+
+    /// Loads an nftables script inside the namespace.
+    fn nft(&self, script: &str) {
+        let path = std::env::temp_dir().join(format!("{}.nft", self.0));
+        std::fs::write(&path, script).unwrap();
+        self.exec(&["nft", "-f", path.to_str().unwrap()]);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    /// Runs `f` on a thread that has entered this namespace (sockets it creates stay
+    /// there).
+    fn enter<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
+        let file = std::fs::File::open(format!("/run/netns/{}", self.0)).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                rustix::thread::move_into_link_name_space(
+                    file.as_fd(),
+                    Some(rustix::thread::LinkNameSpaceType::Network),
+                )
+                .unwrap();
+                f()
+            })
+            .join()
+            .unwrap()
+        })
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+fn is_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+        .unwrap_or(false)
+}
+
+/// Logs the first packet of every TCP connection to port 5000 and UDP flow to port 5001
+/// (on the output hook, so each is logged once), with the prefixes a Palisade ruleset
+/// uses.
+const RULES: &str = r#"
+table inet palnflogtest {
+    chain out {
+        type filter hook output priority 0; policy accept;
+        ct state new tcp dport 5000 log prefix "pal-7" group 100
+        ct state new udp dport 5001 log prefix "pal-12" group 100
+    }
+}
+"#;
+
+/// Opens one TCP connection and sends one UDP datagram from `ip` to itself; returns the
+/// packets the rules must log.
+fn traffic(ip: IpAddr) -> Vec<LoggedPacket> {
+    let listener = TcpListener::bind(SocketAddr::new(ip, 5000)).unwrap();
+    let client = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+    let tcp_sport = client.local_addr().unwrap().port();
+    let server = UdpSocket::bind(SocketAddr::new(ip, 5001)).unwrap();
+    let udp = UdpSocket::bind(SocketAddr::new(ip, 0)).unwrap();
+    udp.send_to(b"x", server.local_addr().unwrap()).unwrap();
+    let udp_sport = udp.local_addr().unwrap().port();
+    let packet = |prefix: &str, protocol, sport, dport| LoggedPacket {
+        prefix: prefix.into(),
+        src: ip,
+        dst: ip,
+        protocol: Some(protocol),
+        sport: Some(sport),
+        dport: Some(dport),
+    };
+    vec![
+        packet("pal-7", Protocol::Tcp, tcp_sport, 5000),
+        packet("pal-12", Protocol::Udp, udp_sport, 5001),
+    ]
+}
+
+fn sorted(v: Vec<LoggedPacket>) -> BTreeSet<String> {
+    v.into_iter().map(|p| format!("{p:?}")).collect()
+}
+
+#[test]
+fn logged_packets_are_read_back_with_prefix_addresses_protocol_and_ports() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a network namespace");
+        return;
+    }
+    let ns = Netns::new("read");
+    ns.nft(RULES);
+    let (mut nflog, want4) = ns.enter(|| {
+        let nflog = Nflog::bind(GROUP).unwrap();
+        (nflog, traffic("127.0.0.1".parse().unwrap()))
+    });
+    assert_eq!(nflog.group(), GROUP);
+
+    // The blocking reader: both packets are queued by the time `traffic` returns.
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.len() < want4.len() && Instant::now() < deadline {
+        got.extend(nflog.recv_timeout(Duration::from_millis(200)).unwrap());
+    }
+    assert_eq!(sorted(got), sorted(want4));
+    assert_eq!(nflog.lost(), 0);
+
+    // The threaded reader, awaited from tokio, over IPv6.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let mut stream = nflog.spawn().unwrap();
+    let want6 = ns.enter(|| traffic("::1".parse().unwrap()));
+    let got = rt.block_on(async {
+        let mut got = Vec::new();
+        while got.len() < want6.len() {
+            let next = tokio::time::timeout(Duration::from_secs(5), stream.recv())
+                .await
+                .expect("no log message within 5 s")
+                .expect("the reader thread ended")
+                .unwrap();
+            got.extend(next);
+        }
+        got
+    });
+    assert_eq!(sorted(got), sorted(want6));
+    assert_eq!(stream.group(), GROUP);
+}
+
+#[test]
+fn a_second_reader_of_the_same_group_is_refused_with_the_group_named() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a network namespace");
+        return;
+    }
+    let ns = Netns::new("busy");
+    let second = ns.enter(|| {
+        let _first = Nflog::bind(GROUP).unwrap();
+        Nflog::bind(GROUP).map(|_| ())
+    });
+    let Err(e @ NflogError::Bind { .. }) = second else {
+        panic!("the second bind succeeded: {second:?}")
+    };
+    assert!(e.to_string().contains(&format!("group {GROUP}")), "{e}");
+}

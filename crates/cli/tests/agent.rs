@@ -1,0 +1,342 @@
+//! `palisade agent` in a lab node (root, real kernel): it follows edits of its manifest
+//! directory within 2 s, with the kernel equal to the evaluator after each; a corrupted
+//! policy opens nothing; after `kill -9` the rules keep enforcing, and a restart converges
+//! on what changed meanwhile. Run as another user, it prints why it is skipped and passes.
+
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const EXE: &str = env!("CARGO_BIN_EXE_palisade");
+const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
+const DENY_X: &str = include_str!("../../../examples/xyz/policies/01-deny-ingress-x.yaml");
+const ANP: &str = include_str!("../../../examples/xyz/policies/02-anp.yaml");
+/// How soon after an edit the kernel must enforce it.
+const WITHIN: Duration = Duration::from_secs(2);
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn palisade(args: &[&str]) -> Output {
+    Command::new(EXE)
+        .args(args)
+        .current_dir(repo())
+        .output()
+        .expect("the palisade binary runs")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|ids| ids.split_whitespace().nth(1))
+            == Some("0")
+    })
+}
+
+/// A lab with an agent in its node namespace (one per node, with `--node`, when the lab
+/// has several); all are removed when dropped.
+struct AgentLab {
+    name: String,
+    dir: PathBuf,
+    /// (node name, its namespace) — no name for a single-node lab (every pod enforced).
+    nodes: Vec<(Option<String>, String)>,
+    agents: Vec<Child>,
+    log: PathBuf,
+}
+
+impl AgentLab {
+    fn up(name: &str, cluster: &str, nodes: &[&str]) -> AgentLab {
+        let dir = std::env::temp_dir().join(format!("palisade-agent-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let nodes = if nodes.is_empty() {
+            vec![(None, format!("{name}-node"))]
+        } else {
+            nodes
+                .iter()
+                .map(|n| (Some(n.to_string()), format!("{name}-node-{n}")))
+                .collect()
+        };
+        let lab = AgentLab {
+            name: name.to_string(),
+            log: dir.with_extension("log"),
+            dir,
+            nodes,
+            agents: Vec::new(),
+        };
+        let o = palisade(&["lab", "up", "-f", cluster, "--name", name]);
+        assert!(o.status.success(), "lab up: {}", stderr(&o));
+        lab
+    }
+
+    fn write(&self, file: &str, text: &str) {
+        // Write then rename, as editors and `kubectl`-driven tools do: never a half file.
+        let tmp = self.dir.join(format!(".{file}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, self.dir.join(file)).unwrap();
+    }
+
+    fn remove(&self, file: &str) {
+        std::fs::remove_file(self.dir.join(file)).unwrap();
+    }
+
+    fn start(&mut self) {
+        for (node, netns) in &self.nodes {
+            let log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.log)
+                .unwrap();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", netns, EXE, "agent", "--source"])
+                .arg(format!("dir:{}", self.dir.display()))
+                .args(["--listen", "127.0.0.1:9464"]);
+            if let Some(node) = node {
+                cmd.args(["--node", node]);
+            }
+            let child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
+            self.agents.push(child);
+        }
+        let start = Instant::now();
+        for (_, netns) in &self.nodes {
+            while get(netns, "/readyz").0 != 200 {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "agent in {netns} not ready: {}",
+                    self.agent_log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+
+    fn kill(&mut self) {
+        for mut child in self.agents.drain(..) {
+            // `ip netns exec` execs the agent: this is the agent's own pid.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    fn agent_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// (status, body) of the first agent's endpoint.
+    fn get(&self, path: &str) -> (u16, String) {
+        get(&self.nodes[0].1, path)
+    }
+
+    /// A metric of the first agent.
+    fn metric(&self, name: &str) -> f64 {
+        metric(&self.nodes[0].1, name)
+    }
+
+    /// Runs `edit`, then waits (at most [`WITHIN`]) until every agent committed a
+    /// transaction.
+    fn edit_and_wait(&self, edit: impl FnOnce()) {
+        let commits = |netns: &str| metric(netns, "palisade_time_to_apply_seconds_count");
+        let before: Vec<f64> = self.nodes.iter().map(|(_, ns)| commits(ns)).collect();
+        let start = Instant::now();
+        edit();
+        for ((_, netns), before) in self.nodes.iter().zip(before) {
+            while commits(netns) <= before {
+                assert!(
+                    start.elapsed() < WITHIN,
+                    "no transaction in {netns} within {WITHIN:?}: {}",
+                    self.agent_log()
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+
+    /// The kernel agrees with the evaluator on the manifests in `dir`.
+    fn assert_enforces(&self, dir: &Path, what: &str) {
+        let o = palisade(&[
+            "lab",
+            "probe",
+            "-f",
+            dir.to_str().unwrap(),
+            "--name",
+            &self.name,
+            "--ports",
+            "80,81",
+            "--protocols",
+            "TCP,UDP",
+            "--compare",
+            "-o",
+            "jsonl",
+        ]);
+        assert!(
+            o.status.success(),
+            "{what}: kernel and evaluator disagree: {}\nagent: {}",
+            stderr(&o),
+            self.agent_log()
+        );
+    }
+}
+
+impl Drop for AgentLab {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = palisade(&["lab", "down", "--name", &self.name]);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// (status, body) of an agent endpoint, from inside its network namespace.
+fn get(netns: &str, path: &str) -> (u16, String) {
+    let o = Command::new("ip")
+        .args(["netns", "exec", netns, "curl", "-s", "-m", "2"])
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("http://127.0.0.1:9464{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+fn metric(netns: &str, name: &str) -> f64 {
+    let (_, body) = get(netns, "/metrics");
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The kernel agrees with the evaluator on `state` (file, text).
+fn check(lab: &AgentLab, state: &[(&str, String)], what: &str) {
+    let files: Vec<(&str, &str)> = state.iter().map(|(f, t)| (*f, t.as_str())).collect();
+    let dir = expected(&lab.name, &files);
+    lab.assert_enforces(&dir, what);
+}
+
+/// A copy of the manifests as they should be in force (the expected state).
+fn expected(name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("palisade-expected-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, text) in files {
+        std::fs::write(dir.join(file), text).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn the_agent_follows_its_directory() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "the_agent_follows_its_directory: skipped: not root (network namespaces and nftables need root)"
+        );
+        return;
+    }
+    let name = format!("g{:x}", std::process::id());
+    let mut lab = AgentLab::up(&name, "examples/xyz/cluster.yaml", &[]);
+    // Pod z/c starts outside the directory; it is added later.
+    let start = CLUSTER.find("  name: c\n  namespace: z").unwrap();
+    let doc_start = CLUSTER[..start].rfind("---").unwrap();
+    let doc_end = CLUSTER[start..]
+        .find("---")
+        .map_or(CLUSTER.len(), |i| start + i);
+    let without_zc = format!("{}{}", &CLUSTER[..doc_start], &CLUSTER[doc_end..]);
+
+    lab.write("cluster.yaml", &without_zc);
+    lab.write("deny-x.yaml", DENY_X);
+    lab.start();
+    let mut state = vec![
+        ("cluster.yaml", without_zc.clone()),
+        ("deny-x.yaml", DENY_X.to_string()),
+    ];
+    check(&lab, &state, "after start");
+
+    lab.edit_and_wait(|| lab.write("anp.yaml", ANP));
+    state.push(("anp.yaml", ANP.to_string()));
+    check(&lab, &state, "a policy added");
+
+    let relabelled = without_zc.replacen("pod: b", "pod: c", 1);
+    lab.edit_and_wait(|| lab.write("cluster.yaml", &relabelled));
+    state[0].1 = relabelled.clone();
+    check(&lab, &state, "a pod relabelled");
+
+    lab.edit_and_wait(|| lab.remove("deny-x.yaml"));
+    state.remove(1);
+    check(&lab, &state, "a policy deleted");
+
+    lab.edit_and_wait(|| lab.write("cluster.yaml", CLUSTER));
+    state[0].1 = CLUSTER.to_string();
+    check(&lab, &state, "a pod added");
+
+    // A corrupted policy: its last valid version stays in force, and it is reported.
+    let corrupt = ANP.replace("priority: 10", "priority: ten");
+    lab.write("anp.yaml", &corrupt);
+    let start = Instant::now();
+    while lab.metric("palisade_invalid_texts") < 1.0 {
+        assert!(
+            start.elapsed() < WITHIN,
+            "corruption not reported: {}",
+            lab.agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    check(&lab, &state, "a policy corrupted");
+    let (code, body) = lab.get("/readyz");
+    assert_eq!(code, 200);
+    assert!(
+        body.contains("anp.yaml") && body.contains("spec.priority"),
+        "{body}"
+    );
+
+    // kill -9: the kernel keeps enforcing; changes made meanwhile apply on restart.
+    lab.kill();
+    lab.remove("anp.yaml");
+    check(&lab, &state, "agent killed");
+    state.pop();
+    lab.start();
+    check(&lab, &state, "agent restarted");
+}
+
+/// One agent per node (`--node`): a policy edit reaches every node, and the cross-node
+/// matrix equals the evaluator within 2 s.
+#[test]
+fn an_agent_per_node_enforces_the_cluster_together() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "an_agent_per_node_enforces_the_cluster_together: skipped: not root"
+        );
+        return;
+    }
+    const THREE: &str = include_str!("../../lab/tests/fixtures/clusters/xyz-three-nodes.yaml");
+    let name = format!("h{:x}", std::process::id());
+    let mut lab = AgentLab::up(
+        &name,
+        "crates/lab/tests/fixtures/clusters/xyz-three-nodes.yaml",
+        &["n1", "n2", "n3"],
+    );
+    lab.write("cluster.yaml", THREE);
+    lab.write("deny-x.yaml", DENY_X);
+    lab.start();
+    let mut state = vec![
+        ("cluster.yaml", THREE.to_string()),
+        ("deny-x.yaml", DENY_X.to_string()),
+    ];
+    check(&lab, &state, "after start");
+    lab.edit_and_wait(|| lab.write("anp.yaml", ANP));
+    state.push(("anp.yaml", ANP.to_string()));
+    check(&lab, &state, "a policy added on every node");
+    lab.edit_and_wait(|| lab.remove("deny-x.yaml"));
+    state.remove(1);
+    check(&lab, &state, "a policy deleted on every node");
+}
