@@ -300,6 +300,12 @@ pub fn decode_texts<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -
     loader.decode_all();
     let mut diagnostics = loader.errors;
     diagnostics.append(&mut loader.notices);
+    // One notice per object here: the caller keeps objects (and their notices) apart.
+    diagnostics.extend(
+        std::mem::take(&mut loader.skipped_kinds)
+            .into_values()
+            .flatten(),
+    );
     Decoded {
         cluster: loader.cluster,
         invalid: loader.invalid,
