@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use palisade_agent::source::kube;
 use palisade_engine::{Endpoint, Engine, Options, Semantics};
-use palisade_model::{LoadOptions, Protocol, Severity};
+use palisade_model::{LoadOptions, PortRange, Protocol, Severity};
 
 use crate::error::CliError;
+use crate::report::ports::{self, PortArg};
 
 /// Where the cluster and policies come from, and how to read them.
 #[derive(Debug, Clone, clap::Args)]
@@ -43,6 +44,9 @@ pub struct Input {
     /// Do not exempt traffic from a node's host address to the pods on that node.
     #[arg(long)]
     pub no_node_local: bool,
+    /// List every object behind a summary notice (skipped kinds, pods without an address).
+    #[arg(short, long)]
+    pub verbose: bool,
 }
 
 /// `--semantics` values.
@@ -97,6 +101,11 @@ impl Input {
             };
             eprintln!("{prefix}{d}");
         }
+        if self.verbose {
+            for d in &loaded.details {
+                eprintln!("{d}");
+            }
+        }
         let options = Options {
             semantics: match self.semantics {
                 SemanticsArg::Standard => Semantics::Standard,
@@ -146,17 +155,36 @@ pub struct FlowArgs {
     /// Destination: `namespace/pod` or an IP address.
     #[arg(long)]
     pub to: String,
-    /// Destination port.
-    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
-    pub port: u16,
-    /// Protocol: TCP, UDP or SCTP.
-    #[arg(long, default_value = "TCP", value_parser = parse_protocol)]
-    pub protocol: Protocol,
+    /// Destination port: a number (80), a range (8080-8090) or a container port name of
+    /// the destination pod (http).
+    #[arg(long)]
+    pub port: Option<PortArg>,
+    /// Protocol: TCP, UDP or SCTP (default TCP; a named port's own protocol).
+    #[arg(long, value_parser = parse_protocol)]
+    pub protocol: Option<Protocol>,
+}
+
+/// What `--port`/`--protocol` ask about the connection between two endpoints.
+#[derive(Debug, Clone)]
+pub enum Query {
+    /// One protocol and port.
+    One(palisade_engine::Flow),
+    /// Every port of `within`, for each protocol.
+    Ports {
+        /// Source.
+        src: Endpoint,
+        /// Destination.
+        dst: Endpoint,
+        /// Protocols asked about.
+        protocols: Vec<Protocol>,
+        /// Ports asked about.
+        within: PortRange,
+    },
 }
 
 impl FlowArgs {
-    /// The flow these arguments name.
-    pub fn flow(&self, engine: &Engine) -> Result<palisade_engine::Flow, CliError> {
+    /// The source and destination endpoints, of one address family.
+    pub fn ends(&self, engine: &Engine) -> Result<(Endpoint, Endpoint), CliError> {
         let src = endpoint(engine, &self.from, None)?;
         let dst = endpoint(engine, &self.to, Some(src.ip.is_ipv6()))?;
         if src.ip.is_ipv6() != dst.ip.is_ipv6() {
@@ -165,11 +193,64 @@ impl FlowArgs {
                 self.from, self.to
             )));
         }
-        Ok(palisade_engine::Flow {
-            src,
-            dst,
-            protocol: self.protocol,
-            port: self.port,
+        Ok((src, dst))
+    }
+
+    /// The question asked: one flow (a number, or a name resolved against the destination
+    /// pod's container ports), or a range of ports (every port without `--port`).
+    pub fn query(&self, engine: &Engine) -> Result<Query, CliError> {
+        let (src, dst) = self.ends(engine)?;
+        let one = |protocol, port| {
+            Query::One(palisade_engine::Flow {
+                src,
+                dst,
+                protocol,
+                port,
+            })
+        };
+        let protocols = match self.protocol {
+            Some(p) => vec![p],
+            None => Protocol::ALL.to_vec(),
+        };
+        Ok(match &self.port {
+            Some(PortArg::Number(n)) => one(self.protocol.unwrap_or(Protocol::Tcp), n.get()),
+            Some(PortArg::Named(name)) => {
+                let pod = self
+                    .to
+                    .split_once('/')
+                    .and_then(|(ns, n)| engine.pod_id(ns, n))
+                    .map(|p| &engine.cluster().pods[p])
+                    .ok_or_else(|| {
+                        CliError::Usage(format!(
+                            "--port {name}: a port name needs a destination pod, and {} is not one",
+                            self.to
+                        ))
+                    })?;
+                let cp =
+                    ports::resolve_named(&pod.ports, name, self.protocol).ok_or_else(|| {
+                        CliError::Usage(format!(
+                            "{} has no container port named {name}{} (its ports: {})",
+                            self.to,
+                            self.protocol
+                                .map(|p| format!(" with protocol {p}"))
+                                .unwrap_or_default(),
+                            ports::list(&pod.ports)
+                        ))
+                    })?;
+                one(cp.protocol, cp.port.get())
+            }
+            Some(PortArg::Range(r)) => Query::Ports {
+                src,
+                dst,
+                protocols: vec![self.protocol.unwrap_or(Protocol::Tcp)],
+                within: *r,
+            },
+            None => Query::Ports {
+                src,
+                dst,
+                protocols,
+                within: ports::all_ports(),
+            },
         })
     }
 }

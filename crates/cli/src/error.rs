@@ -10,6 +10,14 @@ use palisade_model::{Diagnostic, LoadError};
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
+    /// The answer to a yes/no question is no (exit 3, nothing printed): `eval --exit-code`
+    /// on a denied connection.
+    #[error("denied")]
+    Denied,
+    /// The input loaded but holds nothing the command can analyse (exit 1): a matrix
+    /// with no pod that has an address.
+    #[error("{0}")]
+    Empty(String),
     /// The command line is wrong (exit 2).
     #[error("{0}")]
     Usage(String),
@@ -97,6 +105,7 @@ pub fn exit(result: Result<(), CliError>) -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(CliError::Denied) => ExitCode::from(3),
         Err(CliError::Usage(msg)) => {
             eprintln!("palisade: error: {msg}");
             ExitCode::from(2)

@@ -282,9 +282,16 @@ fn invalid_input_exits_1_with_every_error() {
         "{err}"
     );
     assert!(stdout(&o).is_empty());
-    // --skip-invalid evaluates what is valid
+    // --skip-invalid evaluates what is valid: here nothing, which is an error, not an
+    // empty success
     let o = palisade_stdin(&["matrix", "-f", "-", "--skip-invalid", "-o", "jsonl"], bad);
-    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no pod in the input has an address"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).is_empty());
 }
 
 #[test]
@@ -365,8 +372,17 @@ fn tenancy_compile_output_is_palisade_input() {
             .unwrap()
             .contains("tenancy.palisade.io/tool: harvester")
     );
+    // The policies load (no pods: the matrix itself is refused as empty, not as invalid).
     let o = palisade_stdin(&["matrix", "-f", "-", "-o", "jsonl"], &yaml);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let invalid = stderr(&o)
+        .lines()
+        .any(|l| l.starts_with("-:") && l.contains(": error: "));
+    assert!(!invalid, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("no pod in the input has an address"),
+        "{}",
+        stderr(&o)
+    );
     let o = palisade(&[
         "tenancy",
         "compile",

@@ -121,8 +121,17 @@ fn tenancy_platform_label_and_namespace_are_validated() {
         yaml.contains("kubernetes.io/metadata.name: tools-api"),
         "{yaml}"
     );
+    // The output loads (no pods: the matrix itself is refused as empty, not as invalid).
     let m = palisade_stdin(&["matrix", "-f", "-", "-o", "summary"], &yaml);
-    assert!(m.status.success(), "{}", stderr(&m));
+    let invalid = stderr(&m)
+        .lines()
+        .any(|l| l.starts_with("-:") && l.contains(": error: "));
+    assert!(!invalid, "{}", stderr(&m));
+    assert!(
+        stderr(&m).contains("no pod in the input has an address"),
+        "{}",
+        stderr(&m)
+    );
 }
 
 /// Emit → load → the same objects: the YAML documents are the JSON list's items.

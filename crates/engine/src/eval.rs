@@ -55,8 +55,9 @@ impl Engine {
     }
 
     /// The endpoint for a pod, using its address of `family` (IPv4 when `None`) if it has
-    /// one, else its first. Host-network pods are their node's host address.
-    /// `None` when the pod has no address.
+    /// one, else its first. Host-network pods are their node's host address. A workload's
+    /// representative pod, which has no address, is at the unspecified address.
+    /// `None` when any other pod has no address.
     pub fn endpoint_for_pod(&self, pod: PodId, family_v6: Option<bool>) -> Option<Endpoint> {
         let p = &self.cluster.pods[pod];
         let node_ips = self.pod_node[pod].map(|n| &self.cluster.nodes[n].addresses);
@@ -66,10 +67,20 @@ impl Engine {
             &p.ips
         };
         let want_v6 = family_v6.unwrap_or(false);
-        let ip = *ips
+        let ip = match ips
             .iter()
             .find(|ip| ip.is_ipv6() == want_v6)
-            .or_else(|| ips.first())?;
+            .or_else(|| ips.first())
+        {
+            Some(ip) => *ip,
+            // A workload's representative pod has no address yet: it is evaluated by
+            // selector logic, at the unspecified address (see `depends_on_address`).
+            None if palisade_model::workload_of(p).is_some() => match want_v6 {
+                false => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                true => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            },
+            None => return None,
+        };
         let kind = if p.host_network {
             EndpointKind::Host(self.pod_node[pod])
         } else {
@@ -80,8 +91,11 @@ impl Engine {
 
     /// Decides a connection, with the explanation of both sides.
     pub fn evaluate(&self, flow: &Flow) -> Verdict {
+        // A workload's representative stands for all its replicas: from itself to itself is
+        // one replica to another, decided by policy like any two pods.
         if let (EndpointKind::Pod(a), EndpointKind::Pod(b)) = (flow.src.kind, flow.dst.kind)
             && a == b
+            && palisade_model::workload_of(&self.cluster.pods[a]).is_none()
         {
             let s = SideVerdict::exempt(Exemption::SamePod);
             return Verdict {
@@ -289,7 +303,12 @@ impl Engine {
 
     /// Whether the destination is a pod with a container port `name` (of `protocol`, if given)
     /// that is the flow's protocol and port.
-    fn named_port_matches(&self, name: &str, protocol: Option<Protocol>, flow: &Flow) -> bool {
+    pub(crate) fn named_port_matches(
+        &self,
+        name: &str,
+        protocol: Option<Protocol>,
+        flow: &Flow,
+    ) -> bool {
         let EndpointKind::Pod(dst) = flow.dst.kind else {
             return false;
         };

@@ -10,6 +10,7 @@ use palisade_model::{Direction, Protocol};
 use crate::eval::{EndpointKind, Flow};
 use crate::state::{Engine, PodId};
 use crate::verdict::{Decision, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
+use crate::whynot::RuleMiss;
 
 /// An endpoint as explanations print it: `x/a`, `node n1 (10.0.0.1)`, or the address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +39,17 @@ pub struct PolicyStep {
     pub policy: Arc<PolicyInfo>,
     /// What it did.
     pub outcome: PolicyOutcome,
+    /// When no rule matched: each rule and why it did not match ("why not").
+    pub misses: Vec<RuleMiss>,
+}
+
+/// A NetworkPolicy that isolates the pod, with each of its rules and why it did not match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyMisses {
+    /// The policy.
+    pub policy: Arc<PolicyInfo>,
+    /// Its rules of the side's direction, each with why it did not match (empty: it has none).
+    pub rules: Vec<RuleMiss>,
 }
 
 /// One tier the evaluation of a side went through.
@@ -55,6 +67,9 @@ pub enum TierStep {
     NetworkPolicyTier {
         /// The isolating policies.
         isolated_by: Arc<[Arc<PolicyInfo>]>,
+        /// When isolated and no rule matched: each isolating NetworkPolicy's rules and why
+        /// none matched ("why not").
+        misses: Vec<PolicyMisses>,
     },
 }
 
@@ -88,6 +103,17 @@ pub struct Explanation {
     pub ingress: SideWalk,
 }
 
+impl NamedEndpoint {
+    /// The address, or `no address yet` for a workload's representative pod.
+    pub fn address(&self) -> String {
+        if crate::addressless::addressless_ip(&self.ip) {
+            "no address yet".into()
+        } else {
+            self.ip.to_string()
+        }
+    }
+}
+
 impl Engine {
     /// `x/a`, a node name, or the address.
     pub fn endpoint_name(&self, kind: EndpointKind, ip: IpAddr) -> String {
@@ -110,7 +136,7 @@ impl Engine {
             at: named(kind, ip),
             steps: match (kind, &side.decision) {
                 (_, Decision::Exempt(_)) => Vec::new(),
-                (EndpointKind::Pod(p), _) => self.walk(p, direction, side),
+                (EndpointKind::Pod(p), _) => self.walk(p, direction, side, flow),
                 _ => Vec::new(),
             },
         };
@@ -136,7 +162,7 @@ impl Engine {
     }
 
     /// The tiers `side` went through for `pod`.
-    fn walk(&self, pod: PodId, dir: Direction, side: &SideVerdict) -> Vec<TierStep> {
+    fn walk(&self, pod: PodId, dir: Direction, side: &SideVerdict, flow: &Flow) -> Vec<TierStep> {
         let lists = self.policies(pod, dir);
         let matches: Vec<&RuleMatch> = side
             .passes
@@ -161,7 +187,15 @@ impl Engine {
                         }
                         None => PolicyOutcome::NoRuleMatched,
                     };
-                    PolicyStep { policy, outcome }
+                    let misses = match outcome {
+                        PolicyOutcome::NoRuleMatched => self.admin_misses(i, pod, dir, flow),
+                        _ => Vec::new(),
+                    };
+                    PolicyStep {
+                        policy,
+                        outcome,
+                        misses,
+                    }
                 })
                 .collect();
             TierStep::AdminTier { tier, policies }
@@ -176,7 +210,20 @@ impl Engine {
             Arc::from([])
         };
         let isolated = !isolated_by.is_empty();
-        steps.push(TierStep::NetworkPolicyTier { isolated_by });
+        let misses = match side.decision {
+            Decision::Isolated(_) if side.tier == Tier::NetworkPolicy => self
+                .counting_nps(pod, dir)
+                .map(|i| PolicyMisses {
+                    policy: self.nps[i as usize].info.clone(),
+                    rules: self.np_misses(i, dir, flow),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        steps.push(TierStep::NetworkPolicyTier {
+            isolated_by,
+            misses,
+        });
         if !isolated {
             steps.push(admin_tier(Tier::Baseline, &lists.baseline));
         }
@@ -190,9 +237,9 @@ impl fmt::Display for Explanation {
             f,
             "{} ({}) -> {} ({}) {}/{}: {}",
             self.from.name,
-            self.from.ip,
+            self.from.address(),
             self.to.name,
-            self.to.ip,
+            self.to.address(),
             self.protocol,
             self.port,
             if self.verdict.allowed {
@@ -233,26 +280,83 @@ impl fmt::Display for Explanation {
                                 PolicyOutcome::Matched(m) => {
                                     writeln!(f, "matched {}", m.in_policy())?
                                 }
-                                PolicyOutcome::NoRuleMatched => writeln!(f, "no rule matched")?,
+                                PolicyOutcome::NoRuleMatched => {
+                                    writeln!(f, "no rule matched")?;
+                                    for m in &s.misses {
+                                        writeln!(f, "      {}", MissLine(m, walk.direction))?;
+                                    }
+                                }
                                 PolicyOutcome::NotReached => writeln!(f, "not reached")?,
                             }
                         }
                     }
-                    TierStep::NetworkPolicyTier { isolated_by } if isolated_by.is_empty() => {
+                    TierStep::NetworkPolicyTier { isolated_by, .. } if isolated_by.is_empty() => {
                         writeln!(f, "  NetworkPolicy tier: not isolated for {dir}")?
                     }
-                    TierStep::NetworkPolicyTier { isolated_by } => {
+                    TierStep::NetworkPolicyTier {
+                        isolated_by,
+                        misses,
+                    } => {
                         let names: Vec<String> =
                             isolated_by.iter().map(|p| p.with_origin()).collect();
                         writeln!(
                             f,
                             "  NetworkPolicy tier: isolated for {dir} by {}",
                             names.join(", ")
-                        )?
+                        )?;
+                        for pm in misses {
+                            if pm.rules.is_empty() {
+                                writeln!(f, "    {}: no {dir} rule (it only isolates)", pm.policy)?;
+                                continue;
+                            }
+                            writeln!(f, "    {}: no rule matched", pm.policy)?;
+                            for m in &pm.rules {
+                                writeln!(f, "      {}", MissLine(m, walk.direction))?;
+                            }
+                        }
                     }
                 }
             }
             writeln!(f, "  => {side}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `ingress rule 0 "name": ports TCP/443 (another port); from podSelector {app=b} (the
+/// pod's labels do not match)`: one rule and why it did not match.
+struct MissLine<'a>(&'a RuleMiss, Direction);
+
+impl fmt::Display for MissLine<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (m, dir) = (self.0, self.1);
+        write!(f, "{} rule {}", dir.as_str().to_lowercase(), m.index)?;
+        if let Some(name) = &m.name {
+            write!(f, " {name:?}")?;
+        }
+        f.write_str(": ")?;
+        if !m.ports.is_empty() {
+            let ports: Vec<String> = m
+                .ports
+                .iter()
+                .map(|p| format!("{} ({})", p.port, p.why))
+                .collect();
+            write!(f, "ports {}", ports.join(", "))?;
+            if !m.peers.is_empty() {
+                f.write_str("; ")?;
+            }
+        }
+        if !m.peers.is_empty() {
+            let side = match dir {
+                Direction::Ingress => "from",
+                Direction::Egress => "to",
+            };
+            let peers: Vec<String> = m
+                .peers
+                .iter()
+                .map(|p| format!("{} ({})", p.peer, p.why))
+                .collect();
+            write!(f, "{side} {}", peers.join(", "))?;
         }
         Ok(())
     }

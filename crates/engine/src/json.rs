@@ -8,8 +8,12 @@
 
 use serde::ser::{Serialize, SerializeMap, SerializeSeq, Serializer};
 
-use crate::explain::{Explanation, NamedEndpoint, PolicyOutcome, PolicyStep, SideWalk, TierStep};
+use crate::explain::{
+    Explanation, NamedEndpoint, PolicyMisses, PolicyOutcome, PolicyStep, SideWalk, TierStep,
+};
+use crate::ports::PortSegment;
 use crate::verdict::{Decision, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
+use crate::whynot::{PeerMiss, PeerWhy, PortMiss, RuleMiss};
 
 impl Serialize for Tier {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
@@ -154,7 +158,10 @@ impl Serialize for PolicyStep {
                 m.serialize_entry("action", r.action_name())?;
                 m.serialize_entry("failClosed", &r.fail_closed)?;
             }
-            PolicyOutcome::NoRuleMatched => m.serialize_entry("outcome", "NoRuleMatched")?,
+            PolicyOutcome::NoRuleMatched => {
+                m.serialize_entry("outcome", "NoRuleMatched")?;
+                m.serialize_entry("whyNot", &self.misses)?;
+            }
             PolicyOutcome::NotReached => m.serialize_entry("outcome", "NotReached")?,
         }
         m.end()
@@ -162,7 +169,7 @@ impl Serialize for PolicyStep {
 }
 
 /// `{"tier": "Admin"|"Baseline", "policies": [...]}` or
-/// `{"tier": "NetworkPolicy", "isolated": bool, "isolatedBy": [...]}`.
+/// `{"tier": "NetworkPolicy", "isolated": bool, "isolatedBy": [...], "whyNot"?: [...]}`.
 impl Serialize for TierStep {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
@@ -171,10 +178,16 @@ impl Serialize for TierStep {
                 m.serialize_entry("tier", tier)?;
                 m.serialize_entry("policies", policies)?;
             }
-            TierStep::NetworkPolicyTier { isolated_by } => {
+            TierStep::NetworkPolicyTier {
+                isolated_by,
+                misses,
+            } => {
                 m.serialize_entry("tier", &Tier::NetworkPolicy)?;
                 m.serialize_entry("isolated", &!isolated_by.is_empty())?;
                 m.serialize_entry("isolatedBy", &Policies(isolated_by))?;
+                if !misses.is_empty() {
+                    m.serialize_entry("whyNot", misses)?;
+                }
             }
         }
         m.end()
@@ -217,6 +230,63 @@ impl Serialize for Explanation {
         m.serialize_entry("egress", &self.verdict.egress)?;
         m.serialize_entry("ingress", &self.verdict.ingress)?;
         m.serialize_entry("walk", &Walks(self))?;
+        m.end()
+    }
+}
+
+/// `{"index", "name", "ports": [{"port", "reason"}], "peers": [{"peer", "reason", "except"?}]}`.
+impl Serialize for RuleMiss {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("index", &self.index)?;
+        m.serialize_entry("name", &self.name)?;
+        m.serialize_entry("ports", &self.ports)?;
+        m.serialize_entry("peers", &self.peers)?;
+        m.end()
+    }
+}
+
+impl Serialize for PortMiss {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("port", &self.port)?;
+        m.serialize_entry("reason", self.why.as_str())?;
+        m.end()
+    }
+}
+
+impl Serialize for PeerMiss {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("peer", &self.peer)?;
+        m.serialize_entry("reason", self.why.as_str())?;
+        if let PeerWhy::Excepted(net) = &self.why {
+            m.serialize_entry("except", &net.to_string())?;
+        }
+        m.end()
+    }
+}
+
+/// `{"policy", "rules": [...]}`.
+impl Serialize for PolicyMisses {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(2))?;
+        m.serialize_entry("policy", &*self.policy)?;
+        m.serialize_entry("rules", &self.rules)?;
+        m.end()
+    }
+}
+
+/// `{"protocol", "ports": "8080-8090", "allowed", "egress", "ingress"}`: a run of ports and
+/// its verdict.
+impl Serialize for PortSegment {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(5))?;
+        m.serialize_entry("protocol", self.protocol.as_str())?;
+        m.serialize_entry("ports", &self.range.to_string())?;
+        m.serialize_entry("allowed", &self.verdict.allowed)?;
+        m.serialize_entry("egress", &self.verdict.egress)?;
+        m.serialize_entry("ingress", &self.verdict.ingress)?;
         m.end()
     }
 }

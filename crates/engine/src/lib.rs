@@ -6,6 +6,9 @@
 //! [`Engine::evaluate`] then decides a [`Flow`] side by side (egress at the source, ingress
 //! at the destination), each through the tiers Admin → NetworkPolicy → Baseline → Default,
 //! and returns a [`Verdict`] whose [`SideVerdict`]s name the tier, policy and rule.
+//! [`Engine::explain`] adds the tier-by-tier walk and, where no rule matched, why each rule
+//! did not ([`RuleMiss`]); [`Engine::port_segments`] gives the verdict on every run of ports
+//! that the policies treat alike; [`Engine::matrix`] evaluates every pair of pods.
 //!
 //! On top of that: [`Engine::matrix`] (every pod pair), [`Engine::lint`] (policies that are
 //! valid but likely wrong, [`lint`]), [`diff::diff`] (the connections two states decide
@@ -38,6 +41,7 @@
 //! assert_eq!(v.ingress.tier, palisade_engine::Tier::NetworkPolicy);
 //! ```
 
+mod addressless;
 mod bitset;
 mod concrete;
 pub mod coverage;
@@ -48,20 +52,26 @@ mod index;
 mod json;
 pub mod lint;
 mod matrix;
+mod ports;
 mod resolved;
 mod state;
 mod universe;
 mod update;
 mod verdict;
+mod whynot;
 
 pub use bitset::BitSet;
 pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideClasses, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
-pub use explain::{Explanation, NamedEndpoint, PolicyOutcome, PolicyStep, SideWalk, TierStep};
-pub use matrix::{Matrix, Probe};
+pub use explain::{
+    Explanation, NamedEndpoint, PolicyMisses, PolicyOutcome, PolicyStep, SideWalk, TierStep,
+};
+pub use matrix::{Distinction, Matrix, Probe};
+pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use state::{Engine, Options, PodId, Semantics};
 pub use update::Change;
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };
+pub use whynot::{PeerMiss, PeerWhy, PortMiss, PortWhy, RuleMiss};

@@ -34,12 +34,15 @@ pub struct Matrix {
     pub classes: usize,
     /// `[probe][from class][to class]`.
     verdicts: Vec<bool>,
+    /// Per row: a workload's representative (its cell with itself is between replicas).
+    replicated: Vec<bool>,
 }
 
 impl Matrix {
     /// Whether `pods[from]` reaches `pods[to]` on `probes[probe]`.
     pub fn allowed(&self, probe: usize, from: usize, to: usize) -> bool {
-        from == to || self.class_allowed(probe, self.class_of[from], self.class_of[to])
+        (from == to && !self.replicated[from])
+            || self.class_allowed(probe, self.class_of[from], self.class_of[to])
     }
 
     /// Whether pods of class `from` reach (other) pods of class `to` on `probes[probe]`.
@@ -55,6 +58,53 @@ impl Matrix {
             out[c].push(i);
         }
         out
+    }
+}
+
+/// Why two pods with the same namespace and labels are in different classes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Distinction {
+    /// A CIDR a policy names holds one pod's address and not the other's.
+    Cidr {
+        /// The CIDR.
+        cidr: ipnet::IpNet,
+        /// The policy that names it.
+        policy: palisade_model::PolicyRef,
+        /// Which of the two pods is inside (`true`: the first).
+        first_inside: bool,
+    },
+    /// One is host-network and the other is not.
+    HostNetwork,
+    /// They are of different address families.
+    Family,
+    /// They run on different nodes (host-network pods, or policies select nodes).
+    Node,
+    /// Their container ports differ, and some policy uses named ports.
+    ContainerPorts,
+    /// One shares its address with another pod (and fails closed).
+    SharedAddress,
+}
+
+impl std::fmt::Display for Distinction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Distinction::Cidr {
+                cidr,
+                policy,
+                first_inside,
+            } => write!(
+                f,
+                "{cidr} (named by {policy}) holds the {} one's address only",
+                if *first_inside { "first" } else { "second" }
+            ),
+            Distinction::HostNetwork => f.write_str("one is host-network"),
+            Distinction::Family => f.write_str("their address families differ"),
+            Distinction::Node => f.write_str("they run on different nodes"),
+            Distinction::ContainerPorts => {
+                f.write_str("their container ports differ, and a policy uses named ports")
+            }
+            Distinction::SharedAddress => f.write_str("one shares its address with another pod"),
+        }
     }
 }
 
@@ -113,27 +163,84 @@ impl Engine {
 
     /// Every CIDR a policy names (ipBlock cidr and excepts, admin networks).
     fn policy_cidrs(&self) -> Vec<ipnet::IpNet> {
-        let mut out = BTreeSet::new();
-        for np in &self.cluster.network_policies {
-            for r in np.ingress.iter().chain(&np.egress) {
-                for p in r.peers.iter().flatten() {
-                    if let NetworkPolicyPeer::IpBlock(b) = p {
-                        out.insert(b.cidr);
-                        out.extend(b.except.iter().copied());
+        let set: BTreeSet<ipnet::IpNet> = self.cidr_owners().map(|(c, _)| c).collect();
+        set.into_iter().collect()
+    }
+
+    /// Every CIDR a policy names, with the policy, in the cluster's order.
+    fn cidr_owners(&self) -> impl Iterator<Item = (ipnet::IpNet, palisade_model::PolicyRef)> + '_ {
+        let nps = self.cluster.network_policies.iter().flat_map(|np| {
+            np.ingress
+                .iter()
+                .chain(&np.egress)
+                .flat_map(|r| r.peers.iter().flatten())
+                .flat_map(|p| match p {
+                    NetworkPolicyPeer::IpBlock(b) => {
+                        std::iter::once(b.cidr).chain(b.except.clone()).collect()
                     }
+                    _ => Vec::new(),
+                })
+                .map(|c| (c, np.reference()))
+        });
+        let admins = self.cluster.admin_policies.iter().flat_map(|a| {
+            a.ingress
+                .iter()
+                .chain(&a.egress)
+                .flat_map(|r| &r.peers)
+                .flat_map(|p| match p {
+                    AdminPeer::Networks(n) => n.clone(),
+                    _ => Vec::new(),
+                })
+                .map(|c| (c, a.reference()))
+        });
+        nps.chain(admins)
+    }
+
+    /// Why two pods of the same namespace and labels fall in different matrix classes
+    /// (empty when they do not).
+    pub fn distinctions(&self, a: PodId, b: PodId) -> Vec<Distinction> {
+        let cidrs = self.policy_cidrs();
+        let (sa, sb) = (self.signature(a, &cidrs), self.signature(b, &cidrs));
+        let mut out = Vec::new();
+        if sa.host_network != sb.host_network {
+            out.push(Distinction::HostNetwork);
+        }
+        if sa.family_v6 != sb.family_v6 {
+            out.push(Distinction::Family);
+        }
+        if sa.regions != sb.regions {
+            let ips = |p: PodId| -> Vec<IpAddr> {
+                self.endpoint_for_pod(p, None)
+                    .map(|e| e.ip)
+                    .into_iter()
+                    .collect()
+            };
+            let (ia, ib) = (ips(a), ips(b));
+            let mut seen = BTreeSet::new();
+            for (cidr, policy) in self.cidr_owners() {
+                let (ina, inb) = (
+                    ia.iter().any(|i| cidr.contains(i)),
+                    ib.iter().any(|i| cidr.contains(i)),
+                );
+                if ina != inb && seen.insert(cidr) {
+                    out.push(Distinction::Cidr {
+                        cidr,
+                        policy,
+                        first_inside: ina,
+                    });
                 }
             }
         }
-        for a in &self.cluster.admin_policies {
-            for r in a.ingress.iter().chain(&a.egress) {
-                for p in &r.peers {
-                    if let AdminPeer::Networks(n) = p {
-                        out.extend(n.iter().copied());
-                    }
-                }
-            }
+        if sa.node != sb.node {
+            out.push(Distinction::Node);
         }
-        out.into_iter().collect()
+        if sa.ports != sb.ports {
+            out.push(Distinction::ContainerPorts);
+        }
+        if sa.shared_address != sb.shared_address {
+            out.push(Distinction::SharedAddress);
+        }
+        out
     }
 
     /// Whether any policy uses named ports (then container ports tell pods apart).
@@ -153,54 +260,75 @@ impl Engine {
         })
     }
 
-    /// Groups the matrix pods into classes no policy can tell apart.
-    fn classes(&self, pods: &[PodId]) -> (Vec<usize>, Vec<PodId>, Vec<Vec<PodId>>) {
-        let cidrs = self.policy_cidrs();
+    /// What tells `pod` apart from other pods, given the CIDRs policies name.
+    fn signature(&self, pod: PodId, cidrs: &[ipnet::IpNet]) -> Signature {
         let named = self.uses_named_ports();
-        // Nodes matter when host endpoints (host-network pods) are sources or node peers exist.
-        let nodes_matter = self.cluster.pods.iter().any(|p| p.host_network)
+        self.signature_with(pod, cidrs, named, self.nodes_matter())
+    }
+
+    /// Whether nodes tell pods apart: host endpoints (host-network pods) are sources, or
+    /// node peers exist.
+    fn nodes_matter(&self) -> bool {
+        self.cluster.pods.iter().any(|p| p.host_network)
             || self.cluster.admin_policies.iter().any(|a| {
                 a.egress
                     .iter()
                     .any(|r| r.peers.iter().any(|p| matches!(p, AdminPeer::Nodes(_))))
-            });
+            })
+    }
+
+    fn signature_with(
+        &self,
+        pod: PodId,
+        cidrs: &[ipnet::IpNet],
+        named: bool,
+        nodes_matter: bool,
+    ) -> Signature {
+        let p = &self.cluster.pods[pod];
+        let ips: Vec<IpAddr> = match self.endpoint_for_pod(pod, None) {
+            Some(e) if p.host_network => vec![e.ip],
+            _ => p.ips.clone(),
+        };
+        Signature {
+            namespace: self.pod_ns[pod],
+            labels: p
+                .labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            host_network: p.host_network,
+            family_v6: ips.first().is_some_and(IpAddr::is_ipv6),
+            regions: ips
+                .iter()
+                .flat_map(|ip| cidrs.iter().map(move |c| c.contains(ip)))
+                .collect(),
+            node: if nodes_matter || p.host_network {
+                self.pod_node[pod]
+            } else {
+                None
+            },
+            ports: if named {
+                p.ports
+                    .iter()
+                    .map(|c| (c.name.clone(), c.port.get(), c.protocol))
+                    .collect()
+            } else {
+                Vec::new()
+            },
+            shared_address: self.shared_address.contains_key(&pod),
+        }
+    }
+
+    /// Groups the matrix pods into classes no policy can tell apart.
+    fn classes(&self, pods: &[PodId]) -> (Vec<usize>, Vec<PodId>, Vec<Vec<PodId>>) {
+        let cidrs = self.policy_cidrs();
+        let named = self.uses_named_ports();
+        let nodes_matter = self.nodes_matter();
         let mut index: HashMap<Signature, usize> = HashMap::new();
         let mut members: Vec<Vec<PodId>> = Vec::new();
         let mut class_of = Vec::with_capacity(pods.len());
         for &pod in pods {
-            let p = &self.cluster.pods[pod];
-            let ips: Vec<IpAddr> = match self.endpoint_for_pod(pod, None) {
-                Some(e) if p.host_network => vec![e.ip],
-                _ => p.ips.clone(),
-            };
-            let sig = Signature {
-                namespace: self.pod_ns[pod],
-                labels: p
-                    .labels
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.clone()))
-                    .collect(),
-                host_network: p.host_network,
-                family_v6: ips.first().is_some_and(IpAddr::is_ipv6),
-                regions: ips
-                    .iter()
-                    .flat_map(|ip| cidrs.iter().map(move |c| c.contains(ip)))
-                    .collect(),
-                node: if nodes_matter || p.host_network {
-                    self.pod_node[pod]
-                } else {
-                    None
-                },
-                ports: if named {
-                    p.ports
-                        .iter()
-                        .map(|c| (c.name.clone(), c.port.get(), c.protocol))
-                        .collect()
-                } else {
-                    Vec::new()
-                },
-                shared_address: self.shared_address.contains_key(&pod),
-            };
+            let sig = self.signature_with(pod, &cidrs, named, nodes_matter);
             let next = members.len();
             let c = *index.entry(sig).or_insert(next);
             if c == next {
@@ -227,6 +355,9 @@ impl Engine {
             let (a, b) = if from == to {
                 match members[from].as_slice() {
                     [x, y, ..] => (*x, *y),
+                    [x] if palisade_model::workload_of(&self.cluster.pods[*x]).is_some() => {
+                        (*x, *x)
+                    }
                     _ => return true,
                 }
             } else {
@@ -259,7 +390,12 @@ impl Engine {
                 });
             }
         });
+        let replicated = pods
+            .iter()
+            .map(|&p| palisade_model::workload_of(&self.cluster.pods[p]).is_some())
+            .collect();
         Matrix {
+            replicated,
             pods,
             probes: probes.to_vec(),
             class_of,

@@ -28,6 +28,7 @@ pub mod yaml;
 
 pub use convert::core::{LEGACY_ISOLATION_ANNOTATION, NAMESPACE_NAME_LABEL};
 pub use convert::stand_in::StandIn;
+pub use convert::workload::{WorkloadKind, workload_of};
 pub use diag::{Diagnostic, Severity};
 pub use load::{
     Decoded, Invalid, LoadError, LoadOptions, Loaded, decode_texts, load_paths, load_sources,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::convert::stand_in::{StandIn, stand_in};
-use crate::convert::{admin, core, netpol};
+use crate::convert::{admin, core, netpol, workload};
 use crate::diag::{Ctx, Diagnostic, Severity};
 use crate::objects::{Cluster, NetworkPolicyApi, Origin, STAGED_ANNOTATION};
 use crate::types::PolicyKind;
@@ -46,6 +46,10 @@ pub struct Loaded {
     /// Notices (skipped kinds, implied namespaces, fail-closed peers) and, with
     /// `skip_invalid`, the errors of the objects that were skipped.
     pub diagnostics: Vec<Diagnostic>,
+    /// One notice per object behind the summary lines of `diagnostics` (each skipped
+    /// object of a kind Palisade does not read, each pod without an address): what a
+    /// `--verbose` run lists.
+    pub details: Vec<Diagnostic>,
 }
 
 /// Most bytes read from one source (a file or stdin): four times a 100,000-pod
@@ -296,6 +300,12 @@ pub fn decode_texts<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -
     loader.decode_all();
     let mut diagnostics = loader.errors;
     diagnostics.append(&mut loader.notices);
+    // One notice per object here: the caller keeps objects (and their notices) apart.
+    diagnostics.extend(
+        std::mem::take(&mut loader.skipped_kinds)
+            .into_values()
+            .flatten(),
+    );
     Decoded {
         cluster: loader.cluster,
         invalid: loader.invalid,
@@ -318,8 +328,12 @@ struct Loader {
     notices: Vec<Diagnostic>,
     seen: HashMap<(String, String, String), Origin>,
     documents: Vec<(Arc<str>, yaml::Document)>,
+    /// Pods' `status.hostIP`, for nodes the input does not declare.
+    host_ips: Vec<core::HostIp>,
     /// Sources read (files, stdin, named texts).
     sources: usize,
+    /// Objects of kinds Palisade does not read, by `apiVersion kind`: one notice each.
+    skipped_kinds: BTreeMap<String, Vec<Diagnostic>>,
     /// The objects that failed validation.
     invalid: Vec<Invalid>,
 }
@@ -339,10 +353,13 @@ type ItemResult = (Vec<Diagnostic>, Option<(String, Object, bool)>);
 /// A decoded object of one of the kinds Palisade reads.
 enum Object {
     Namespace(crate::objects::Namespace),
-    Pod(crate::objects::Pod),
+    Pod(crate::objects::Pod, Option<core::HostIp>),
     Node(crate::objects::Node),
     NetworkPolicy(crate::objects::NetworkPolicy),
     Admin(crate::objects::AdminPolicy),
+    /// An object of a kind Palisade does not read (`apiVersion kind`), and the notice
+    /// saying so.
+    Skipped(String, Diagnostic),
 }
 
 impl Loader {
@@ -456,9 +473,16 @@ impl Loader {
 
     /// Adds a decoded object, refusing a second object of the same kind and name.
     fn add(&mut self, kind: String, object: Object, origin: &Origin, staged: bool) {
+        let object = match object {
+            Object::Skipped(label, notice) => {
+                self.skipped_kinds.entry(label).or_default().push(notice);
+                return;
+            }
+            o => o,
+        };
         let (a, b, object_name) = match &object {
             Object::Namespace(o) => (o.name.clone(), String::new(), o.name.clone()),
-            Object::Pod(o) => (o.namespace.clone(), o.name.clone(), o.key()),
+            Object::Pod(o, _) => (o.namespace.clone(), o.name.clone(), o.key()),
             Object::Node(o) => (o.name.clone(), String::new(), o.name.clone()),
             Object::NetworkPolicy(o) => (
                 o.namespace.clone(),
@@ -466,6 +490,7 @@ impl Loader {
                 format!("{}/{}", o.namespace, o.name),
             ),
             Object::Admin(o) => (o.name.clone(), String::new(), o.name.clone()),
+            Object::Skipped(..) => return,
         };
         let id = (kind.clone(), a, b);
         if let Some(first) = self.seen.get(&id) {
@@ -486,12 +511,16 @@ impl Loader {
         let c = &mut self.cluster;
         match object {
             Object::Namespace(o) => c.namespaces.push(o),
-            Object::Pod(o) => c.pods.push(o),
+            Object::Pod(o, host) => {
+                c.pods.push(o);
+                self.host_ips.extend(host);
+            }
             Object::Node(o) => c.nodes.push(o),
             Object::NetworkPolicy(o) if staged => c.staged.network_policies.push(o),
             Object::NetworkPolicy(o) => c.network_policies.push(o),
             Object::Admin(o) if staged => c.staged.admin_policies.push(o),
             Object::Admin(o) => c.admin_policies.push(o),
+            Object::Skipped(..) => {}
         }
     }
 
@@ -511,13 +540,36 @@ impl Loader {
         }
         self.skipped = std::mem::take(&mut self.errors);
         self.imply_namespaces();
+        let (nodes, notices) = core::nodes_from_host_ips(&self.cluster.nodes, &self.host_ips);
+        self.cluster.nodes.extend(nodes);
+        self.notices.extend(notices);
         self.cluster.sort();
         let mut diagnostics = self.skipped;
         diagnostics.extend(shared_ip_warnings(&self.cluster));
         diagnostics.append(&mut self.notices);
+        let mut details = Vec::new();
+        for (label, notices) in std::mem::take(&mut self.skipped_kinds) {
+            let first = &notices[0];
+            diagnostics.push(Diagnostic {
+                severity: Severity::Notice,
+                file: first.file.clone(),
+                line: first.line,
+                object: String::new(),
+                field: String::new(),
+                message: format!(
+                    "{label} is not a kind Palisade reads; {} object(s) skipped (--verbose lists them)",
+                    notices.len()
+                ),
+            });
+            details.extend(notices);
+        }
+        let (summary, pending) = pods_without_address(&self.cluster);
+        diagnostics.extend(summary);
+        details.extend(pending);
         Ok(Loaded {
             cluster: self.cluster,
             diagnostics,
+            details,
         })
     }
 
@@ -528,7 +580,7 @@ impl Loader {
         } else if !had_documents {
             "no objects: the input holds no YAML or JSON document".to_string()
         } else {
-            "no objects Palisade reads (Namespace, Pod, Node, NetworkPolicy, AdminNetworkPolicy, BaselineAdminNetworkPolicy, ClusterNetworkPolicy) in the input".to_string()
+            "no objects Palisade reads (Namespace, Pod, Node, NetworkPolicy, AdminNetworkPolicy, BaselineAdminNetworkPolicy, ClusterNetworkPolicy, or a Deployment, StatefulSet, DaemonSet, ReplicaSet, Job or CronJob) in the input".to_string()
         };
         Diagnostic {
             severity: Severity::Error,
@@ -571,6 +623,39 @@ impl Loader {
             c.namespaces.push(crate::objects::Namespace::implied(&ns));
         }
     }
+}
+
+/// Pods that have no address (not yet scheduled, Pending) and are not host-network or a
+/// workload's representative: one summary notice, and one notice per pod.
+fn pods_without_address(cluster: &Cluster) -> (Option<Diagnostic>, Vec<Diagnostic>) {
+    let pending: Vec<Diagnostic> = cluster
+        .pods
+        .iter()
+        .filter(|p| {
+            p.ips.is_empty()
+                && !p.host_network
+                && crate::convert::workload::workload_of(p).is_none()
+        })
+        .map(|p| Diagnostic {
+            severity: Severity::Notice,
+            file: p.origin.file.clone(),
+            line: p.origin.line,
+            object: format!("Pod {}", p.key()),
+            field: "status.podIP".into(),
+            message: "no address (Pending?): left out of the matrix; it still counts for selectors"
+                .into(),
+        })
+        .collect();
+    let summary = pending.first().map(|first| Diagnostic {
+        message: format!(
+            "{} pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)",
+            pending.len()
+        ),
+        object: String::new(),
+        field: String::new(),
+        ..first.clone()
+    });
+    (summary, pending)
 }
 
 /// A warning for every pod whose IP another (non-host-network) pod also has, naming both.
@@ -673,9 +758,13 @@ fn decode(item: &Item<'_>) -> ItemResult {
         None => format!("{kind} {name}"),
     };
     let origin = item.origin.clone();
+    let workload_kind = workload::WorkloadKind::of(api, kind);
     let object = match (api, kind) {
+        _ if workload_kind.is_some() => workload_kind
+            .and_then(|k| workload::workload(&mut ctx, value, k, origin))
+            .map(|p| Object::Pod(p, None)),
         ("v1", "Namespace") => core::namespace(&mut ctx, value, origin).map(Object::Namespace),
-        ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(Object::Pod),
+        ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(|(p, h)| Object::Pod(p, h)),
         ("v1", "Node") => core::node(&mut ctx, value, origin).map(Object::Node),
         ("networking.k8s.io/v1" | "extensions/v1beta1", "NetworkPolicy") => {
             let version = if api == "extensions/v1beta1" {
@@ -717,11 +806,16 @@ fn decode(item: &Item<'_>) -> ItemResult {
             None
         }
         _ => {
-            ctx.notice(
+            let mut notice = Ctx::new(item.origin.clone(), item.lines, item.prefix.clone());
+            notice.object = ctx.object.clone();
+            notice.notice(
                 "kind",
                 format!("{api} {kind} is not a kind Palisade reads; skipped"),
             );
-            None
+            notice
+                .diags
+                .pop()
+                .map(|d| Object::Skipped(format!("{api} {kind}"), d))
         }
     };
     let staged = matches!(object, Some(Object::NetworkPolicy(_) | Object::Admin(_)))
@@ -752,6 +846,27 @@ fn staged(ctx: &mut Ctx<'_>, value: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skipped_kinds_and_pods_without_an_address_are_one_line_each() {
+        let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: b}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n";
+        let loaded = load_str(yaml).unwrap();
+        let lines: Vec<String> = loaded
+            .diagnostics
+            .iter()
+            .filter(|d| !d.message.contains("not declared"))
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "<input>:10: notice: v1 ConfigMap is not a kind Palisade reads; 1 object(s) skipped (--verbose lists them)",
+                "<input>:2: notice: v1 Service is not a kind Palisade reads; 2 object(s) skipped (--verbose lists them)",
+                "<input>:12: notice: 1 pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)",
+            ]
+        );
+        assert_eq!(loaded.details.len(), 4, "each object behind them");
+    }
 
     /// Regression: `-f /dev/zero` grew without bound; reading stops one byte past the
     /// limit with an error naming the file.

@@ -2,11 +2,17 @@
 
 use std::io::Write;
 
-use crate::common::{FlowArgs, Input};
+use palisade_engine::Flow;
+
+use crate::common::{FlowArgs, Input, Query};
 use crate::error::CliError;
 
 /// Arguments of `explain`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  palisade explain -f cluster.yaml --from x/a --to y/b --port 80
+  palisade explain -f cluster.yaml --from x/a --to y/b --port http -o json
+  palisade explain -f cluster.yaml --from x/a --to y/b --port 8080-8090   # one walk per run of ports")]
 pub struct Args {
     #[command(flatten)]
     input: Input,
@@ -20,21 +26,66 @@ pub struct Args {
 /// `explain` output formats.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum Format {
-    /// The tier-by-tier walk of both sides.
+    /// The tier-by-tier walk of both sides, with why each rule did not match.
     Text,
     /// The verdict's JSON form plus `walk`: the tiers each side went through.
     Json,
 }
 
-/// Prints the tier-by-tier walk.
+/// Prints the tier-by-tier walk: of the one flow asked, or of one port of each run of ports
+/// that the policies treat alike when `--port` is a range.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let engine = args.input.engine()?;
-    let flow = args.flow.flow(&engine)?;
-    let explanation = engine.explain(&flow);
-    let mut out = std::io::stdout().lock();
-    match args.output {
-        Format::Text => write!(out, "{explanation}")?,
-        Format::Json => writeln!(out, "{}", serde_json::to_string(&explanation)?)?,
+    if args.flow.port.is_none() {
+        return Err(CliError::Usage(
+            "explain needs --port (a number, a range or a port name); `palisade eval` without --port lists the allowed ports".into(),
+        ));
     }
+    let engine = args.input.engine()?;
+    let mut out = std::io::stdout().lock();
+    match args.flow.query(&engine)? {
+        Query::One(flow) => {
+            let explanation = engine.explain(&flow);
+            match args.output {
+                Format::Text => write!(out, "{explanation}")?,
+                Format::Json => writeln!(out, "{}", serde_json::to_string(&explanation)?)?,
+            }
+        }
+        Query::Ports {
+            src,
+            dst,
+            protocols,
+            within,
+        } => {
+            let mut all = Vec::new();
+            for protocol in protocols {
+                for s in engine.port_segments(src, dst, protocol, within) {
+                    let flow = Flow {
+                        src,
+                        dst,
+                        protocol,
+                        port: s.range.start.get(),
+                    };
+                    let explanation = engine.explain(&flow);
+                    match args.output {
+                        Format::Text => {
+                            writeln!(out, "== {protocol} {} ==", s.range)?;
+                            writeln!(out, "{explanation}")?;
+                        }
+                        Format::Json => {
+                            let mut v = serde_json::to_value(&explanation)?;
+                            if let Some(m) = v.as_object_mut() {
+                                m.insert("ports".into(), s.range.to_string().into());
+                            }
+                            all.push(v);
+                        }
+                    }
+                }
+            }
+            if let Format::Json = args.output {
+                writeln!(out, "{}", serde_json::to_string(&all)?)?;
+            }
+        }
+    }
+    out.flush()?;
     Ok(())
 }

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1 as core;
 use serde_json::Value;
 
 use super::{decode, required_name};
-use crate::diag::{Ctx, Severity, index, join};
+use crate::diag::{Ctx, Diagnostic, Severity, index, join};
 use crate::objects::{ContainerPort, Namespace, Node, Origin, Pod};
 use crate::validate;
 
@@ -80,7 +80,22 @@ fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
     ip
 }
 
-pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Pod> {
+/// A pod's `status.hostIP` with its node: where a node's address can come from when the
+/// input has no Node object for it.
+#[derive(Debug, Clone)]
+pub(crate) struct HostIp {
+    pub node: String,
+    pub ip: IpAddr,
+    pub pod: String,
+    pub origin: Origin,
+}
+
+/// A Pod, and its node's address from `status.hostIP` when it has a node and one.
+pub(crate) fn pod(
+    ctx: &mut Ctx<'_>,
+    value: &Value,
+    origin: Origin,
+) -> Option<(Pod, Option<HostIp>)> {
     let pod: core::Pod = decode(ctx, value, Severity::Notice)?;
     let name = required_name(ctx, pod.metadata.name.as_ref())?;
     let namespace = pod
@@ -98,10 +113,96 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
     let labels = pod.metadata.labels.unwrap_or_default();
     validate::labels(ctx, "metadata.labels", &labels);
     let spec = pod.spec.unwrap_or_default();
+    let ports = container_ports(ctx, &spec, "spec");
+    let status = pod.status.unwrap_or_default();
+    let ips = pod_ips(ctx, &status);
+    let node_name = spec.node_name.filter(|n| !n.is_empty());
+    let host_ip = match (
+        &node_name,
+        status.host_ip.as_deref().filter(|ip| !ip.is_empty()),
+    ) {
+        (Some(node), Some(ip)) => parse_ip(ctx, "status.hostIP", ip).map(|ip| HostIp {
+            node: node.clone(),
+            ip,
+            pod: format!("{namespace}/{name}"),
+            origin: origin.clone(),
+        }),
+        _ => None,
+    };
+    let pod = Pod {
+        namespace,
+        name,
+        labels,
+        node_name,
+        host_network: spec.host_network.unwrap_or(false),
+        ips,
+        ports,
+        origin,
+    };
+    Some((pod, host_ip))
+}
+
+/// Nodes that pods run on (`spec.nodeName`) and report an address for (`status.hostIP`)
+/// but that the input does not declare: "the node addresses come from the pods", so a
+/// verdict does not change with whether Node objects were dumped. Their labels are
+/// unknown (empty). One notice per node, a warning when its pods disagree on the address.
+pub(crate) fn nodes_from_host_ips(
+    declared: &[Node],
+    host_ips: &[HostIp],
+) -> (Vec<Node>, Vec<Diagnostic>) {
+    let known: std::collections::HashSet<&str> = declared.iter().map(|n| n.name.as_str()).collect();
+    let mut by_node: std::collections::BTreeMap<&str, Vec<&HostIp>> = Default::default();
+    for h in host_ips.iter().filter(|h| !known.contains(h.node.as_str())) {
+        by_node.entry(h.node.as_str()).or_default().push(h);
+    }
+    let mut nodes = Vec::new();
+    let mut diags = Vec::new();
+    for (name, seen) in by_node {
+        let first = seen[0];
+        diags.push(Diagnostic {
+            severity: Severity::Notice,
+            file: first.origin.file.clone(),
+            line: first.origin.line,
+            object: format!("Node {name}"),
+            field: String::new(),
+            message: format!(
+                "not in the input; its address {} is taken from Pod {}'s status.hostIP (its labels are unknown)",
+                first.ip, first.pod
+            ),
+        });
+        if let Some(other) = seen.iter().find(|h| h.ip != first.ip) {
+            diags.push(Diagnostic {
+                severity: Severity::Warning,
+                file: other.origin.file.clone(),
+                line: other.origin.line,
+                object: format!("Pod {}", other.pod),
+                field: "status.hostIP".into(),
+                message: format!(
+                    "{} differs from {} that Pod {} reports for node {name}; using {}",
+                    other.ip, first.ip, first.pod, first.ip
+                ),
+            });
+        }
+        nodes.push(Node {
+            name: name.to_string(),
+            labels: Default::default(),
+            addresses: vec![first.ip],
+            origin: first.origin.clone(),
+        });
+    }
+    (nodes, diags)
+}
+
+/// The ports of every container of `spec` (at field path `path`), validated.
+pub(crate) fn container_ports(
+    ctx: &mut Ctx<'_>,
+    spec: &core::PodSpec,
+    path: &str,
+) -> Vec<ContainerPort> {
     let mut ports = Vec::new();
     for (c, container) in spec.containers.iter().enumerate() {
         for (i, p) in container.ports.iter().flatten().enumerate() {
-            let path = index(&join(&index("spec.containers", c), "ports"), i);
+            let path = index(&join(&index(&join(path, "containers"), c), "ports"), i);
             let number =
                 validate::port(ctx, &join(&path, "containerPort"), p.container_port.into());
             let protocol = validate::protocol(ctx, &join(&path, "protocol"), p.protocol.as_deref());
@@ -119,18 +220,7 @@ pub(crate) fn pod(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Po
             }
         }
     }
-    let status = pod.status.unwrap_or_default();
-    let ips = pod_ips(ctx, &status);
-    Some(Pod {
-        namespace,
-        name,
-        labels,
-        node_name: spec.node_name.filter(|n| !n.is_empty()),
-        host_network: spec.host_network.unwrap_or(false),
-        ips,
-        ports,
-        origin,
-    })
+    ports
 }
 
 /// `status.podIPs` (or `status.podIP` alone), validated as the API server does: "If this

@@ -4,6 +4,7 @@ pub(crate) mod admin;
 pub(crate) mod core;
 pub(crate) mod netpol;
 pub(crate) mod stand_in;
+pub(crate) mod workload;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

@@ -1,0 +1,124 @@
+//! `matrix -o dot`: a Graphviz digraph of the allowed connections between classes of pods
+//! (pods no policy tells apart: same namespace and labels, usually), grouped by namespace.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+
+use palisade_engine::{Engine, Matrix};
+
+use super::view::View;
+
+/// A DOT string literal.
+fn quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Most probe names an edge label lists before `...`.
+const LABEL_PROBES: usize = 4;
+
+/// The graph: a node per class (namespace, labels, pod count), a cluster per namespace, an
+/// edge per pair of classes with at least one allowed probe, labelled with the allowed
+/// probes unless all are.
+pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> std::io::Result<()> {
+    let pods = &engine.cluster().pods;
+    let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut from: BTreeMap<usize, ()> = BTreeMap::new();
+    let mut to: BTreeMap<usize, ()> = BTreeMap::new();
+    for &r in &v.rows {
+        from.insert(m.class_of[r], ());
+    }
+    for &c in &v.cols {
+        to.insert(m.class_of[c], ());
+    }
+    let mut shown: Vec<usize> = v.rows.iter().chain(&v.cols).copied().collect();
+    shown.sort_unstable();
+    shown.dedup();
+    for &i in &shown {
+        members.entry(m.class_of[i]).or_default().push(i);
+    }
+    let mut by_ns: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (&c, rows) in &members {
+        by_ns
+            .entry(pods[m.pods[rows[0]]].namespace.as_str())
+            .or_default()
+            .push(c);
+    }
+    writeln!(
+        out,
+        "// palisade matrix: allowed connections between classes of pods"
+    )?;
+    writeln!(out, "// (a class is a set of pods no policy tells apart)")?;
+    writeln!(out, "digraph palisade {{")?;
+    writeln!(out, "  rankdir=LR;")?;
+    writeln!(
+        out,
+        "  node [shape=box, style=rounded, fontname=\"sans-serif\"];"
+    )?;
+    writeln!(out, "  edge [fontname=\"sans-serif\", fontsize=10];")?;
+    for (i, (ns, classes)) in by_ns.iter().enumerate() {
+        writeln!(out, "  subgraph cluster_{i} {{")?;
+        writeln!(out, "    label={};", quote(&format!("namespace {ns}")))?;
+        for &c in classes {
+            let rows = &members[&c];
+            let pod = &pods[m.pods[rows[0]]];
+            let labels: Vec<String> = pod.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            let count = if rows.len() == 1 {
+                v.names[rows[0]].clone()
+            } else {
+                format!("{} pods, e.g. {}", rows.len(), v.names[rows[0]])
+            };
+            writeln!(
+                out,
+                "    c{c} [label={}];",
+                quote(&format!("{{{}}}\n{count}", labels.join(",")))
+            )?;
+        }
+        writeln!(out, "  }}")?;
+    }
+    for &f in from.keys() {
+        for &t in to.keys() {
+            let allowed: Vec<String> = v
+                .probes
+                .iter()
+                .enumerate()
+                .filter(|&(pi, _)| m.class_allowed(pi, f, t))
+                .map(|(_, p)| p.label())
+                .collect();
+            if allowed.is_empty() {
+                continue;
+            }
+            if allowed.len() == v.probes.len() {
+                writeln!(out, "  c{f} -> c{t};")?;
+            } else {
+                let mut label = allowed[..allowed.len().min(LABEL_PROBES)].join("\n");
+                if allowed.len() > LABEL_PROBES {
+                    label.push_str(&format!("\n+{} more", allowed.len() - LABEL_PROBES));
+                }
+                writeln!(out, "  c{f} -> c{t} [label={}];", quote(&label))?;
+            }
+        }
+    }
+    writeln!(out, "}}")?;
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quote;
+
+    #[test]
+    fn quotes_escape() {
+        assert_eq!(quote("a\"b\\c\nd"), r#""a\"b\\c\nd""#);
+    }
+}

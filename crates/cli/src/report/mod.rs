@@ -1,0 +1,10 @@
+//! What the analysis commands show people: ports as given on the command line, focusing a
+//! matrix, and its renderings (table, summary, Graphviz, HTML).
+
+pub mod dot;
+pub mod focus;
+pub mod html;
+pub mod ports;
+pub mod summary;
+pub mod table;
+pub mod view;

@@ -1,0 +1,614 @@
+//! "Why not": for a policy none of whose rules matched a flow, each rule and what about it
+//! failed to match — the port or protocol, and each peer with the reason it does not cover
+//! the other end (its namespace or labels, the CIDR, the except that excludes the address).
+
+use std::fmt;
+
+use ipnet::IpNet;
+use palisade_model::{
+    AdminPeer, AdminPort, Direction, NamespaceMatch, NetworkPolicyPeer, NetworkPolicyPort,
+    PortSpec, Protocol, Selector,
+};
+
+use crate::eval::{Endpoint, EndpointKind, Flow};
+use crate::state::{AdminPeerC, Engine, PodId};
+
+/// One rule that did not match, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleMiss {
+    /// Index of the rule in its direction's list.
+    pub index: u32,
+    /// The rule's name, when it has one.
+    pub name: Option<String>,
+    /// Its port entries, none of which matched (absent when the ports matched).
+    pub ports: Vec<PortMiss>,
+    /// Its peers, none of which matched (absent when the peers matched).
+    pub peers: Vec<PeerMiss>,
+}
+
+/// A port entry of a rule and why the flow's protocol and port are not in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortMiss {
+    /// The entry as written: `TCP/80`, `TCP/8080-8090`, `UDP` (every port), `named port http`.
+    pub port: String,
+    /// Why it did not match.
+    pub why: PortWhy,
+}
+
+/// Why a port entry did not match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortWhy {
+    /// The flow's protocol differs.
+    Protocol,
+    /// The flow's port is outside the entry's port or range.
+    Port,
+    /// The destination pod declares no container port of that name (and protocol) with the
+    /// flow's number.
+    NamedPortAbsent,
+    /// A named port only matches a destination that is a pod.
+    NamedPortNeedsPod,
+    /// A present, empty list of ports (the original v1beta1 model: it matches nothing).
+    EmptyList,
+}
+
+/// A peer of a rule and why the other end of the flow is not in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerMiss {
+    /// The peer as written: `podSelector {app=b}`, `ipBlock 10.0.0.0/8 except 10.1.0.0/16`, ...
+    pub peer: String,
+    /// Why it did not match.
+    pub why: PeerWhy,
+}
+
+/// Why a peer did not match.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerWhy {
+    /// The peer selects pods, and the other end is not a pod (a node or an outside address).
+    NotAPod,
+    /// The other end's namespace is not one the peer selects.
+    Namespace,
+    /// The namespace is selected, but the pod's labels do not match the pod selector.
+    PodLabels,
+    /// The namespace relation (`sameLabels`, `notSameLabels`, `related`) does not hold.
+    NamespaceRelation,
+    /// The address is outside the CIDR(s).
+    OutsideCidr,
+    /// The address is in the CIDR but this `except` removes it.
+    Excepted(IpNet),
+    /// The peer selects nodes, and the other end is not a node's address.
+    NotANode,
+    /// The node's labels do not match the node selector.
+    NodeLabels,
+    /// The peer has no field Palisade can evaluate; in an Allow rule it matches nothing.
+    Unsupported,
+    /// A present, empty list of peers (the original v1beta1 model: it matches nothing).
+    EmptyList,
+    /// The other end is a workload without an address yet: whether it will be inside the
+    /// CIDR is not known (decided as outside).
+    AddressUnknown,
+}
+
+impl fmt::Display for PortWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PortWhy::Protocol => "another protocol",
+            PortWhy::Port => "another port",
+            PortWhy::NamedPortAbsent => {
+                "the destination pod has no container port of that name with this number"
+            }
+            PortWhy::NamedPortNeedsPod => "a named port only matches a destination pod",
+            PortWhy::EmptyList => "an empty list matches nothing in this API version",
+        })
+    }
+}
+
+impl fmt::Display for PeerWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerWhy::NotAPod => f.write_str("it selects pods, and the other end is not a pod"),
+            PeerWhy::Namespace => f.write_str("the namespace is not selected"),
+            PeerWhy::PodLabels => f.write_str("the pod's labels do not match"),
+            PeerWhy::NamespaceRelation => f.write_str("the namespace relation does not hold"),
+            PeerWhy::OutsideCidr => f.write_str("the address is outside it"),
+            PeerWhy::Excepted(net) => write!(f, "the address is excluded by except {net}"),
+            PeerWhy::NotANode => f.write_str("it selects nodes, and the other end is not a node"),
+            PeerWhy::NodeLabels => f.write_str("the node's labels do not match"),
+            PeerWhy::Unsupported => f.write_str("Palisade cannot evaluate it (fails closed)"),
+            PeerWhy::EmptyList => f.write_str("an empty list matches nothing in this API version"),
+            PeerWhy::AddressUnknown => f.write_str(
+                "the workload has no address yet: taken as outside, depends on the address",
+            ),
+        }
+    }
+}
+
+impl PeerWhy {
+    /// The name JSON gives the reason.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PeerWhy::NotAPod => "NotAPod",
+            PeerWhy::Namespace => "NamespaceNotSelected",
+            PeerWhy::PodLabels => "PodLabelsNotSelected",
+            PeerWhy::NamespaceRelation => "NamespaceRelation",
+            PeerWhy::OutsideCidr => "OutsideCidr",
+            PeerWhy::Excepted(_) => "Excepted",
+            PeerWhy::NotANode => "NotANode",
+            PeerWhy::NodeLabels => "NodeLabelsNotSelected",
+            PeerWhy::Unsupported => "Unsupported",
+            PeerWhy::EmptyList => "EmptyList",
+            PeerWhy::AddressUnknown => "AddressUnknown",
+        }
+    }
+}
+
+impl PortWhy {
+    /// The name JSON gives the reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortWhy::Protocol => "Protocol",
+            PortWhy::Port => "Port",
+            PortWhy::NamedPortAbsent => "NamedPortAbsent",
+            PortWhy::NamedPortNeedsPod => "NamedPortNeedsPod",
+            PortWhy::EmptyList => "EmptyList",
+        }
+    }
+}
+
+/// `{app=b}`, or `{}` for the empty selector.
+fn braces(s: &Selector) -> String {
+    if s.is_empty() {
+        "{}".into()
+    } else {
+        format!("{{{s}}}")
+    }
+}
+
+fn np_peer_text(p: &NetworkPolicyPeer) -> String {
+    match p {
+        NetworkPolicyPeer::Pods {
+            namespaces: None,
+            pods,
+        } => format!("podSelector {}", braces(pods)),
+        NetworkPolicyPeer::Pods {
+            namespaces: Some(ns),
+            pods,
+        } => format!(
+            "namespaceSelector {} podSelector {}",
+            braces(ns),
+            braces(pods)
+        ),
+        NetworkPolicyPeer::IpBlock(b) if b.except.is_empty() => format!("ipBlock {}", b.cidr),
+        NetworkPolicyPeer::IpBlock(b) => {
+            let except: Vec<String> = b.except.iter().map(IpNet::to_string).collect();
+            format!("ipBlock {} except {}", b.cidr, except.join(","))
+        }
+    }
+}
+
+fn namespace_match_text(m: &NamespaceMatch) -> String {
+    match m {
+        NamespaceMatch::Selector(s) => braces(s),
+        NamespaceMatch::SelfNamespace => "related: Self".into(),
+        NamespaceMatch::NotSelfNamespace => "related: NotSelf".into(),
+        NamespaceMatch::SameLabels(k) => format!("sameLabels [{}]", k.join(",")),
+        NamespaceMatch::NotSameLabels(k) => format!("notSameLabels [{}]", k.join(",")),
+    }
+}
+
+fn admin_peer_text(p: &AdminPeer) -> String {
+    match p {
+        AdminPeer::Namespaces(m) => format!("namespaces {}", namespace_match_text(m)),
+        AdminPeer::Pods { namespaces, pods } => format!(
+            "pods namespaces {} podSelector {}",
+            namespace_match_text(namespaces),
+            braces(pods)
+        ),
+        AdminPeer::Nodes(s) => format!("nodes {}", braces(s)),
+        AdminPeer::Networks(n) => {
+            let n: Vec<String> = n.iter().map(IpNet::to_string).collect();
+            format!("networks [{}]", n.join(","))
+        }
+        AdminPeer::Unsupported(fields) => format!("peer with only [{}]", fields.join(",")),
+    }
+}
+
+impl Engine {
+    /// Why a pod peer given by a namespace scope and pod selector does not hold `ep`.
+    fn pod_peer_why(&self, ep: &Endpoint, ns_ok: impl Fn(PodId) -> bool) -> PeerWhy {
+        match ep.kind {
+            EndpointKind::Pod(p) if !ns_ok(p) => PeerWhy::Namespace,
+            EndpointKind::Pod(_) => PeerWhy::PodLabels,
+            EndpointKind::Host(_) | EndpointKind::External => PeerWhy::NotAPod,
+        }
+    }
+
+    /// Why a NetworkPolicy port entry does not take the flow.
+    fn np_port_why(&self, p: &NetworkPolicyPort, flow: &Flow) -> Option<PortWhy> {
+        if p.protocol != flow.protocol {
+            return Some(PortWhy::Protocol);
+        }
+        match &p.port {
+            PortSpec::Any => None,
+            PortSpec::Range(r) => (!r.contains(flow.port)).then_some(PortWhy::Port),
+            PortSpec::Named(name) => self.named_port_why(name, Some(p.protocol), flow),
+        }
+    }
+
+    fn named_port_why(
+        &self,
+        name: &str,
+        protocol: Option<Protocol>,
+        flow: &Flow,
+    ) -> Option<PortWhy> {
+        if !matches!(flow.dst.kind, EndpointKind::Pod(_)) {
+            return Some(PortWhy::NamedPortNeedsPod);
+        }
+        (!self.named_port_matches(name, protocol, flow)).then_some(PortWhy::NamedPortAbsent)
+    }
+
+    /// Why no rule of NetworkPolicy `np` (by index) in `dir` matched the flow: one entry per rule.
+    pub(crate) fn np_misses(&self, np: u32, dir: Direction, flow: &Flow) -> Vec<RuleMiss> {
+        let policy = &self.cluster.network_policies[np as usize];
+        let compiled = &self.nps[np as usize];
+        let peer_ep = match dir {
+            Direction::Ingress => &flow.src,
+            Direction::Egress => &flow.dst,
+        };
+        let rules = match dir {
+            Direction::Ingress => &compiled.ingress,
+            Direction::Egress => &compiled.egress,
+        };
+        let mut out = Vec::new();
+        for (index, (rule, written)) in rules.iter().zip(policy.rules(dir)).enumerate() {
+            let mut ports = Vec::new();
+            if let Some(list) = &rule.ports {
+                let whys: Vec<Option<PortWhy>> =
+                    list.iter().map(|p| self.np_port_why(p, flow)).collect();
+                if whys.iter().all(Option::is_some) {
+                    ports = list
+                        .iter()
+                        .zip(whys)
+                        .filter_map(|(p, why)| {
+                            Some(PortMiss {
+                                port: match &p.port {
+                                    PortSpec::Any => p.protocol.to_string(),
+                                    PortSpec::Range(r) => format!("{}/{r}", p.protocol),
+                                    PortSpec::Named(n) => {
+                                        format!("{}/named port {n}", p.protocol)
+                                    }
+                                },
+                                why: why?,
+                            })
+                        })
+                        .collect();
+                }
+                if list.is_empty() {
+                    ports.push(PortMiss {
+                        port: "an empty list".into(),
+                        why: PortWhy::EmptyList,
+                    });
+                }
+            }
+            let mut peers = Vec::new();
+            if let (Some(list), Some(written)) = (&rule.peers, &written.peers) {
+                let whys: Vec<Option<PeerWhy>> = list
+                    .iter()
+                    .zip(written)
+                    .map(|(c, w)| self.np_peer_why(policy, c, w, peer_ep))
+                    .collect();
+                if whys.iter().all(Option::is_some) {
+                    peers = written
+                        .iter()
+                        .zip(whys)
+                        .filter_map(|(w, why)| {
+                            Some(PeerMiss {
+                                peer: np_peer_text(w),
+                                why: why?,
+                            })
+                        })
+                        .collect();
+                }
+                if list.is_empty() {
+                    // The original v1beta1 model: a present, empty list matches nothing.
+                    peers.push(PeerMiss {
+                        peer: "an empty list".into(),
+                        why: PeerWhy::EmptyList,
+                    });
+                }
+            }
+            if ports.is_empty() && peers.is_empty() {
+                continue;
+            }
+            out.push(RuleMiss {
+                index: index as u32,
+                name: None,
+                ports,
+                peers,
+            });
+        }
+        out
+    }
+
+    /// Why a compiled NetworkPolicy peer does not hold `ep`, or `None` when it does.
+    fn np_peer_why(
+        &self,
+        policy: &palisade_model::NetworkPolicy,
+        compiled: &crate::state::NpPeer,
+        written: &NetworkPolicyPeer,
+        ep: &Endpoint,
+    ) -> Option<PeerWhy> {
+        match (compiled, written) {
+            (crate::state::NpPeer::Pods(set), NetworkPolicyPeer::Pods { namespaces, .. }) => {
+                if matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)) {
+                    return None;
+                }
+                let ns_ok = |p: PodId| match namespaces {
+                    None => self.cluster.pods[p].namespace == policy.namespace,
+                    Some(sel) => self
+                        .cluster
+                        .namespaces
+                        .get(self.pod_ns[p])
+                        .is_some_and(|n| sel.matches(&n.labels)),
+                };
+                Some(self.pod_peer_why(ep, ns_ok))
+            }
+            (_, NetworkPolicyPeer::IpBlock(b)) => {
+                if crate::addressless::addressless(ep) {
+                    (!b.contains(&ep.ip)).then_some(PeerWhy::AddressUnknown)
+                } else if !b.cidr.contains(&ep.ip) {
+                    Some(PeerWhy::OutsideCidr)
+                } else {
+                    b.except
+                        .iter()
+                        .find(|e| e.contains(&ep.ip))
+                        .map(|e| PeerWhy::Excepted(*e))
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// Why no rule of admin policy `admin` (by index) in `dir` matched the flow.
+    pub(crate) fn admin_misses(
+        &self,
+        admin: u32,
+        subject: PodId,
+        dir: Direction,
+        flow: &Flow,
+    ) -> Vec<RuleMiss> {
+        let policy = &self.cluster.admin_policies[admin as usize];
+        let compiled = match dir {
+            Direction::Ingress => &self.admins[admin as usize].ingress,
+            Direction::Egress => &self.admins[admin as usize].egress,
+        };
+        let peer_ep = match dir {
+            Direction::Ingress => &flow.src,
+            Direction::Egress => &flow.dst,
+        };
+        let mut out = Vec::new();
+        for (index, (rule, c)) in policy.rules(dir).iter().zip(compiled).enumerate() {
+            let mut ports = Vec::new();
+            if let Some(list) = &rule.ports {
+                let whys: Vec<Option<PortWhy>> = list
+                    .iter()
+                    .map(|p| match p {
+                        AdminPort::Ports { protocol, .. } if *protocol != flow.protocol => {
+                            Some(PortWhy::Protocol)
+                        }
+                        AdminPort::Ports { range, .. } => range
+                            .is_some_and(|r| !r.contains(flow.port))
+                            .then_some(PortWhy::Port),
+                        AdminPort::Named(n) => self.named_port_why(n, None, flow),
+                    })
+                    .collect();
+                if whys.iter().all(Option::is_some) {
+                    ports = list
+                        .iter()
+                        .zip(whys)
+                        .filter_map(|(p, why)| {
+                            Some(PortMiss {
+                                port: match p {
+                                    AdminPort::Ports {
+                                        protocol,
+                                        range: None,
+                                    } => protocol.to_string(),
+                                    AdminPort::Ports {
+                                        protocol,
+                                        range: Some(r),
+                                    } => format!("{protocol}/{r}"),
+                                    AdminPort::Named(n) => format!("named port {n}"),
+                                },
+                                why: why?,
+                            })
+                        })
+                        .collect();
+                }
+            }
+            let whys: Vec<Option<PeerWhy>> = c
+                .peers
+                .iter()
+                .zip(&rule.peers)
+                .map(|(c, w)| self.admin_peer_why(c, w, subject, peer_ep))
+                .collect();
+            let peers: Vec<PeerMiss> = if whys.iter().all(Option::is_some) {
+                rule.peers
+                    .iter()
+                    .zip(whys)
+                    .filter_map(|(w, why)| {
+                        Some(PeerMiss {
+                            peer: admin_peer_text(w),
+                            why: why?,
+                        })
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            if ports.is_empty() && peers.is_empty() {
+                continue;
+            }
+            out.push(RuleMiss {
+                index: index as u32,
+                name: rule.name.clone(),
+                ports,
+                peers,
+            });
+        }
+        out
+    }
+
+    /// Why a compiled admin peer does not hold `ep`, or `None` when it does.
+    fn admin_peer_why(
+        &self,
+        compiled: &AdminPeerC,
+        written: &AdminPeer,
+        subject: PodId,
+        ep: &Endpoint,
+    ) -> Option<PeerWhy> {
+        if self.admin_peer_matches(compiled, subject, ep) {
+            return None;
+        }
+        let ns_selects = |sel: &Selector, p: PodId| {
+            self.cluster
+                .namespaces
+                .get(self.pod_ns[p])
+                .is_some_and(|n| sel.matches(&n.labels))
+        };
+        Some(match (compiled, written) {
+            (AdminPeerC::Unsupported, _) => PeerWhy::Unsupported,
+            (AdminPeerC::Networks(_), _) if crate::addressless::addressless(ep) => {
+                PeerWhy::AddressUnknown
+            }
+            (AdminPeerC::Networks(_), _) => PeerWhy::OutsideCidr,
+            (AdminPeerC::Nodes(_), _) => match ep.kind {
+                EndpointKind::Host(Some(_)) => PeerWhy::NodeLabels,
+                _ => PeerWhy::NotANode,
+            },
+            (_, AdminPeer::Namespaces(NamespaceMatch::Selector(sel))) => {
+                self.pod_peer_why(ep, |p| ns_selects(sel, p))
+            }
+            (
+                _,
+                AdminPeer::Pods {
+                    namespaces: NamespaceMatch::Selector(sel),
+                    ..
+                },
+            ) => self.pod_peer_why(ep, |p| ns_selects(sel, p)),
+            (_, AdminPeer::Namespaces(m) | AdminPeer::Pods { namespaces: m, .. }) => {
+                match ep.kind {
+                    EndpointKind::Pod(p) if !self.namespace_related(m, subject, p) => {
+                        PeerWhy::NamespaceRelation
+                    }
+                    EndpointKind::Pod(_) => PeerWhy::PodLabels,
+                    _ => PeerWhy::NotAPod,
+                }
+            }
+            (_, AdminPeer::Nodes(_) | AdminPeer::Networks(_) | AdminPeer::Unsupported(_)) => {
+                PeerWhy::Unsupported
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, Options, PeerWhy, PortWhy, TierStep};
+    use palisade_model::Protocol;
+
+    const CLUSTER: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: x, labels: {team: x}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: x, labels: {app: a}}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: x, labels: {app: b}}
+status: {podIP: 10.0.0.2}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: b, namespace: x}
+spec:
+  podSelector: {matchLabels: {app: b}}
+  ingress:
+  - from: [{podSelector: {matchLabels: {app: c}}}]
+  - from: [{namespaceSelector: {matchLabels: {team: other}}}]
+    ports: [{port: 80}]
+  - from: [{ipBlock: {cidr: 10.0.0.0/24, except: [10.0.0.0/30]}}]
+  - ports: [{protocol: UDP, port: 80}]
+"#;
+
+    #[test]
+    fn each_rule_says_why_it_did_not_match() {
+        let loaded = palisade_model::load_str(CLUSTER).unwrap();
+        let e = Engine::new(loaded.cluster, Options::default());
+        let a = e
+            .endpoint_for_pod(e.pod_id("x", "a").unwrap(), None)
+            .unwrap();
+        let b = e
+            .endpoint_for_pod(e.pod_id("x", "b").unwrap(), None)
+            .unwrap();
+        let x = e.explain(&crate::Flow {
+            src: a,
+            dst: b,
+            protocol: Protocol::Tcp,
+            port: 80,
+        });
+        assert!(!x.verdict.allowed);
+        let misses = x
+            .ingress
+            .steps
+            .iter()
+            .find_map(|s| match s {
+                TierStep::NetworkPolicyTier { misses, .. } => Some(misses.clone()),
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(misses.len(), 1, "one isolating policy");
+        let rules = &misses[0].rules;
+        let whys: Vec<(u32, Vec<PortWhy>, Vec<PeerWhy>)> = rules
+            .iter()
+            .map(|r| {
+                (
+                    r.index,
+                    r.ports.iter().map(|p| p.why).collect(),
+                    r.peers.iter().map(|p| p.why.clone()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            whys,
+            [
+                (0, vec![], vec![PeerWhy::PodLabels]),
+                (1, vec![], vec![PeerWhy::Namespace]),
+                (
+                    2,
+                    vec![],
+                    vec![PeerWhy::Excepted("10.0.0.0/30".parse().unwrap())]
+                ),
+                (3, vec![PortWhy::Protocol], vec![]),
+            ],
+            "{rules:?}"
+        );
+        let text = x.to_string();
+        assert!(
+            text.contains(
+                "ingress rule 0: from podSelector {app=c} (the pod's labels do not match)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("ingress rule 3: ports UDP/80 (another protocol)"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&x).unwrap();
+        let why = &json["walk"]["ingress"][1]["whyNot"][0]["rules"][2]["peers"][0];
+        assert_eq!(why["reason"], "Excepted");
+        assert_eq!(why["except"], "10.0.0.0/30");
+    }
+}
