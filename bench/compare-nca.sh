@@ -32,7 +32,7 @@ for pods in "${sizes[@]}"; do
   rm -rf "$dir"
   $palisade gen --pods "$pods" --policies "$policies" --seed 1 --mix np -o "$dir" 2>/dev/null
   t0=$(now)
-  "$venv/bin/nca" --connectivity "$dir/policies" --pod_list "$dir/nca/pods.yaml" --ns_list "$dir/nca/namespaces.yaml" > "$dir/nca.out" 2>&1
+  "$venv/bin/nca" --connectivity "$dir/policies" --pod_list "$dir/.nca/pods.yaml" --ns_list "$dir/.nca/namespaces.yaml" > "$dir/nca.out" 2>&1
   t1=$(now)
   # Grouped output, like NCA's connectivity map ...
   $palisade matrix -f "$dir/cluster" -f "$dir/policies" -o summary > "$dir/palisade.summary"

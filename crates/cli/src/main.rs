@@ -16,7 +16,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// Kubernetes network policy: evaluate, explain, enforce, translate.
 #[derive(Debug, Parser)]
-#[command(name = "palisade", version, about, long_about = None)]
+#[command(
+    name = "palisade",
+    version,
+    about,
+    long_about = None,
+    after_help = "Analysis: eval, explain, matrix, lint, diff, coverage. Enforcement: compile, agent. \
+Policy layer: tenancy. For developers: lab (root), gen."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,14 +48,14 @@ enum Command {
     /// Enforce the policies live: follow a manifest directory or the Kubernetes API and
     /// keep this network namespace's nftables ruleset in step.
     Agent(cmd::agent::Args),
-    /// A network-namespace node enforcing the ruleset, probed with real packets (root).
-    #[command(subcommand)]
-    Lab(cmd::lab::Args),
-    /// Write a deterministic synthetic cluster (for benchmarks).
-    Gen(cmd::generate::Args),
     /// Grouped, admin-managed policies for tools, compiled into NetworkPolicies.
     #[command(subcommand)]
     Tenancy(cmd::tenancy::Args),
+    /// Network-namespace test nodes enforcing the ruleset, probed with real packets (root).
+    #[command(subcommand)]
+    Lab(cmd::lab::Args),
+    /// Write a deterministic synthetic cluster (for benchmarks and tests).
+    Gen(cmd::generate::Args),
 }
 
 fn main() -> ExitCode {

@@ -440,3 +440,18 @@ fn compile_neutron_json_and_admin_refusal() {
     assert!(groups.iter().any(|g| g["name"] == "np-x/allow-from-y-b"));
     assert_eq!(v["ports"].as_array().unwrap().len(), 9);
 }
+
+/// `gen`'s output directory is one cluster for `-f DIR`: network-config-analyzer's lists
+/// are hidden, and hidden entries are not read.
+#[test]
+fn a_generated_directory_reads_as_one_cluster() {
+    let dir = std::env::temp_dir().join(format!("palisade-gen-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let d = dir.to_str().unwrap();
+    let o = palisade(&["gen", "--pods", "60", "--policies", "10", "-o", d]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir.join(".nca/pods.yaml").is_file());
+    let o = palisade(&["matrix", "-f", d, "-o", "summary", "--ports", "80"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

@@ -60,7 +60,7 @@ pub const MAX_SOURCE_BYTES: u64 = 1 << 30;
 pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
 
 /// Reads every path: files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name
-/// order) and `-` for stdin. At most [`MAX_SOURCE_BYTES`] are read from one source and
+/// order, skipping hidden entries) and `-` for stdin. At most [`MAX_SOURCE_BYTES`] are read from one source and
 /// [`MAX_TOTAL_BYTES`] in all; a source that is not UTF-8 text is an error at its first
 /// bad line.
 pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, LoadError> {
@@ -218,7 +218,13 @@ fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
         .collect();
     entries.sort();
     let mut out = Vec::new();
-    for e in entries {
+    // Hidden entries (`.git`, editors' swap files, `.nca` beside generated clusters) are
+    // not manifests.
+    let hidden = |e: &Path| {
+        e.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+    };
+    for e in entries.into_iter().filter(|e| !hidden(e)) {
         if e.is_dir() {
             out.extend(expand(&e)?);
         } else if matches!(

@@ -5,6 +5,9 @@ use crate::error::CliError;
 
 /// Arguments of `compile`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  palisade compile --target nftables -f examples/xyz --node node-1\n  palisade compile --target nftables -f cluster/ --stats\n  palisade compile --target neutron -f cluster/ -f policies/ -o json"
+)]
 pub struct Args {
     #[command(flatten)]
     pub input: Input,

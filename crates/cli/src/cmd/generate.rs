@@ -8,6 +8,9 @@ use crate::error::CliError;
 
 /// Arguments of `gen`.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Examples:\n  palisade gen --pods 10000 --policies 2000 --mix all -o /tmp/big\n  palisade matrix -f /tmp/big -o summary"
+)]
 pub struct Args {
     /// Number of pods.
     #[arg(long, default_value_t = 1000)]
@@ -22,7 +25,8 @@ pub struct Args {
     #[arg(long, value_enum, default_value = "np")]
     mix: Mix,
     /// Output directory: writes cluster/cluster.yaml, policies/policies.yaml and, for
-    /// network-config-analyzer, nca/pods.yaml and nca/namespaces.yaml.
+    /// network-config-analyzer, .nca/pods.yaml and .nca/namespaces.yaml (hidden, so that
+    /// `-f DIR` reads the cluster once).
     #[arg(short = 'o', long = "output")]
     output: PathBuf,
 }
@@ -47,8 +51,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
     for (dir, file, text) in [
         ("cluster", "cluster.yaml", g.cluster_yaml()),
         ("policies", "policies.yaml", g.policies_yaml()),
-        ("nca", "pods.yaml", g.pod_list()),
-        ("nca", "namespaces.yaml", g.namespace_list()),
+        (".nca", "pods.yaml", g.pod_list()),
+        (".nca", "namespaces.yaml", g.namespace_list()),
     ] {
         let d = args.output.join(dir);
         std::fs::create_dir_all(&d).map_err(CliError::file(&d))?;

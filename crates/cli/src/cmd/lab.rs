@@ -13,6 +13,9 @@ use crate::error::CliError;
 
 /// `lab` subcommands.
 #[derive(Debug, clap::Subcommand)]
+#[command(
+    after_help = "Examples (root):\n  palisade lab up -f examples/xyz/cluster.yaml\n  palisade lab apply -f examples/xyz\n  palisade lab probe -f examples/xyz --ports 80,81 --protocols TCP,UDP --compare\n  palisade lab down"
+)]
 pub enum Args {
     /// Build the nodes: a namespace per pod (with its address and a responder on its
     /// container ports), one node namespace (or one per node when the pods name several,

@@ -9,6 +9,9 @@ use crate::error::CliError;
 
 /// `tenancy` subcommands.
 #[derive(Debug, clap::Subcommand)]
+#[command(
+    after_help = "Examples:\n  palisade tenancy check -f examples/tenancy/config.yaml examples/tenancy/base.yaml\n  palisade tenancy compile -f examples/tenancy/config.yaml -o yaml > policies.yaml"
+)]
 pub enum Args {
     /// Validate a tenancy configuration; every error with file, line and field.
     Check(Common),
