@@ -117,6 +117,22 @@ impl Input {
     }
 }
 
+/// The evaluator with the input's staged policies enforced too, when it has any.
+pub fn staged_engine(engine: &Engine) -> Option<Engine> {
+    let cluster = engine.cluster();
+    (!cluster.staged.is_empty()).then(|| Engine::new(cluster.with_staged(), engine.options()))
+}
+
+/// What the staged policies would decide for `flow`, when it differs from `enforced`.
+pub fn staged_difference(
+    staged: Option<&Engine>,
+    flow: &palisade_engine::Flow,
+    enforced: &palisade_engine::Verdict,
+) -> Option<palisade_engine::Verdict> {
+    let v = staged?.evaluate(flow);
+    (v.allowed != enforced.allowed).then_some(v)
+}
+
 /// Parses a protocol name, case-insensitively.
 pub fn parse_protocol(s: &str) -> Result<Protocol, String> {
     s.to_ascii_uppercase().parse()

@@ -455,3 +455,64 @@ fn a_generated_directory_reads_as_one_cluster() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// `eval` and `explain` print the enforced verdict and, where it differs, what the staged
+/// policies would decide; `matrix` says staged policies are not in it.
+#[test]
+fn staged_policies_are_reported_beside_the_enforced_verdict() {
+    let staged = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: trial, namespace: x, annotations: {palisade.dev/staged: \"true\"}}\nspec: {podSelector: {}, ingress: [{}]}\n";
+    let args = [
+        "-f",
+        "examples/xyz",
+        "-f",
+        "-",
+        "--from",
+        "y/a",
+        "--to",
+        "x/a",
+        "--port",
+        "80",
+    ];
+    let o = palisade_stdin(&[&["eval", "-o", "json"][..], &args].concat(), staged);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["allowed"], false);
+    assert_eq!(v["staged"]["allowed"], true, "{v}");
+    assert_eq!(v["staged"]["ingress"]["policy"]["name"], "trial");
+    let o = palisade_stdin(&[&["explain"][..], &args].concat(), staged);
+    assert!(
+        stdout(&o).contains("Staged policies: with them enforced"),
+        "{}",
+        stdout(&o)
+    );
+    // y/b is allowed either way: nothing staged to report.
+    let o = palisade_stdin(
+        &[
+            "eval",
+            "-f",
+            "examples/xyz",
+            "-f",
+            "-",
+            "--from",
+            "y/b",
+            "--to",
+            "x/a",
+            "--port",
+            "80",
+            "-o",
+            "json",
+        ],
+        staged,
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v.get("staged").is_none(), "{v}");
+    let o = palisade_stdin(
+        &["matrix", "-f", "examples/xyz", "-f", "-", "-o", "summary"],
+        staged,
+    );
+    assert!(
+        stderr(&o).contains("1 staged policy is not enforced"),
+        "{}",
+        stderr(&o)
+    );
+}

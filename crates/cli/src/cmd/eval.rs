@@ -5,7 +5,7 @@ use std::io::Write;
 use palisade_engine::{Endpoint, Engine, Flow, NamedEndpoint, PortSegment};
 use palisade_model::{PortRange, Protocol};
 
-use crate::common::{FlowArgs, Input, Query};
+use crate::common::{FlowArgs, Input, Query, staged_difference, staged_engine};
 use crate::error::CliError;
 use crate::report::ports;
 
@@ -44,9 +44,10 @@ enum Format {
 /// and deny alike unless `--exit-code`.
 pub fn run(args: Args) -> Result<(), CliError> {
     let engine = args.input.engine()?;
+    let staged = staged_engine(&engine);
     let mut out = std::io::stdout().lock();
     let allowed = match args.flow.query(&engine)? {
-        Query::One(flow) => one(&mut out, &engine, &flow, args.output)?,
+        Query::One(flow) => one(&mut out, &engine, staged.as_ref(), &flow, args.output)?,
         Query::Ports {
             src,
             dst,
@@ -98,11 +99,13 @@ fn ends(engine: &Engine, src: Endpoint, dst: Endpoint) -> String {
 fn one(
     out: &mut impl Write,
     engine: &Engine,
+    staged: Option<&Engine>,
     flow: &Flow,
     format: Format,
 ) -> Result<bool, CliError> {
     let v = engine.evaluate(flow);
     let depends = engine.depends_on_address(flow);
+    let would = staged_difference(staged, flow, &v);
     match format {
         Format::Text => {
             let word = if v.allowed { "ALLOWED" } else { "DENIED" };
@@ -121,6 +124,12 @@ fn one(
                     "  note: a policy names CIDRs or nodes, so this depends on the address the workload will get; decided here for an address outside them"
                 )?;
             }
+            if let Some(w) = &would {
+                let word = if w.allowed { "ALLOWED" } else { "DENIED" };
+                writeln!(out, "  staged: with the staged policies enforced, {word}")?;
+                writeln!(out, "    egress:  {}", w.egress)?;
+                writeln!(out, "    ingress: {}", w.ingress)?;
+            }
         }
         Format::Json => {
             let mut json = serde_json::json!({
@@ -134,6 +143,9 @@ fn one(
             });
             if depends {
                 json["dependsOnAddress"] = true.into();
+            }
+            if let Some(w) = &would {
+                json["staged"] = serde_json::to_value(w)?;
             }
             writeln!(out, "{}", serde_json::to_string(&json)?)?;
         }

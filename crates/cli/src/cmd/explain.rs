@@ -4,7 +4,7 @@ use std::io::Write;
 
 use palisade_engine::Flow;
 
-use crate::common::{FlowArgs, Input, Query};
+use crate::common::{FlowArgs, Input, Query, staged_difference, staged_engine};
 use crate::error::CliError;
 
 /// Arguments of `explain`.
@@ -45,9 +45,23 @@ pub fn run(args: Args) -> Result<(), CliError> {
     match args.flow.query(&engine)? {
         Query::One(flow) => {
             let explanation = engine.explain(&flow);
-            match args.output {
-                Format::Text => write!(out, "{explanation}")?,
-                Format::Json => writeln!(out, "{}", serde_json::to_string(&explanation)?)?,
+            let staged = staged_engine(&engine);
+            let would = staged_difference(staged.as_ref(), &flow, &explanation.verdict);
+            match (args.output, would) {
+                (Format::Text, would) => {
+                    write!(out, "{explanation}")?;
+                    if let Some(w) = would {
+                        writeln!(out, "Staged policies: with them enforced, {w}")?;
+                    }
+                }
+                (Format::Json, None) => {
+                    writeln!(out, "{}", serde_json::to_string(&explanation)?)?;
+                }
+                (Format::Json, Some(w)) => {
+                    let mut v = serde_json::to_value(&explanation)?;
+                    v["staged"] = serde_json::to_value(&w)?;
+                    writeln!(out, "{v}")?;
+                }
             }
         }
         Query::Ports {

@@ -187,6 +187,15 @@ pub struct Grid<'a> {
 /// Evaluates every probe between every pair of pods and prints it.
 pub fn run(args: Args) -> Result<(), CliError> {
     let engine = args.input.engine()?;
+    let staged = &engine.cluster().staged;
+    let n = staged.network_policies.len() + staged.admin_policies.len();
+    if n > 0 {
+        eprintln!(
+            "note: {n} staged polic{} not enforced in this matrix; `palisade diff --staged` lists the connections enforcing {} would change",
+            if n == 1 { "y is" } else { "ies are" },
+            if n == 1 { "it" } else { "them" }
+        );
+    }
     let cols = probe_cols(&engine, &args.ports, &args.protocols)?;
     let probes: Vec<Probe> = cols.iter().map(|c| c.probe).collect();
     let m = engine.matrix(&probes);
