@@ -197,19 +197,4 @@ impl Reconciler {
         }
         outcome.conntrack = t.elapsed();
     }
-
-    /// Whether the first full listing is in the kernel.
-    pub fn ready(&self) -> bool {
-        self.synced
-            && self
-                .state
-                .read()
-                .map(|s| s.ruleset.is_some())
-                .unwrap_or(false)
-    }
-
-    /// The objects in force and their problems.
-    pub fn store(&self) -> &Store {
-        &self.store
-    }
 }

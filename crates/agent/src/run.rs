@@ -81,6 +81,9 @@ pub enum AgentError {
     /// The source is not available in this build or failed.
     #[error("source: {0}")]
     Source(String),
+    /// SIGTERM could not be handled.
+    #[error("cannot handle SIGTERM: {0}")]
+    Signal(#[source] std::io::Error),
     /// The reconcile loop stopped.
     #[error("reconcile loop stopped: {0}")]
     Reconcile(String),
@@ -135,7 +138,7 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         });
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| AgentError::Source(e.to_string()))?;
+        .map_err(AgentError::Signal)?;
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; the ruleset stays in force"),
         _ = term.recv() => tracing::info!("terminated; the ruleset stays in force"),
