@@ -382,22 +382,42 @@ impl Loader {
         let sources: Vec<(&str, &str)> = sources.into_iter().collect();
         let budget = yaml::AliasBudget::default();
         let budget = &budget;
+        // At most one thread per core, each parsing a run of sources in order: a
+        // directory of ten thousand small files (or a live cluster's objects) must not
+        // start ten thousand threads.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(sources.len().max(1));
+        let chunk = sources.len().div_ceil(threads).max(1);
+        let failed = || yaml::Parsed {
+            documents: Vec::new(),
+            errors: vec![yaml::SyntaxError {
+                line: 1,
+                message: "parser thread failed".into(),
+            }],
+        };
         let parsed: Vec<(&str, yaml::Parsed)> = std::thread::scope(|s| {
             let handles: Vec<_> = sources
-                .iter()
-                .map(|&(name, text)| (name, s.spawn(move || yaml::parse_stream(text, budget))))
+                .chunks(chunk)
+                .map(|run| {
+                    let h = s.spawn(move || {
+                        run.iter()
+                            .map(|&(_, text)| yaml::parse_stream(text, budget))
+                            .collect::<Vec<_>>()
+                    });
+                    (run, h)
+                })
                 .collect();
             handles
                 .into_iter()
-                .map(|(name, h)| {
-                    let parsed = h.join().unwrap_or_else(|_| yaml::Parsed {
-                        documents: Vec::new(),
-                        errors: vec![yaml::SyntaxError {
-                            line: 1,
-                            message: "parser thread failed".into(),
-                        }],
-                    });
-                    (name, parsed)
+                .flat_map(|(run, h)| {
+                    let results = h
+                        .join()
+                        .unwrap_or_else(|_| run.iter().map(|_| failed()).collect());
+                    run.iter()
+                        .map(|&(name, _)| name)
+                        .zip(results)
+                        .collect::<Vec<_>>()
                 })
                 .collect()
         });
