@@ -272,9 +272,9 @@ impl Store {
         let mut problems: HashMap<&str, Vec<Diagnostic>> = HashMap::new();
         for d in decoded.diagnostics {
             if d.severity == Severity::Error
-                && let Some(t) = texts.iter().find(|t| *t.id == *d.file)
+                && let Some((&id, _)) = held.get_key_value(&*d.file)
             {
-                problems.entry(t.id.as_str()).or_default().push(d);
+                problems.entry(id).or_default().push(d);
             }
         }
         let unreadable: BTreeSet<&str> = problems
