@@ -122,6 +122,7 @@ fuzz_target!(|input: Input| {
             origin: Origin::default(),
         }],
         admin_policies: vec![],
+        staged: Default::default(),
     };
     let engine = Engine::new(cluster, Default::default());
     let ruleset = palisade_nft::compile(&engine, None).expect("compiles");
