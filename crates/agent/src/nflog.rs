@@ -18,15 +18,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_REQUEST, NetlinkBuffer, NetlinkMessage, NetlinkPayload,
-};
+use netlink_packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
 use netlink_packet_netfilter::nflog::{
     ConfigCmd, ConfigMode, ConfigNla, PacketNla, ULogMessage, config_request,
 };
 use netlink_packet_netfilter::{NetfilterMessage, NetfilterMessageInner, NetfilterProtoFamily};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
 use palisade_model::Protocol;
+use palisade_nft::netfilter_messages;
 
 /// Bytes of each logged packet the kernel copies: an IPv6 header (40), a few extension
 /// headers and the first bytes of the transport header.
@@ -150,7 +149,7 @@ impl Nflog {
         self.socket.send(&out, 0)?;
         loop {
             let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
-            for message in messages(&self.buf[..n.min(self.buf.len())]) {
+            for message in netfilter_messages(&self.buf[..n.min(self.buf.len())]) {
                 if let Ok(m) = message
                     && let NetlinkPayload::Error(e) = m.payload
                     && m.header.sequence_number == 1
@@ -261,7 +260,7 @@ impl Nflog {
             return Vec::new();
         }
         let mut out = Vec::new();
-        for message in messages(&self.buf[..n]) {
+        for message in netfilter_messages(&self.buf[..n]) {
             match message.map_err(|e| e.to_string()).and_then(packet) {
                 Ok(Some(p)) => out.push(p),
                 Ok(None) => {}
@@ -303,33 +302,6 @@ impl NflogStream {
     pub async fn recv(&mut self) -> Option<Result<Vec<LoggedPacket>, NflogError>> {
         self.rx.recv().await
     }
-}
-
-/// The messages of one datagram, each decoded or its decoding error; framing errors end
-/// the datagram.
-fn messages(
-    datagram: &[u8],
-) -> impl Iterator<Item = Result<NetlinkMessage<NetfilterMessage>, String>> + '_ {
-    let mut rest = datagram;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let len = match NetlinkBuffer::new_checked(rest) {
-            Ok(b) if b.length() >= 16 => b.length() as usize,
-            Ok(b) => {
-                rest = &[];
-                return Some(Err(format!("netlink length {} too short", b.length())));
-            }
-            Err(e) => {
-                rest = &[];
-                return Some(Err(format!("bad netlink framing: {e}")));
-            }
-        };
-        let (this, next) = rest.split_at(len.min(rest.len()));
-        rest = next.get(len.next_multiple_of(4) - len..).unwrap_or(&[]);
-        Some(NetlinkMessage::deserialize(this).map_err(|e| e.to_string()))
-    })
 }
 
 /// The logged packet in one message; `None` for messages that log no packet.
@@ -631,17 +603,5 @@ mod tests {
                 let _ = parse_headers(&full[..cut]);
             }
         }
-    }
-
-    #[test]
-    fn undecodable_messages_are_reported_and_framing_errors_end_the_datagram() {
-        // A netlink header claiming 8 bytes: too short to be a message.
-        let bad = [8u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        let got: Vec<_> = messages(&bad).collect();
-        assert_eq!(got.len(), 1);
-        assert!(got[0].is_err());
-        // A header claiming more bytes than the datagram holds.
-        let long = [200u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
-        assert!(messages(&long).all(|m| m.is_err()));
     }
 }

@@ -7,8 +7,7 @@ use std::net::IpAddr;
 use std::os::fd::AsFd;
 
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkBuffer, NetlinkHeader, NetlinkMessage,
-    NetlinkPayload, Nla,
+    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla,
 };
 use netlink_packet_netfilter::conntrack::{
     ConntrackAttribute, ConntrackMessage, IPTuple, ProtoInfo, ProtoInfoTCP, ProtoTuple,
@@ -23,6 +22,7 @@ use palisade_model::Protocol;
 use crate::NftError;
 use crate::ir::Ruleset;
 use crate::lookup::{NftVerdict, Packet};
+use crate::netlink::netfilter_messages;
 
 /// Deletions per datagram: each is acknowledged, and the acknowledgements of one datagram
 /// must fit the socket's default receive buffer (about 200 KiB, roughly 1 KiB per queued
@@ -154,37 +154,6 @@ fn append(buf: &mut Vec<u8>, m: &NetlinkMessage<NetfilterMessage>) {
     m.serialize(&mut buf[start..]);
 }
 
-/// The messages of one datagram; a message that cannot be decoded is returned as its
-/// error so the caller decides (the framing is checked first, so one bad message does not
-/// hide the next).
-fn messages(
-    datagram: &[u8],
-) -> impl Iterator<Item = Result<NetlinkMessage<NetfilterMessage>, String>> + '_ {
-    let mut rest = datagram;
-    std::iter::from_fn(move || {
-        if rest.is_empty() {
-            return None;
-        }
-        let len = match NetlinkBuffer::new_checked(rest) {
-            Ok(b) if b.length() >= 16 => b.length() as usize,
-            Ok(b) => {
-                rest = &[];
-                return Some(Err(format!(
-                    "netlink message length {} too short",
-                    b.length()
-                )));
-            }
-            Err(e) => {
-                rest = &[];
-                return Some(Err(format!("bad netlink framing: {e}")));
-            }
-        };
-        let (this, next) = rest.split_at(len.min(rest.len()));
-        rest = next.get(len.next_multiple_of(4) - len..).unwrap_or(&[]);
-        Some(NetlinkMessage::deserialize(this).map_err(|e| e.to_string()))
-    })
-}
-
 /// Lists the whole table (IPv4 and IPv6) with one dump.
 fn dump(socket: &Socket) -> io::Result<Vec<Tracked>> {
     let mut buf = Vec::new();
@@ -205,7 +174,7 @@ fn dump(socket: &Socket) -> io::Result<Vec<Tracked>> {
         if n > recv.len() {
             return Err(io::Error::other("a dump part did not fit the buffer"));
         }
-        for m in messages(&recv[..n]) {
+        for m in netfilter_messages(&recv[..n]) {
             let m = m.map_err(io::Error::other)?;
             match m.payload {
                 NetlinkPayload::Done(_) => return Ok(tracked),
@@ -345,7 +314,7 @@ fn delete(socket: &Socket, entries: &[Tracked]) -> io::Result<usize> {
         let mut acked = 0;
         while acked < chunk.len() {
             let n = socket.recv(&mut &mut recv[..], 0)?;
-            for m in messages(&recv[..n.min(recv.len())]) {
+            for m in netfilter_messages(&recv[..n.min(recv.len())]) {
                 let m = m.map_err(io::Error::other)?;
                 let NetlinkPayload::Error(e) = m.payload else {
                     continue;
@@ -446,7 +415,7 @@ mod tests {
         let mut buf = Vec::new();
         append(&mut buf, &m);
         append(&mut buf, &m);
-        let back: Vec<_> = messages(&buf).collect();
+        let back: Vec<_> = netfilter_messages(&buf).collect();
         assert_eq!(back.len(), 2);
         for b in back {
             let b = b.unwrap();
@@ -471,7 +440,7 @@ mod tests {
         append(&mut buf, &delete_request(&t, 1));
         for cut in [3, 16, 20, buf.len() - 1] {
             assert!(
-                messages(&buf[..cut]).any(|m| m.is_err()),
+                netfilter_messages(&buf[..cut]).any(|m| m.is_err()),
                 "cut at {cut} of {}",
                 buf.len()
             );

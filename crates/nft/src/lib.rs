@@ -23,6 +23,7 @@ mod conntrack;
 mod diff;
 mod ir;
 mod lookup;
+mod netlink;
 mod render;
 mod stats;
 
@@ -32,6 +33,7 @@ pub use conntrack::cut_forbidden;
 pub use diff::update_script;
 pub use ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
+pub use netlink::netfilter_messages;
 pub use render::{LOG_GROUP, TABLE};
 pub use stats::Stats;
 

@@ -1,0 +1,53 @@
+//! Netfilter netlink framing, shared by the conntrack cleanup and the node agent's nflog
+//! reader.
+
+use netlink_packet_core::{NetlinkBuffer, NetlinkMessage};
+use netlink_packet_netfilter::NetfilterMessage;
+
+/// The messages of one datagram; a message that cannot be decoded is returned as its
+/// error so the caller decides (the framing is checked first, so one bad message does not
+/// hide the next).
+pub fn netfilter_messages(
+    datagram: &[u8],
+) -> impl Iterator<Item = Result<NetlinkMessage<NetfilterMessage>, String>> + '_ {
+    let mut rest = datagram;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let len = match NetlinkBuffer::new_checked(rest) {
+            Ok(b) if b.length() >= 16 => b.length() as usize,
+            Ok(b) => {
+                rest = &[];
+                return Some(Err(format!(
+                    "netlink message length {} too short",
+                    b.length()
+                )));
+            }
+            Err(e) => {
+                rest = &[];
+                return Some(Err(format!("bad netlink framing: {e}")));
+            }
+        };
+        let (this, next) = rest.split_at(len.min(rest.len()));
+        rest = next.get(len.next_multiple_of(4) - len..).unwrap_or(&[]);
+        Some(NetlinkMessage::deserialize(this).map_err(|e| e.to_string()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn undecodable_messages_are_reported_and_framing_errors_end_the_datagram() {
+        // A netlink header claiming 8 bytes: too short to be a message.
+        let bad = [8u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        let got: Vec<_> = netfilter_messages(&bad).collect();
+        assert_eq!(got.len(), 1);
+        assert!(got[0].is_err());
+        // A header claiming more bytes than the datagram holds.
+        let long = [200u8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        assert!(netfilter_messages(&long).all(|m| m.is_err()));
+    }
+}
