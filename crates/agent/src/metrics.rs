@@ -126,17 +126,13 @@ impl Metrics {
 
     /// Records the size of the ruleset now in the kernel.
     pub fn ruleset(&self, r: &Ruleset) {
-        let rules: usize = r.chains.iter().map(|c| c.rules.len()).sum();
-        let elements: usize = r.sets.iter().map(|s| s.elements.len()).sum();
+        let c = r.counts();
         for (what, n) in [
-            ("chains", r.chains.len()),
-            ("rules", rules),
-            ("set_elements", elements),
-            ("map_elements", r.egress.len() + r.ingress.len()),
-            (
-                "exempt_elements",
-                r.egress_exempt.len() + r.ingress_exempt.len(),
-            ),
+            ("chains", c.chains),
+            ("rules", c.rules),
+            ("set_elements", c.set_elements),
+            ("map_elements", c.map_elements),
+            ("exempt_elements", c.exempt_elements),
         ] {
             self.ruleset
                 .get_or_create(&vec![("object".into(), what.into())])

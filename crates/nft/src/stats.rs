@@ -19,13 +19,23 @@ pub struct Stats {
     pub set_elements: usize,
     /// Log ids (distinct logged decisions).
     pub log_ids: usize,
-    /// Bytes of the `nft -f` script ([`Ruleset::render`]).
-    pub script_bytes: usize,
+    /// Bytes of the `nft -f` script ([`Ruleset::render`]); `None` from
+    /// [`Ruleset::counts`], which does not render.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub script_bytes: Option<usize>,
 }
 
 impl Ruleset {
-    /// Counts the ruleset's parts (renders it once to measure the script).
+    /// Counts the ruleset's parts and renders it once to measure the script.
     pub fn stats(&self) -> Stats {
+        Stats {
+            script_bytes: Some(self.render().len()),
+            ..self.counts()
+        }
+    }
+
+    /// Counts the ruleset's parts without rendering it (cheap enough for every update).
+    pub fn counts(&self) -> Stats {
         Stats {
             map_elements: self.egress.len() + self.ingress.len(),
             exempt_elements: self.egress_exempt.len() + self.ingress_exempt.len(),
@@ -34,7 +44,7 @@ impl Ruleset {
             sets: self.sets.len(),
             set_elements: self.sets.iter().map(|s| s.elements.len()).sum(),
             log_ids: self.logs.len(),
-            script_bytes: self.render().len(),
+            script_bytes: None,
         }
     }
 }
@@ -49,12 +59,16 @@ impl std::fmt::Display for Stats {
         writeln!(f, "sets:            {}", self.sets)?;
         writeln!(f, "set elements:    {}", self.set_elements)?;
         writeln!(f, "log ids:         {}", self.log_ids)?;
-        writeln!(f, "script bytes:    {}", self.script_bytes)
+        match self.script_bytes {
+            Some(n) => writeln!(f, "script bytes:    {n}"),
+            None => Ok(()),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::Stats;
     use crate::ir::{Chain, NamedSet, Rule, Ruleset, Verdict};
 
     #[test]
@@ -95,7 +109,15 @@ mod tests {
             ),
             (2, 1, 1, 3, 1, 2)
         );
-        assert_eq!(s.script_bytes, rs.render().len());
+        assert_eq!(s.script_bytes, Some(rs.render().len()));
         assert!(s.to_string().contains("rules:           3\n"), "{s}");
+        assert_eq!(
+            rs.counts(),
+            Stats {
+                script_bytes: None,
+                ..s
+            }
+        );
+        assert!(!rs.counts().to_string().contains("script bytes"));
     }
 }
