@@ -1,12 +1,10 @@
 //! What the kernel's logged rules stand for: Prometheus labels for a logged decision, and
-//! the per-decision packet counts read from the kernel's rule counters.
+//! the kernel's per-prefix packet counts ([`palisade_nft::logged_packets`]) by decision.
 
 use std::collections::HashMap;
-use std::process::Command;
 
 use palisade_engine::Decision;
-use palisade_nft::{LoggedDecision, Ruleset, TABLE};
-use serde_json::Value;
+use palisade_nft::{LoggedDecision, Ruleset};
 
 /// Metric labels naming a decision: direction, tier, action, and the policy and rule.
 pub fn labels(d: &LoggedDecision) -> Vec<(String, String)> {
@@ -50,47 +48,6 @@ pub fn labels(d: &LoggedDecision) -> Vec<(String, String)> {
     l
 }
 
-/// Packets per log prefix from `nft -j list table` (rules with a counter and a log).
-pub fn kernel_counts(netns: Option<&str>) -> std::io::Result<HashMap<String, u64>> {
-    let mut cmd = match netns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, "nft"]);
-            c
-        }
-        None => Command::new("nft"),
-    };
-    let (family, name) = TABLE.split_once(' ').unwrap_or(("inet", TABLE));
-    let out = cmd.args(["-j", "list", "table", family, name]).output()?;
-    if !out.status.success() {
-        return Ok(HashMap::new());
-    }
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    Ok(counts_in(&json))
-}
-
-fn counts_in(json: &Value) -> HashMap<String, u64> {
-    let mut out = HashMap::new();
-    let items = json.get("nftables").and_then(Value::as_array);
-    for rule in items.into_iter().flatten().filter_map(|i| i.get("rule")) {
-        let exprs = rule.get("expr").and_then(Value::as_array);
-        let mut packets = None;
-        let mut prefix = None;
-        for e in exprs.into_iter().flatten() {
-            if let Some(n) = e.pointer("/counter/packets").and_then(Value::as_u64) {
-                packets = Some(n);
-            }
-            if let Some(p) = e.pointer("/log/prefix").and_then(Value::as_str) {
-                prefix = Some(p.trim().to_string());
-            }
-        }
-        if let (Some(n), Some(p)) = (packets, prefix) {
-            *out.entry(p).or_default() += n;
-        }
-    }
-    out
-}
-
 /// Packets per decision (as metric labels) for the ruleset in the kernel.
 pub fn by_decision(
     ruleset: &Ruleset,
@@ -103,23 +60,4 @@ pub fn by_decision(
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn counts_are_summed_per_prefix() {
-        let json: Value = serde_json::from_str(
-            r#"{"nftables":[{"metainfo":{}},
-            {"rule":{"expr":[{"counter":{"packets":3,"bytes":180}},{"log":{"prefix":"pal-1 ","group":100}},{"drop":null}]}},
-            {"rule":{"expr":[{"counter":{"packets":2,"bytes":120}},{"log":{"prefix":"pal-1 ","group":100}},{"drop":null}]}},
-            {"rule":{"expr":[{"counter":{"packets":9,"bytes":1}},{"accept":null}]}}]}"#,
-        )
-        .unwrap_or(Value::Null);
-        let c = counts_in(&json);
-        assert_eq!(c.get("pal-1"), Some(&5));
-        assert_eq!(c.len(), 1);
-    }
 }

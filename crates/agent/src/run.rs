@@ -181,7 +181,7 @@ fn refresh_counters(
     netns: Option<String>,
 ) -> Arc<dyn Fn() + Send + Sync> {
     Arc::new(move || {
-        let Ok(counts) = crate::decisions::kernel_counts(netns.as_deref()) else {
+        let Ok(counts) = palisade_nft::logged_packets(netns.as_deref()) else {
             return;
         };
         // A reconcile in progress holds the state: keep the last counts rather than wait.

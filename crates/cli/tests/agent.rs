@@ -261,6 +261,18 @@ fn the_agent_follows_its_directory() {
         line["decision"]["isolating"][0]["name"], "allow-from-y-b",
         "{line}"
     );
+    // The kernel's counters of that decision are exported per policy.
+    let (_, metrics) = lab.get("/metrics");
+    let counted: f64 = metrics
+        .lines()
+        .filter(|l| l.starts_with("palisade_decision_packets{"))
+        .filter(|l| l.contains("policy=\"allow-from-y-b\"") && l.contains("tier=\"NetworkPolicy\""))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(
+        counted > 0.0,
+        "no packets counted for allow-from-y-b:\n{metrics}"
+    );
 
     lab.edit_and_wait(|| lab.write("anp.yaml", ANP));
     state.push(("anp.yaml", ANP.to_string()));

@@ -27,7 +27,7 @@ mod netlink;
 mod render;
 mod stats;
 
-pub use apply::{UpdateStats, apply, check, remove, transition, update};
+pub use apply::{UpdateStats, apply, check, logged_packets, remove, transition, update};
 pub use compile::{compile, compile_after};
 pub use conntrack::cut_forbidden;
 pub use diff::update_script;
