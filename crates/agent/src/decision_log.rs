@@ -18,8 +18,7 @@ use crate::reconcile::{Shared, State};
 pub fn line(state: &State, packet: &LoggedPacket, time: SystemTime) -> Option<Value> {
     let ruleset = state.ruleset.as_ref()?;
     let engine = state.engine.as_ref()?;
-    let prefix = packet.prefix.trim();
-    let (_, decision) = ruleset.log_prefixes().find(|(p, _)| p == prefix)?;
+    let decision = ruleset.logged_decision(&packet.prefix)?;
     let mut line = json!({
         "time": rfc3339(time),
         "src": name(engine, packet.src),

@@ -113,3 +113,18 @@ fn a_prefix_of_no_rule_in_force_gives_no_line() {
     let s = state(DENY_X);
     assert!(line(&s, &packet("pal-999"), SystemTime::now()).is_none());
 }
+
+#[test]
+fn every_log_prefix_reads_back_as_its_decision() {
+    let s = state(&format!("{DENY_X}---\n{ANP}"));
+    let ruleset = s.ruleset.as_ref().unwrap();
+    assert!(ruleset.log_prefixes().count() > 2);
+    for (prefix, decision) in ruleset.log_prefixes() {
+        assert_eq!(
+            ruleset.logged_decision(&format!("{prefix} ")),
+            Some(decision)
+        );
+    }
+    assert_eq!(ruleset.logged_decision("pal-x"), None);
+    assert_eq!(ruleset.logged_decision("other-1"), None);
+}

@@ -132,6 +132,12 @@ impl Ruleset {
             .enumerate()
             .map(|(i, d)| (format!("pal-{i}"), d))
     }
+
+    /// The decision an nflog prefix (`pal-<id>`, trailing space allowed) stands for.
+    pub fn logged_decision(&self, prefix: &str) -> Option<&LoggedDecision> {
+        let id: usize = prefix.trim().strip_prefix("pal-")?.parse().ok()?;
+        self.logs.get(id)
+    }
 }
 
 /// What a logged rule decides, in the engine's verdict terms: a packet logged with this
