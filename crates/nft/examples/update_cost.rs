@@ -1,7 +1,8 @@
 //! The cost of one change at scale (docs/performance.md): a generated cluster's ruleset with
 //! every pod local is loaded into a fresh network namespace, then one NetworkPolicy change
-//! and one pod relabel are applied as incremental transactions (and reverted), timing
-//! `nft -f` of each transaction.
+//! and one pod relabel are applied incrementally (and reverted), timing both ways of
+//! applying them: the whole change as one `nft -f` script, and [`transition`] (new objects
+//! by `nft -f`, then the switch-over as one netlink batch).
 //!
 //! `cargo run --release -p palisade-nft --example update_cost [-- PODS]` (root; default
 //! 10000 pods, policies = pods / 5, seed 1, admin policies included).
@@ -13,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use palisade_engine::{Change, Engine, Options};
-use palisade_nft::{Ruleset, compile, compile_after, update_script};
+use palisade_nft::{Ruleset, compile, compile_after, transition, update_script};
 
 fn engine(pods: usize) -> Engine {
     let g = palisade_gen::generate(&palisade_gen::Spec {
@@ -52,8 +53,13 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
 /// Applies `change`, then alternately the transaction to the changed ruleset and back,
-/// three times each; prints the medians.
+/// three times each, as one `nft -f` script and by [`transition`]; prints the medians.
 fn measure(ns: &str, what: &str, e: &mut Engine, base: &Ruleset, change: Change, undo: Change) {
     let t = Instant::now();
     e.apply(change);
@@ -66,18 +72,32 @@ fn measure(ns: &str, what: &str, e: &mut Engine, base: &Ruleset, change: Change,
         fwd.push(nft(ns, &forward));
         rev.push(nft(ns, &back));
     }
-    fwd.sort();
-    rev.sort();
+    let (mut prepare, mut switch, mut total, mut total_back) = (vec![], vec![], vec![], vec![]);
+    for _ in 0..3 {
+        let t = Instant::now();
+        let s = transition(base, &changed, Some(ns)).unwrap();
+        total.push(t.elapsed());
+        assert!(s.netlink, "{what}: not switched over by netlink");
+        prepare.push(s.prepare);
+        switch.push(s.switch);
+        let t = Instant::now();
+        transition(&changed, base, Some(ns)).unwrap();
+        total_back.push(t.elapsed());
+    }
     e.apply(undo);
     println!(
-        "| {what} | {} | {} | {} | {} B ({} commands) | {} | {} |",
+        "| {what} | {} | {} | {} | {} B ({} commands) | {} | {} | {} + {} = {} | {} |",
         ms(recompile),
         stats.chains,
         stats.elements,
         forward.len(),
         forward.lines().count(),
-        ms(fwd[1]),
-        ms(rev[1]),
+        ms(median(fwd)),
+        ms(median(rev)),
+        ms(median(prepare)),
+        ms(median(switch)),
+        ms(median(total)),
+        ms(median(total_back)),
     );
 }
 
@@ -108,9 +128,9 @@ fn main() {
         base.stats()
     );
     println!(
-        "| change | recompile | chains written | elements changed | transaction | nft -f (median of 3) | revert (median of 3) |"
+        "| change | recompile | chains written | elements changed | script | `nft -f` script | back | transition: prepare + switch = total | back |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     let cluster = e.cluster().clone();
     // One NetworkPolicy change: its last ingress rule removed.
     if let Some(np) = cluster

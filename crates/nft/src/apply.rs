@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::NftError;
 use crate::conntrack::cut_forbidden;
-use crate::diff::update_script;
+use crate::diff::Delta;
 use crate::ir::Ruleset;
 use crate::render::TABLE;
 use serde_json::Value;
@@ -71,10 +72,17 @@ pub fn remove(netns: Option<&str>) -> Result<(), NftError> {
 pub struct UpdateStats {
     /// Chains rewritten, added or removed.
     pub chains: usize,
-    /// Dispatch map elements added or removed.
+    /// Set, map and exemption elements added or removed.
     pub elements: usize,
     /// Tracked connections deleted because the new ruleset forbids them.
     pub connections_cut: usize,
+    /// The switch-over was one netlink transaction (after an `nft -f` that created the
+    /// new sets and chains, if any), not one `nft -f` of the whole change.
+    pub netlink: bool,
+    /// Time spent creating new sets and chains before the switch-over.
+    pub prepare: Duration,
+    /// Time the switch-over transaction took (the whole `nft -f`, or the netlink batch).
+    pub switch: Duration,
 }
 
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the
@@ -87,6 +95,11 @@ pub fn update(old: &Ruleset, new: &Ruleset, netns: Option<&str>) -> Result<Updat
 
 /// The transaction of [`update`] alone: `old` becomes `new` in the kernel, and tracked
 /// connections are left as they are.
+///
+/// When the change allows it (see `docs/nftables.md`), new sets and chains are created
+/// first with `nft -f` (nothing refers to them yet, so traffic is unaffected) and the
+/// switch-over is one netlink transaction that needs no read of the loaded table; else the
+/// whole change is one `nft -f` transaction.
 pub fn transition(
     old: &Ruleset,
     new: &Ruleset,
@@ -97,13 +110,35 @@ pub fn transition(
         return Ok(UpdateStats {
             chains: new.chains.len(),
             elements: new.egress.len() + new.ingress.len(),
-            connections_cut: 0,
+            ..UpdateStats::default()
         });
     }
-    let (script, stats) = update_script(old, new);
-    if !script.is_empty() {
-        nft(&script, netns)?;
+    let delta = Delta::new(old, new);
+    let mut stats = delta.stats();
+    if delta.is_empty() {
+        return Ok(stats);
     }
+    let Some((prepare, batch)) = delta.split() else {
+        let t = Instant::now();
+        nft(&delta.script(), netns)?;
+        stats.switch = t.elapsed();
+        return Ok(stats);
+    };
+    stats.netlink = true;
+    let t = Instant::now();
+    if !prepare.is_empty() {
+        nft(&prepare, netns)?;
+    }
+    stats.prepare = t.elapsed();
+    let t = Instant::now();
+    if !batch.is_empty()
+        && let Err(e) = batch.send(netns)
+    {
+        // Nothing refers to what the preparation created: take it away again.
+        let _ = nft(&delta.unprepare_script(), netns);
+        return Err(e);
+    }
+    stats.switch = t.elapsed();
     Ok(stats)
 }
 

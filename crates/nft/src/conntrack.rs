@@ -4,7 +4,6 @@
 
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::AsFd;
 
 use netlink_packet_core::{
     NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla,
@@ -16,13 +15,13 @@ use netlink_packet_netfilter::conntrack::{
 use netlink_packet_netfilter::{
     NetfilterHeader, NetfilterMessage, NetfilterMessageInner, NetfilterProtoFamily,
 };
-use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
+use netlink_sys::Socket;
 use palisade_model::Protocol;
 
 use crate::NftError;
 use crate::ir::Ruleset;
 use crate::lookup::{NftVerdict, Packet};
-use crate::netlink::netfilter_messages;
+use crate::netlink::{netfilter_messages, socket};
 
 /// Deletions per datagram: each is acknowledged, and the acknowledgements of one datagram
 /// must fit the socket's default receive buffer (about 200 KiB, roughly 1 KiB per queued
@@ -43,7 +42,7 @@ const RECV_BUF: usize = 64 * 1024;
 /// deleted by exact original tuple, 64 deletions per datagram on the same socket. An entry that disappeared in the meantime is not
 /// counted and is no error.
 pub fn cut_forbidden(ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError> {
-    let socket = open(netns).map_err(|e| err("open a ctnetlink socket", e))?;
+    let socket = socket(netns).map_err(|e| err("open a ctnetlink socket", e))?;
     let forbidden: Vec<Tracked> = dump(&socket)
         .map_err(|e| err("list tracked connections", e))?
         .into_iter()
@@ -98,34 +97,6 @@ fn is_closed(state: State) -> bool {
         State::Sctp(s) => s == SCTP_CONNTRACK_CLOSED,
         State::None => false,
     }
-}
-
-/// A netlink socket for the netfilter subsystems, in `netns` when given. A socket stays in
-/// the namespace it was created in, so a short-lived thread enters the namespace, creates
-/// it and exits; the calling thread never changes namespace.
-fn open(netns: Option<&str>) -> io::Result<Socket> {
-    fn here() -> io::Result<Socket> {
-        let mut socket = Socket::new(NETLINK_NETFILTER)?;
-        socket.bind_auto()?;
-        socket.connect(&SocketAddr::new(0, 0))?;
-        Ok(socket)
-    }
-    let Some(name) = netns else {
-        return here();
-    };
-    let ns = std::fs::File::open(std::path::Path::new("/run/netns").join(name))
-        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name:?}: {e}")))?;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            rustix::thread::move_into_link_name_space(
-                ns.as_fd(),
-                Some(rustix::thread::LinkNameSpaceType::Network),
-            )?;
-            here()
-        })
-        .join()
-        .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
-    })
 }
 
 fn request(

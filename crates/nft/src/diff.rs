@@ -1,134 +1,385 @@
-//! The transaction that turns one loaded ruleset into another, touching only what changed.
+//! The change that turns one loaded ruleset into another, touching only what changed, as
+//! one `nft -f` script or as a preparation script plus one netlink batch.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use crate::apply::UpdateStats;
 use ipnet::IpNet;
 
-use crate::ir::{Chain, NamedSet, Ruleset};
+use crate::apply::UpdateStats;
+use crate::batch::{Batch, Element};
+use crate::ir::{Chain, NamedSet, Ruleset, Verdict};
 use crate::render::{TABLE, elements_text, exempt_sets, rule_text, set_body};
 
-/// The transaction that turns `old` into `new` (with the same node addresses): sets and
-/// chains `new` adds are created, chains whose rules changed are flushed and refilled, map
-/// and exemption elements that changed are deleted and added, and what `new` no longer
-/// uses is deleted last — one `nft -f`, so no packet ever sees a mix. Chains and sets are
-/// named by what they hold and sets by what they stand for, so a pod moving to an existing
-/// class is one map element per address (and the elements of the peer sets it joins or
-/// leaves), and a policy change is the chains of the classes it selects.
+/// Elements of one existing set or map that go and come.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ElementChange<T> {
+    /// The set's or map's name.
+    pub name: String,
+    /// Deleted first, so that no added interval overlaps one on its way out.
+    pub removed: Vec<T>,
+    /// Then added.
+    pub added: Vec<T>,
+}
+
+/// Everything that differs between two rulesets with the same node addresses.
+#[derive(Debug, Default)]
+pub(crate) struct Delta<'r> {
+    /// Sets only the new ruleset has (created with their elements).
+    pub new_sets: Vec<&'r NamedSet>,
+    /// Address sets both have whose elements changed, with the set as it becomes.
+    pub set_elements: Vec<(&'r NamedSet, ElementChange<IpNet>)>,
+    /// Chains only the new ruleset has.
+    pub new_chains: Vec<&'r Chain>,
+    /// Chains both have whose rules changed, as they become.
+    pub rewritten: Vec<&'r Chain>,
+    /// Dispatch map elements (address → the class chain it jumps to).
+    pub maps: Vec<ElementChange<(IpAddr, String)>>,
+    /// Exemption pairs.
+    pub exempt: Vec<ElementChange<(IpAddr, IpAddr)>>,
+    /// Chains only the old ruleset has.
+    pub gone_chains: Vec<&'r str>,
+    /// Sets only the old ruleset has.
+    pub gone_sets: Vec<&'r str>,
+}
+
+impl<'r> Delta<'r> {
+    /// What turns `old` into `new`.
+    pub fn new(old: &'r Ruleset, new: &'r Ruleset) -> Self {
+        let olds: BTreeMap<&str, &Chain> =
+            old.chains.iter().map(|c| (c.name.as_str(), c)).collect();
+        let news: BTreeMap<&str, &Chain> =
+            new.chains.iter().map(|c| (c.name.as_str(), c)).collect();
+        let old_sets: BTreeMap<&str, &NamedSet> =
+            old.sets.iter().map(|x| (x.name.as_str(), x)).collect();
+        let new_names: BTreeSet<&str> = new.sets.iter().map(|x| x.name.as_str()).collect();
+        let mut d = Delta::default();
+        for set in &new.sets {
+            let Some(was) = old_sets.get(set.name.as_str()) else {
+                d.new_sets.push(set);
+                continue;
+            };
+            if was.elements != set.elements {
+                let change = element_change(&set.name, &was.elements, &set.elements);
+                d.set_elements.push((set, change));
+            }
+        }
+        for (name, chain) in &news {
+            match olds.get(name) {
+                None => d.new_chains.push(chain),
+                Some(was) if was != chain => d.rewritten.push(chain),
+                Some(_) => {}
+            }
+        }
+        for (map_base, o, n) in [
+            ("egress", &old.egress, &new.egress),
+            ("ingress", &old.ingress, &new.ingress),
+        ] {
+            if o == n {
+                continue;
+            }
+            for v6 in [false, true] {
+                let name = format!("{map_base}{}", if v6 { 6 } else { 4 });
+                let change = map_change(name, v6, o, n);
+                if !change.is_empty() {
+                    d.maps.push(change);
+                }
+            }
+        }
+        for ((name, v6, o), (_, _, n)) in exempt_sets(old).into_iter().zip(exempt_sets(new)) {
+            if o == n {
+                continue;
+            }
+            let pick =
+                |pairs: &'r [(IpAddr, IpAddr)]| pairs.iter().filter(move |p| p.0.is_ipv6() == v6);
+            let change = element_change(name, pick(o), pick(n));
+            if !change.is_empty() {
+                d.exempt.push(change);
+            }
+        }
+        d.gone_chains = olds
+            .keys()
+            .filter(|n| !news.contains_key(*n))
+            .copied()
+            .collect();
+        d.gone_sets = old_sets
+            .keys()
+            .filter(|n| !new_names.contains(*n))
+            .copied()
+            .collect();
+        d
+    }
+
+    /// Nothing changes.
+    pub fn is_empty(&self) -> bool {
+        self.stats() == UpdateStats::default()
+    }
+
+    /// Chains written and elements changed.
+    pub fn stats(&self) -> UpdateStats {
+        let elements = self
+            .set_elements
+            .iter()
+            .map(|(_, c)| c.len())
+            .chain(self.maps.iter().map(ElementChange::len))
+            .chain(self.exempt.iter().map(ElementChange::len))
+            .sum();
+        UpdateStats {
+            chains: self.new_chains.len() + self.rewritten.len() + self.gone_chains.len(),
+            elements,
+            ..UpdateStats::default()
+        }
+    }
+
+    /// The whole change as one `nft -f` script (one transaction, so no packet ever sees a
+    /// mix): sets and chains added, elements changed in place, changed chains flushed and
+    /// refilled, and what is no longer used deleted last.
+    pub fn script(&self) -> String {
+        let mut s = String::new();
+        for set in &self.new_sets {
+            add_set(&mut s, set);
+        }
+        for (_, change) in &self.set_elements {
+            element_lines(&mut s, change, |nets| elements_text(nets));
+        }
+        for chain in &self.new_chains {
+            let _ = writeln!(s, "add chain {TABLE} {}", chain.name);
+        }
+        for chain in &self.new_chains {
+            add_rules(&mut s, chain);
+        }
+        for chain in &self.rewritten {
+            let _ = writeln!(s, "flush chain {TABLE} {}", chain.name);
+            add_rules(&mut s, chain);
+        }
+        for change in &self.maps {
+            if !change.removed.is_empty() {
+                let keys = join(change.removed.iter().map(|(ip, _)| ip.to_string()));
+                let _ = writeln!(s, "delete element {TABLE} {} {{ {keys} }}", change.name);
+            }
+            if !change.added.is_empty() {
+                let elems = join(
+                    change
+                        .added
+                        .iter()
+                        .map(|(ip, c)| format!("{ip} : jump {c}")),
+                );
+                let _ = writeln!(s, "add element {TABLE} {} {{ {elems} }}", change.name);
+            }
+        }
+        for change in &self.exempt {
+            element_lines(&mut s, change, |pairs| {
+                join(pairs.iter().map(|(a, b)| format!("{a} . {b}")))
+            });
+        }
+        // Flush them all before deleting any: a deleted chain may still jump to another.
+        for name in &self.gone_chains {
+            let _ = writeln!(s, "flush chain {TABLE} {name}");
+        }
+        for name in &self.gone_chains {
+            let _ = writeln!(s, "delete chain {TABLE} {name}");
+        }
+        for name in &self.gone_sets {
+            let _ = writeln!(s, "delete set {TABLE} {name}");
+        }
+        s
+    }
+}
+
+/// The transaction that turns `old` into `new` (with the same node addresses) as one
+/// `nft -f` script, and what it changes. Chains are named by what they hold and sets by
+/// what they stand for, so a pod moving to an existing class is one map element per
+/// address (and the elements of the peer sets it joins or leaves), and a policy change is
+/// the chains of the classes it selects.
 pub fn update_script(old: &Ruleset, new: &Ruleset) -> (String, UpdateStats) {
-    let mut s = String::new();
-    let mut stats = UpdateStats::default();
-    let olds: BTreeMap<&str, &Chain> = old.chains.iter().map(|c| (c.name.as_str(), c)).collect();
-    let news: BTreeMap<&str, &Chain> = new.chains.iter().map(|c| (c.name.as_str(), c)).collect();
-    let old_sets: BTreeSet<&str> = old.sets.iter().map(|x| x.name.as_str()).collect();
-    let new_sets: BTreeSet<&str> = new.sets.iter().map(|x| x.name.as_str()).collect();
-    for set in new
-        .sets
-        .iter()
-        .filter(|x| !old_sets.contains(x.name.as_str()))
-    {
-        let _ = writeln!(
-            s,
-            "add set {TABLE} {} {{ {} }}",
-            set.name,
-            set_body(set, "; ")
-        );
+    let delta = Delta::new(old, new);
+    (delta.script(), delta.stats())
+}
+
+impl<T> ElementChange<T> {
+    fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.added.is_empty()
     }
-    // Sets both have: elements changed in place (deleted first, so that no added prefix
-    // overlaps one on its way out).
-    let old_by_name: BTreeMap<&str, &NamedSet> =
-        old.sets.iter().map(|x| (x.name.as_str(), x)).collect();
-    for set in &new.sets {
-        let Some(was) = old_by_name.get(set.name.as_str()) else {
-            continue;
-        };
-        let (o, n): (BTreeSet<&IpNet>, BTreeSet<&IpNet>) =
-            (was.elements.iter().collect(), set.elements.iter().collect());
-        for (verb, nets) in [("delete", o.difference(&n)), ("add", n.difference(&o))] {
-            let nets: Vec<&IpNet> = nets.copied().collect();
-            if !nets.is_empty() {
-                stats.elements += nets.len();
-                let _ = writeln!(
-                    s,
-                    "{verb} element {TABLE} {} {{ {} }}",
-                    set.name,
-                    elements_text(nets)
-                );
-            }
+
+    fn len(&self) -> usize {
+        self.removed.len() + self.added.len()
+    }
+}
+
+/// The elements of `old` not in `new` and those of `new` not in `old`, each sorted.
+fn element_change<'a, T: Ord + Clone + 'a>(
+    name: &str,
+    old: impl IntoIterator<Item = &'a T>,
+    new: impl IntoIterator<Item = &'a T>,
+) -> ElementChange<T> {
+    let (o, n): (BTreeSet<&T>, BTreeSet<&T>) =
+        (old.into_iter().collect(), new.into_iter().collect());
+    ElementChange {
+        name: name.to_string(),
+        removed: o.difference(&n).map(|&x| x.clone()).collect(),
+        added: n.difference(&o).map(|&x| x.clone()).collect(),
+    }
+}
+
+/// The `v6` (else IPv4) keys of a dispatch map whose target changed: removed and added again.
+fn map_change<'a>(
+    name: String,
+    v6: bool,
+    old: &'a [(IpAddr, String)],
+    new: &'a [(IpAddr, String)],
+) -> ElementChange<(IpAddr, String)> {
+    let of_family = |list: &'a [(IpAddr, String)]| -> HashMap<IpAddr, &'a str> {
+        list.iter()
+            .filter(|(ip, _)| ip.is_ipv6() == v6)
+            .map(|(ip, c)| (*ip, c.as_str()))
+            .collect()
+    };
+    let (om, nm) = (of_family(old), of_family(new));
+    let moved = |from: &HashMap<IpAddr, &str>, to: &HashMap<IpAddr, &str>| {
+        let mut m: Vec<(IpAddr, String)> = from
+            .iter()
+            .filter(|(ip, c)| to.get(ip) != Some(c))
+            .map(|(ip, c)| (*ip, c.to_string()))
+            .collect();
+        m.sort();
+        m
+    };
+    ElementChange {
+        removed: moved(&om, &nm),
+        added: moved(&nm, &om),
+        name,
+    }
+}
+
+fn join(items: impl Iterator<Item = String>) -> String {
+    items.collect::<Vec<_>>().join(", ")
+}
+
+fn add_set(s: &mut String, set: &NamedSet) {
+    let _ = writeln!(
+        s,
+        "add set {TABLE} {} {{ {} }}",
+        set.name,
+        set_body(set, "; ")
+    );
+}
+
+fn add_rules(s: &mut String, chain: &Chain) {
+    for rule in &chain.rules {
+        let _ = writeln!(s, "add rule {TABLE} {} {}", chain.name, rule_text(rule));
+    }
+}
+
+/// `delete element` then `add element` lines for a change, each only when non-empty.
+fn element_lines<T>(s: &mut String, change: &ElementChange<T>, text: impl Fn(&[T]) -> String) {
+    for (verb, items) in [("delete", &change.removed), ("add", &change.added)] {
+        if !items.is_empty() {
+            let _ = writeln!(
+                s,
+                "{verb} element {TABLE} {} {{ {} }}",
+                change.name,
+                text(items)
+            );
         }
     }
-    for name in news.keys().filter(|n| !olds.contains_key(*n)) {
-        let _ = writeln!(s, "add chain {TABLE} {name}");
+}
+
+/// A chain whose only rule continues in another chain: a class's entry chain.
+pub(crate) fn goto_only(chain: &Chain) -> Option<&str> {
+    match chain.rules.as_slice() {
+        [rule] if rule.matches.is_empty() && rule.log.is_none() => match &rule.verdict {
+            Verdict::Goto(to) => Some(to),
+            _ => None,
+        },
+        _ => None,
     }
-    for (name, chain) in &news {
-        match olds.get(name) {
-            Some(was) if was == chain => continue,
-            Some(_) => {
-                let _ = writeln!(s, "flush chain {TABLE} {name}");
-            }
-            None => {}
+}
+
+impl Delta<'_> {
+    /// The change as a preparation script and one netlink transaction, when every chain
+    /// the kernel already holds is either unchanged, gone, or a class entry chain whose
+    /// one rule now continues elsewhere; `None` otherwise.
+    ///
+    /// The script only creates what nothing refers to yet: new sets with their elements,
+    /// new chains with their rules (`add rule` needs no element read). The batch then
+    /// switches over atomically: elements of existing sets and maps, entry chains
+    /// re-pointed, and what is no longer used deleted.
+    pub fn split(&self) -> Option<(String, Batch)> {
+        let mut batch = Batch::new();
+        for (set, change) in &self.set_elements {
+            let elements = |nets: &[IpNet]| -> Vec<Element> {
+                if set.interval {
+                    nets.iter().flat_map(Element::interval).collect()
+                } else {
+                    nets.iter().map(|n| Element::host(n.addr())).collect()
+                }
+            };
+            batch.delete_elements(&change.name, &elements(&change.removed));
+            batch.add_elements(&change.name, &elements(&change.added));
         }
-        stats.chains += 1;
-        for rule in &chain.rules {
-            let _ = writeln!(s, "add rule {TABLE} {name} {}", rule_text(rule));
+        for chain in &self.rewritten {
+            let to = goto_only(chain)?;
+            batch.flush_chain(&chain.name);
+            batch.add_goto(&chain.name, to);
         }
-    }
-    for (map_base, o, n) in [
-        ("egress", &old.egress, &new.egress),
-        ("ingress", &old.ingress, &new.ingress),
-    ] {
-        let om: BTreeMap<IpAddr, &String> = o.iter().map(|(ip, c)| (*ip, c)).collect();
-        let nm: BTreeMap<IpAddr, &String> = n.iter().map(|(ip, c)| (*ip, c)).collect();
-        let family = |ip: &IpAddr| if ip.is_ipv6() { 6 } else { 4 };
-        for (ip, c) in &om {
-            if nm.get(ip) != Some(c) {
-                stats.elements += 1;
-                let _ = writeln!(
-                    s,
-                    "delete element {TABLE} {map_base}{} {{ {ip} }}",
-                    family(ip)
-                );
-            }
+        for change in &self.maps {
+            let keys: Vec<Element> = change
+                .removed
+                .iter()
+                .map(|(ip, _)| Element::host(*ip))
+                .collect();
+            batch.delete_elements(&change.name, &keys);
+            let elements: Vec<Element> = change
+                .added
+                .iter()
+                .map(|(ip, c)| Element::jump(*ip, c))
+                .collect();
+            batch.add_elements(&change.name, &elements);
         }
-        for (ip, c) in &nm {
-            if om.get(ip) != Some(c) {
-                stats.elements += 1;
-                let _ = writeln!(
-                    s,
-                    "add element {TABLE} {map_base}{} {{ {ip} : jump {c} }}",
-                    family(ip)
-                );
-            }
+        for change in &self.exempt {
+            let pairs = |p: &[(IpAddr, IpAddr)]| -> Vec<Element> {
+                p.iter().map(|(a, b)| Element::pair(*a, *b)).collect()
+            };
+            batch.delete_elements(&change.name, &pairs(&change.removed));
+            batch.add_elements(&change.name, &pairs(&change.added));
         }
-    }
-    for ((name, v6, o), (_, _, n)) in exempt_sets(old).into_iter().zip(exempt_sets(new)) {
-        let of: BTreeSet<&(IpAddr, IpAddr)> = o.iter().filter(|p| p.0.is_ipv6() == v6).collect();
-        let nf: BTreeSet<&(IpAddr, IpAddr)> = n.iter().filter(|p| p.0.is_ipv6() == v6).collect();
-        for (verb, pairs) in [("delete", of.difference(&nf)), ("add", nf.difference(&of))] {
-            let pairs: Vec<String> = pairs.map(|(a, b)| format!("{a} . {b}")).collect();
-            if !pairs.is_empty() {
-                stats.elements += pairs.len();
-                let _ = writeln!(
-                    s,
-                    "{verb} element {TABLE} {name} {{ {} }}",
-                    pairs.join(", ")
-                );
-            }
+        for name in &self.gone_chains {
+            batch.flush_chain(name);
         }
+        for name in &self.gone_chains {
+            batch.delete_chain(name);
+        }
+        for name in &self.gone_sets {
+            batch.delete_set(name);
+        }
+        let mut prepare = String::new();
+        for set in &self.new_sets {
+            add_set(&mut prepare, set);
+        }
+        for chain in &self.new_chains {
+            let _ = writeln!(prepare, "add chain {TABLE} {}", chain.name);
+        }
+        for chain in &self.new_chains {
+            let _ = writeln!(prepare, "flush chain {TABLE} {}", chain.name);
+            add_rules(&mut prepare, chain);
+        }
+        Some((prepare, batch))
     }
-    let gone: Vec<&&str> = olds.keys().filter(|n| !news.contains_key(*n)).collect();
-    // Flush them all before deleting any: a deleted chain may still jump to another.
-    for name in &gone {
-        stats.chains += 1;
-        let _ = writeln!(s, "flush chain {TABLE} {name}");
+
+    /// Deletes what [`Delta::split`]'s preparation script created, after its batch was
+    /// refused (nothing refers to those objects).
+    pub fn unprepare_script(&self) -> String {
+        let mut s = String::new();
+        for chain in &self.new_chains {
+            let _ = writeln!(s, "flush chain {TABLE} {}", chain.name);
+        }
+        for chain in &self.new_chains {
+            let _ = writeln!(s, "delete chain {TABLE} {}", chain.name);
+        }
+        for set in &self.new_sets {
+            let _ = writeln!(s, "delete set {TABLE} {}", set.name);
+        }
+        s
     }
-    for name in &gone {
-        let _ = writeln!(s, "delete chain {TABLE} {name}");
-    }
-    for name in old_sets.difference(&new_sets) {
-        let _ = writeln!(s, "delete set {TABLE} {name}");
-    }
-    (s, stats)
 }

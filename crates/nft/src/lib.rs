@@ -18,6 +18,7 @@
 //! talk to the kernel. See `docs/nftables.md`.
 
 mod apply;
+mod batch;
 mod compile;
 mod conntrack;
 mod diff;

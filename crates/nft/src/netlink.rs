@@ -1,8 +1,40 @@
-//! Netfilter netlink framing, shared by the conntrack cleanup and the node agent's nflog
-//! reader.
+//! Netfilter netlink sockets and framing, shared by the conntrack cleanup, the nf_tables
+//! update batches and the node agent's nflog reader.
+
+use std::io;
+use std::os::fd::AsFd;
 
 use netlink_packet_core::{NetlinkBuffer, NetlinkMessage};
 use netlink_packet_netfilter::NetfilterMessage;
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
+
+/// A netlink socket for the netfilter subsystems, in `netns` (a name under `/run/netns`)
+/// when given. A socket stays in the namespace it was created in, so a short-lived thread
+/// enters the namespace, creates it and exits; the calling thread never changes namespace.
+pub(crate) fn socket(netns: Option<&str>) -> io::Result<Socket> {
+    fn here() -> io::Result<Socket> {
+        let mut socket = Socket::new(NETLINK_NETFILTER)?;
+        socket.bind_auto()?;
+        socket.connect(&SocketAddr::new(0, 0))?;
+        Ok(socket)
+    }
+    let Some(name) = netns else {
+        return here();
+    };
+    let ns = std::fs::File::open(std::path::Path::new("/run/netns").join(name))
+        .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name:?}: {e}")))?;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            rustix::thread::move_into_link_name_space(
+                ns.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )?;
+            here()
+        })
+        .join()
+        .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
+    })
+}
 
 /// The messages of one datagram; a message that cannot be decoded is returned as its
 /// error so the caller decides (the framing is checked first, so one bad message does not

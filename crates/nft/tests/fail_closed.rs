@@ -174,6 +174,19 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
     assert!(matches!(err, palisade_nft::NftError::Rejected(_)), "{err}");
     in_force("after a rejected incremental update");
 
+    // An update switched over by netlink, refused by the kernel at a map element that
+    // jumps to no chain, after the new chains were created: the batch is all or nothing,
+    // and what the preparation created is taken away again.
+    let mut dangling = open.clone();
+    let last = dangling.ingress.last_mut().unwrap();
+    last.1 = "no_such_chain".into();
+    let err = palisade_nft::update(&old, &dangling, Some(ns)).unwrap_err();
+    assert!(
+        matches!(&err, palisade_nft::NftError::Rejected(m) if m.contains("ingress")),
+        "{err}"
+    );
+    in_force("after a refused netlink batch");
+
     // The probes tell the rulesets apart: the open ruleset, applied, lets y/a in.
     palisade_nft::apply(&open, Some(ns)).unwrap();
     assert!(

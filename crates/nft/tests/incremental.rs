@@ -134,7 +134,8 @@ fn is_root() -> bool {
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
 }
 
-/// The loaded table's text, chains and sets sorted, counters zeroed.
+/// The loaded table's text: chains and sets as sorted blocks, the elements of each set
+/// sorted (a hash set lists in hash order), counters zeroed.
 fn list(ns: &str) -> Vec<String> {
     let out = Command::new("ip")
         .args([
@@ -142,18 +143,47 @@ fn list(ns: &str) -> Vec<String> {
         ])
         .output()
         .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     let text = text
         .trim_end()
         .strip_suffix('}')
         .unwrap_or(&text)
         .trim_end();
-    let mut blocks: Vec<String> = text
-        .split("\n\n")
-        .map(|b| b.replace(|c: char| c.is_ascii_digit(), "#"))
-        .collect();
+    let mut blocks: Vec<String> = text.split("\n\n").map(normalize).collect();
     blocks.sort();
     blocks
+}
+
+/// One block with whitespace collapsed, counters zeroed and each `elements = { … }` list
+/// sorted.
+fn normalize(block: &str) -> String {
+    let flat = block.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut words = flat.split(' ');
+    let mut zeroed = Vec::new();
+    while let Some(w) = words.next() {
+        zeroed.push(w);
+        if w == "packets" || w == "bytes" {
+            zeroed.push("0");
+            words.next();
+        }
+    }
+    let mut rest = zeroed.join(" ");
+    let mut out = String::new();
+    while let Some(at) = rest.find("elements = { ") {
+        let (head, tail) = rest.split_at(at + "elements = { ".len());
+        out.push_str(head);
+        let end = tail.find(" }").unwrap_or(tail.len());
+        let mut elems: Vec<&str> = tail[..end].split(", ").collect();
+        elems.sort_unstable();
+        out.push_str(&elems.join(", "));
+        rest = tail[end..].to_string();
+    }
+    out + &rest
 }
 
 struct Netns(String);
@@ -162,6 +192,18 @@ impl Drop for Netns {
     fn drop(&mut self) {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
     }
+}
+
+/// A pod with a new name and address, in the namespace and with the labels of `like`.
+fn new_pod(e: &Engine) -> Change {
+    let like = &e.cluster().pods[0];
+    let mut pod = like.clone();
+    pod.name = format!("{}-added", like.name);
+    pod.ips = vec![
+        "10.250.0.7".parse().unwrap(),
+        "fd00:250::7".parse().unwrap(),
+    ];
+    Change::UpsertPod(pod)
 }
 
 #[test]
@@ -179,18 +221,146 @@ fn incremental_updates_leave_the_table_a_full_apply_leaves() {
             .success()
     );
     let mut e = engine();
-    let mut old = compile(&e, None).unwrap();
-    palisade_nft::apply(&old, Some(&ns.0)).unwrap();
-    for change in [relabel(&e), policy_change(&e)] {
+    let first = compile(&e, None).unwrap();
+    palisade_nft::apply(&first, Some(&ns.0)).unwrap();
+    let np = e
+        .cluster()
+        .network_policies
+        .iter()
+        .find(|p| p.ingress.len() > 1)
+        .unwrap()
+        .clone();
+    let pod = e.cluster().pods[3].clone();
+    let changes = [
+        ("relabel", relabel(&e)),
+        ("policy edit", policy_change(&e)),
+        ("new pod (IPv4 and IPv6)", new_pod(&e)),
+        (
+            "policy removed",
+            Change::RemoveNetworkPolicy {
+                namespace: np.namespace.clone(),
+                name: np.name.clone(),
+            },
+        ),
+        (
+            "pod removed",
+            Change::RemovePod {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+            },
+        ),
+        ("policy back", Change::UpsertNetworkPolicy(np.clone())),
+        ("pod back", Change::UpsertPod(pod.clone())),
+    ];
+    let mut old = first;
+    for (what, change) in changes {
         e.apply(change);
         let new = compile_after(&e, None, &old).unwrap();
-        palisade_nft::update(&old, &new, Some(&ns.0)).unwrap();
+        let stats = palisade_nft::update(&old, &new, Some(&ns.0)).unwrap();
+        assert!(stats.netlink, "{what}: not switched over by netlink");
         let updated = list(&ns.0);
         palisade_nft::apply(&new, Some(&ns.0)).unwrap();
-        assert!(
-            updated == list(&ns.0),
-            "incremental update differs from a full apply"
-        );
+        let full = list(&ns.0);
+        if updated != full {
+            let only_update: Vec<_> = updated.iter().filter(|b| !full.contains(b)).collect();
+            let only_full: Vec<_> = full.iter().filter(|b| !updated.contains(b)).collect();
+            panic!(
+                "{what}: incremental update differs from a full apply\nupdate only: {only_update:#?}\nfull only: {only_full:#?}"
+            );
+        }
         old = new;
+    }
+}
+
+/// A hand-made ruleset: interval sets `s4`/`s6` and hash set `h4` with these elements,
+/// every address of `s4` dispatched (egress) to chain `a` or `b`, and the pairs exempt.
+fn edges(s4: &[&str], s6: &[&str], h4: &[&str], to_b: bool) -> Ruleset {
+    let nets = |l: &[&str]| -> Vec<ipnet::IpNet> { l.iter().map(|s| s.parse().unwrap()).collect() };
+    let set = |name: &str, v6, interval, l: &[&str]| palisade_nft::NamedSet {
+        name: name.into(),
+        v6,
+        interval,
+        elements: nets(l),
+    };
+    let chain = |name: &str| palisade_nft::Chain {
+        name: name.into(),
+        rules: vec![palisade_nft::Rule {
+            matches: vec![],
+            verdict: palisade_nft::Verdict::Return,
+            log: None,
+        }],
+    };
+    let hosts: Vec<std::net::IpAddr> = nets(h4).iter().map(|n| n.addr()).collect();
+    let target = if to_b { "b" } else { "a" };
+    Ruleset {
+        sets: vec![
+            set("s4", false, true, s4),
+            set("s6", true, true, s6),
+            set("h4", false, false, h4),
+        ],
+        chains: vec![chain("a"), chain("b")],
+        egress: hosts.iter().map(|ip| (*ip, target.to_string())).collect(),
+        ingress_exempt: hosts.iter().map(|ip| (*ip, hosts[0])).collect(),
+        ..Ruleset::default()
+    }
+}
+
+#[test]
+fn element_updates_at_the_edges_of_the_address_space_equal_a_full_apply() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a network namespace");
+        return;
+    }
+    let ns = Netns(format!("palisade-nfte-{}", std::process::id()));
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let states = [
+        edges(
+            &["10.0.0.0/8", "192.168.1.1/32"],
+            &["fd00::/8"],
+            &["1.1.1.1/32", "2.2.2.2/32"],
+            false,
+        ),
+        edges(&["0.0.0.0/0"], &["::/0"], &["3.3.3.3/32"], true),
+        edges(
+            &["0.0.0.0/8", "255.255.255.255/32"],
+            &["::/8", "ffff::/16"],
+            &["1.1.1.1/32"],
+            false,
+        ),
+        edges(
+            &["0.0.0.0/1", "128.0.0.0/1"],
+            &["::1/128", "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128"],
+            &["1.1.1.1/32", "3.3.3.3/32"],
+            true,
+        ),
+        edges(
+            &["128.0.0.0/1", "10.0.0.0/8"],
+            &["::/0"],
+            &["2.2.2.2/32"],
+            false,
+        ),
+        edges(
+            &["10.0.0.0/8", "192.168.1.1/32"],
+            &["fd00::/8"],
+            &["1.1.1.1/32", "2.2.2.2/32"],
+            false,
+        ),
+    ];
+    let mut old = states[0].clone();
+    palisade_nft::apply(&old, Some(&ns.0)).unwrap();
+    for (i, new) in states.iter().enumerate().skip(1) {
+        let stats = palisade_nft::transition(&old, new, Some(&ns.0))
+            .unwrap_or_else(|e| panic!("state {i}: {e}"));
+        assert!(stats.netlink, "state {i}: not switched over by netlink");
+        let updated = list(&ns.0);
+        palisade_nft::apply(new, Some(&ns.0)).unwrap();
+        assert_eq!(updated, list(&ns.0), "state {i}");
+        old = new.clone();
     }
 }

@@ -1,0 +1,510 @@
+//! One nf_tables transaction sent over netlink, for the parts of an update that change
+//! objects the kernel already holds: set and map elements, class entry chains, and the
+//! deletion of what is no longer used.
+//!
+//! `nft -f` first reads the table back from the kernel, and any element command makes
+//! nftables 1.0 read the elements of every interval set: at 10,000 pods that read, not the
+//! change, costs hundreds of milliseconds. A batch needs no read. The messages are the ones
+//! `nft` itself sends for the same commands (`nft --debug=netlink` shows them), framed by
+//! `NFNL_MSG_BATCH_BEGIN`/`END`, so the kernel applies all of them or none.
+
+use std::io;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use netlink_packet_core::NetlinkPayload;
+
+use crate::NftError;
+use crate::netlink::{netfilter_messages, socket};
+use crate::render::TABLE;
+
+const NFNL_SUBSYS_NFTABLES: u16 = 10;
+const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
+const NFNL_MSG_BATCH_END: u16 = 0x11;
+const NFPROTO_INET: u8 = 1;
+
+const NFT_MSG_DELCHAIN: u16 = 5;
+const NFT_MSG_NEWRULE: u16 = 6;
+const NFT_MSG_DELRULE: u16 = 8;
+const NFT_MSG_DELSET: u16 = 11;
+const NFT_MSG_NEWSETELEM: u16 = 12;
+const NFT_MSG_DELSETELEM: u16 = 14;
+
+const NLM_F_REQUEST: u16 = 0x1;
+const NLM_F_ACK: u16 = 0x4;
+const NLM_F_CREATE: u16 = 0x400;
+const NLM_F_APPEND: u16 = 0x800;
+const NLA_F_NESTED: u16 = 0x8000;
+
+/// `NFTA_LIST_ELEM`, the one attribute of list nests.
+const LIST_ELEM: u16 = 1;
+// NFTA_CHAIN_*, NFTA_RULE_*, NFTA_SET_*, NFTA_SET_ELEM_LIST_*.
+const CHAIN_TABLE: u16 = 1;
+const CHAIN_NAME: u16 = 3;
+const RULE_TABLE: u16 = 1;
+const RULE_CHAIN: u16 = 2;
+const RULE_EXPRESSIONS: u16 = 4;
+const SET_TABLE: u16 = 1;
+const SET_NAME: u16 = 2;
+const ELEM_LIST_TABLE: u16 = 1;
+const ELEM_LIST_SET: u16 = 2;
+const ELEM_LIST_ELEMENTS: u16 = 3;
+// NFTA_SET_ELEM_*.
+const ELEM_KEY: u16 = 1;
+const ELEM_DATA: u16 = 2;
+const ELEM_FLAGS: u16 = 3;
+const ELEM_USERDATA: u16 = 6;
+/// `NFT_SET_ELEM_INTERVAL_END`.
+const INTERVAL_END: u32 = 1;
+/// nft's element user data `NFTNL_UDATA_SET_ELEM_FLAGS` = `NFTNL_SET_ELEM_F_INTERVAL_OPEN`
+/// (type, length, host-order u32): an interval that runs to the end of the address space,
+/// so `nft list` prints it as a prefix.
+const OPEN_INTERVAL_USERDATA: [u8; 6] = [1, 4, 1, 0, 0, 0];
+// NFTA_EXPR_*, NFTA_IMMEDIATE_*, NFTA_DATA_*, NFTA_VERDICT_*.
+const EXPR_NAME: u16 = 1;
+const EXPR_DATA: u16 = 2;
+const IMMEDIATE_DREG: u16 = 1;
+const IMMEDIATE_DATA: u16 = 2;
+const DATA_VALUE: u16 = 1;
+const DATA_VERDICT: u16 = 2;
+const VERDICT_CODE: u16 = 1;
+const VERDICT_CHAIN: u16 = 2;
+/// `NFT_JUMP` and `NFT_GOTO` (negative verdict codes, sent as big-endian 32-bit).
+const JUMP: i32 = -3;
+const GOTO: i32 = -4;
+/// Elements per message: a nest's length is 16 bits.
+const ELEMENTS_PER_MESSAGE: usize = 256;
+
+/// One set or map element as the kernel stores it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Element {
+    key: Vec<u8>,
+    /// The end of an interval (the first key after it).
+    end: bool,
+    /// An interval that runs to the end of the address space (it has no end element).
+    open: bool,
+    /// A map element's verdict: jump to this chain.
+    jump: Option<String>,
+}
+
+impl Element {
+    fn key(key: Vec<u8>) -> Self {
+        Element {
+            key,
+            end: false,
+            open: false,
+            jump: None,
+        }
+    }
+
+    /// A host address of a hash set.
+    pub fn host(ip: IpAddr) -> Self {
+        Element::key(octets(ip))
+    }
+
+    /// A map element: `ip : jump chain`.
+    pub fn jump(ip: IpAddr, chain: &str) -> Self {
+        Element {
+            jump: Some(chain.to_string()),
+            ..Element::host(ip)
+        }
+    }
+
+    /// A concatenation `a . b` (both of one family; each part fills whole 32-bit
+    /// registers, so no padding).
+    pub fn pair(a: IpAddr, b: IpAddr) -> Self {
+        let mut key = octets(a);
+        key.extend(octets(b));
+        Element::key(key)
+    }
+
+    /// A prefix of an interval set: its first address, and the address after its last
+    /// unless it runs to the end of the address space.
+    pub fn interval(net: &IpNet) -> Vec<Self> {
+        let start = octets(net.network());
+        let mut after = octets(net.broadcast());
+        // Big-endian increment; a carry out of the top byte means there is no "after".
+        let carry = after.iter_mut().rev().all(|b| {
+            let (v, overflow) = b.overflowing_add(1);
+            *b = v;
+            overflow
+        });
+        if carry {
+            return vec![Element {
+                open: true,
+                ..Element::key(start)
+            }];
+        }
+        vec![
+            Element::key(start),
+            Element {
+                end: true,
+                ..Element::key(after)
+            },
+        ]
+    }
+}
+
+fn octets(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(a) => a.octets().to_vec(),
+        IpAddr::V6(a) => a.octets().to_vec(),
+    }
+}
+
+/// A transaction under construction: messages between a batch begin and a batch end.
+pub(crate) struct Batch {
+    buf: Vec<u8>,
+    /// Sequence numbers of the nf_tables messages, with what each does (for errors).
+    messages: Vec<(u32, String)>,
+}
+
+impl Batch {
+    /// An empty transaction.
+    pub fn new() -> Self {
+        let mut b = Batch {
+            buf: Vec::new(),
+            messages: Vec::new(),
+        };
+        b.header(
+            NFNL_MSG_BATCH_BEGIN,
+            NLM_F_REQUEST,
+            0,
+            0,
+            NFNL_SUBSYS_NFTABLES,
+        );
+        b
+    }
+
+    /// No message yet.
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// Deletes `elements` from the set or map `set`.
+    pub fn delete_elements(&mut self, set: &str, elements: &[Element]) {
+        self.elements(NFT_MSG_DELSETELEM, 0, "delete element", set, elements);
+    }
+
+    /// Adds `elements` to the set or map `set`.
+    pub fn add_elements(&mut self, set: &str, elements: &[Element]) {
+        self.elements(
+            NFT_MSG_NEWSETELEM,
+            NLM_F_CREATE,
+            "add element",
+            set,
+            elements,
+        );
+    }
+
+    fn elements(&mut self, ty: u16, flags: u16, verb: &str, set: &str, elements: &[Element]) {
+        for chunk in elements.chunks(ELEMENTS_PER_MESSAGE) {
+            self.message(ty, flags, format!("{verb} {TABLE} {set}"), |m| {
+                m.string(ELEM_LIST_TABLE, table_name());
+                m.string(ELEM_LIST_SET, set);
+                m.nest(ELEM_LIST_ELEMENTS, |list| {
+                    for e in chunk {
+                        list.nest(LIST_ELEM, |a| element(a, e));
+                    }
+                });
+            });
+        }
+    }
+
+    /// Deletes every rule of `chain`.
+    pub fn flush_chain(&mut self, chain: &str) {
+        self.message(
+            NFT_MSG_DELRULE,
+            0,
+            format!("flush chain {TABLE} {chain}"),
+            |m| {
+                m.string(RULE_TABLE, table_name());
+                m.string(RULE_CHAIN, chain);
+            },
+        );
+    }
+
+    /// Appends the rule `goto to` to `chain`.
+    pub fn add_goto(&mut self, chain: &str, to: &str) {
+        let what = format!("add rule {TABLE} {chain} goto {to}");
+        self.message(NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, what, |m| {
+            m.string(RULE_TABLE, table_name());
+            m.string(RULE_CHAIN, chain);
+            m.nest(RULE_EXPRESSIONS, |list| {
+                list.nest(LIST_ELEM, |expr| {
+                    expr.string(EXPR_NAME, "immediate");
+                    expr.nest(EXPR_DATA, |imm| {
+                        imm.u32(IMMEDIATE_DREG, 0); // NFT_REG_VERDICT
+                        imm.nest(IMMEDIATE_DATA, |d| verdict(d, GOTO, to));
+                    });
+                });
+            });
+        });
+    }
+
+    /// Deletes the (empty, unreferenced) chain `chain`.
+    pub fn delete_chain(&mut self, chain: &str) {
+        self.message(
+            NFT_MSG_DELCHAIN,
+            0,
+            format!("delete chain {TABLE} {chain}"),
+            |m| {
+                m.string(CHAIN_TABLE, table_name());
+                m.string(CHAIN_NAME, chain);
+            },
+        );
+    }
+
+    /// Deletes the (unreferenced) set `set`.
+    pub fn delete_set(&mut self, set: &str) {
+        self.message(
+            NFT_MSG_DELSET,
+            0,
+            format!("delete set {TABLE} {set}"),
+            |m| {
+                m.string(SET_TABLE, table_name());
+                m.string(SET_NAME, set);
+            },
+        );
+    }
+
+    /// The datagram: the messages between a batch begin and a batch end.
+    pub fn bytes(mut self) -> (Vec<u8>, Vec<(u32, String)>) {
+        let seq = self.next_seq();
+        self.header(
+            NFNL_MSG_BATCH_END,
+            NLM_F_REQUEST,
+            seq,
+            0,
+            NFNL_SUBSYS_NFTABLES,
+        );
+        (self.buf, self.messages)
+    }
+
+    /// Sends the transaction to the kernel (in `netns` when given) and waits for every
+    /// message's acknowledgement: `Ok` when the kernel committed all of it.
+    pub fn send(self, netns: Option<&str>) -> Result<(), NftError> {
+        let (datagram, messages) = self.bytes();
+        let io_err = |e: io::Error| NftError::Spawn("an nf_tables netlink batch".into(), e);
+        let socket = socket(netns).map_err(io_err)?;
+        // The whole transaction is one datagram, and every message is acknowledged: make
+        // room for both (forced as root, else up to the system's limits).
+        let send_room = datagram.len() + 64 * 1024;
+        let recv_room = (messages.len() + 16) * 1024;
+        if rustix::net::sockopt::set_socket_send_buffer_size_force(&socket, send_room).is_err() {
+            rustix::net::sockopt::set_socket_send_buffer_size(&socket, send_room)
+                .map_err(|e| io_err(e.into()))?;
+        }
+        if rustix::net::sockopt::set_socket_recv_buffer_size_force(&socket, recv_room).is_err() {
+            rustix::net::sockopt::set_socket_recv_buffer_size(&socket, recv_room)
+                .map_err(|e| io_err(e.into()))?;
+        }
+        socket.send(&datagram, 0).map_err(io_err)?;
+        // The kernel handles the batch while `send` runs; every reply is queued by now.
+        socket.set_non_blocking(true).map_err(io_err)?;
+        let mut acked = 0;
+        let mut refused = Vec::new();
+        let mut recv = vec![0u8; 64 * 1024];
+        loop {
+            let n = match socket.recv(&mut &mut recv[..], 0) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(io_err(e)),
+            };
+            for m in netfilter_messages(&recv[..n.min(recv.len())]) {
+                let m = m.map_err(|e| io_err(io::Error::other(e)))?;
+                let NetlinkPayload::Error(e) = m.payload else {
+                    continue;
+                };
+                match e.code {
+                    None => acked += 1,
+                    Some(code) => {
+                        let seq = m.header.sequence_number;
+                        let what = messages
+                            .iter()
+                            .find(|(s, _)| *s == seq)
+                            .map_or("the batch", |(_, w)| w.as_str());
+                        let errno = io::Error::from_raw_os_error(-code.get());
+                        refused.push(format!("{what}: {errno}"));
+                    }
+                }
+            }
+        }
+        // Closing the socket waits for the kernel to free what the transaction replaced
+        // (an RCU grace period, milliseconds); the transaction is in force already.
+        std::thread::spawn(move || drop(socket));
+        if !refused.is_empty() {
+            return Err(NftError::Rejected(refused.join("; ")));
+        }
+        if acked != messages.len() {
+            return Err(NftError::Rejected(format!(
+                "the kernel acknowledged {acked} of the batch's {} messages",
+                messages.len()
+            )));
+        }
+        Ok(())
+    }
+
+    fn next_seq(&self) -> u32 {
+        u32::try_from(self.messages.len() + 1).unwrap_or(u32::MAX)
+    }
+
+    /// One nf_tables message of the `inet` family, acknowledged.
+    fn message(&mut self, ty: u16, flags: u16, what: String, attrs: impl FnOnce(&mut Attrs)) {
+        let seq = self.next_seq();
+        let start = self.header(
+            (NFNL_SUBSYS_NFTABLES << 8) | ty,
+            NLM_F_REQUEST | NLM_F_ACK | flags,
+            seq,
+            NFPROTO_INET,
+            0,
+        );
+        attrs(&mut Attrs(&mut self.buf));
+        let len = u32::try_from(self.buf.len() - start).unwrap_or(u32::MAX);
+        self.buf[start..start + 4].copy_from_slice(&len.to_ne_bytes());
+        self.messages.push((seq, what));
+    }
+
+    /// `nlmsghdr` and `nfgenmsg`; returns where the message starts (its length is
+    /// written once known, for the batch markers right away).
+    fn header(&mut self, ty: u16, flags: u16, seq: u32, family: u8, res_id: u16) -> usize {
+        let start = self.buf.len();
+        self.buf.extend(20u32.to_ne_bytes());
+        self.buf.extend(ty.to_ne_bytes());
+        self.buf.extend(flags.to_ne_bytes());
+        self.buf.extend(seq.to_ne_bytes());
+        self.buf.extend(0u32.to_ne_bytes()); // port id: the kernel
+        self.buf.extend([family, 0]); // NFNETLINK_V0
+        self.buf.extend(res_id.to_be_bytes());
+        start
+    }
+}
+
+/// `palisade` of `inet palisade`.
+fn table_name() -> &'static str {
+    TABLE.split_once(' ').map_or(TABLE, |(_, name)| name)
+}
+
+/// A verdict nest (`NFTA_DATA_VERDICT`): code and target chain.
+fn verdict(d: &mut Attrs, code: i32, chain: &str) {
+    d.nest(DATA_VERDICT, |v| {
+        v.u32(VERDICT_CODE, code as u32);
+        v.string(VERDICT_CHAIN, chain);
+    });
+}
+
+/// One element's attributes.
+fn element(a: &mut Attrs, e: &Element) {
+    a.nest(ELEM_KEY, |k| k.bytes(DATA_VALUE, &e.key));
+    if e.end {
+        a.u32(ELEM_FLAGS, INTERVAL_END);
+    }
+    if let Some(chain) = &e.jump {
+        a.nest(ELEM_DATA, |d| verdict(d, JUMP, chain));
+    }
+    if e.open {
+        a.bytes(ELEM_USERDATA, &OPEN_INTERVAL_USERDATA);
+    }
+}
+
+/// Netlink attributes appended to a message.
+struct Attrs<'b>(&'b mut Vec<u8>);
+
+impl Attrs<'_> {
+    fn bytes(&mut self, ty: u16, value: &[u8]) {
+        let len = u16::try_from(4 + value.len()).unwrap_or(u16::MAX);
+        self.0.extend(len.to_ne_bytes());
+        self.0.extend(ty.to_ne_bytes());
+        self.0.extend(value);
+        self.pad();
+    }
+
+    /// A NUL-terminated string.
+    fn string(&mut self, ty: u16, s: &str) {
+        let mut v = s.as_bytes().to_vec();
+        v.push(0);
+        self.bytes(ty, &v);
+    }
+
+    /// A big-endian 32-bit number (nf_tables' integers).
+    fn u32(&mut self, ty: u16, v: u32) {
+        self.bytes(ty, &v.to_be_bytes());
+    }
+
+    fn nest(&mut self, ty: u16, inner: impl FnOnce(&mut Attrs)) {
+        let start = self.0.len();
+        self.0.extend([0, 0]);
+        self.0.extend((ty | NLA_F_NESTED).to_ne_bytes());
+        inner(&mut Attrs(self.0));
+        let len = u16::try_from(self.0.len() - start).unwrap_or(u16::MAX);
+        self.0[start..start + 2].copy_from_slice(&len.to_ne_bytes());
+    }
+
+    fn pad(&mut self) {
+        let n = self.0.len().next_multiple_of(4);
+        self.0.resize(n, 0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn a_prefix_is_its_start_and_the_address_after_it() {
+        let e = Element::interval(&net("10.0.0.0/8"));
+        assert_eq!(e.len(), 2);
+        assert_eq!((e[0].key.as_slice(), e[0].end), (&[10, 0, 0, 0][..], false));
+        assert_eq!((e[1].key.as_slice(), e[1].end), (&[11, 0, 0, 0][..], true));
+        let host = Element::interval(&net("1.2.3.255/32"));
+        assert_eq!(host[1].key, vec![1, 2, 4, 0]);
+    }
+
+    #[test]
+    fn a_prefix_reaching_the_top_of_the_address_space_is_open() {
+        for p in ["0.0.0.0/0", "255.0.0.0/8", "ffff::/16", "::/0"] {
+            let e = Element::interval(&net(p));
+            assert_eq!(e.len(), 1, "{p}");
+            assert!(e[0].open && !e[0].end, "{p}");
+        }
+    }
+
+    #[test]
+    fn a_batch_is_framed_and_every_length_is_right() {
+        let mut b = Batch::new();
+        b.add_elements(
+            "egress4",
+            &[Element::jump(IpAddr::from([10, 0, 0, 1]), "eabc")],
+        );
+        b.flush_chain("eabc");
+        b.add_goto("eabc", "axyz");
+        let (bytes, messages) = b.bytes();
+        assert_eq!(messages.len(), 3);
+        // Walk the messages by their lengths: begin, three, end, nothing left over.
+        let mut rest = bytes.as_slice();
+        let mut types = Vec::new();
+        while !rest.is_empty() {
+            let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            types.push(u16::from_ne_bytes([rest[4], rest[5]]));
+            assert!(
+                len >= 20 && len.is_multiple_of(4) && len <= rest.len(),
+                "{len}"
+            );
+            rest = &rest[len..];
+        }
+        assert_eq!(
+            types,
+            vec![
+                NFNL_MSG_BATCH_BEGIN,
+                (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWSETELEM,
+                (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_DELRULE,
+                (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_NEWRULE,
+                NFNL_MSG_BATCH_END
+            ]
+        );
+    }
+}
