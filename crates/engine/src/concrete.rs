@@ -224,15 +224,17 @@ impl Engine {
     }
 
     /// Addresses owned by the pods of a set.
-    fn pod_addrs(&self, pods: impl Iterator<Item = PodId>) -> BTreeSet<IpAddr> {
-        pods.flat_map(|i| {
+    fn pod_addrs<'s>(
+        &'s self,
+        pods: impl Iterator<Item = PodId> + 's,
+    ) -> impl Iterator<Item = IpAddr> + 's {
+        pods.flat_map(move |i| {
             self.cluster.pods[i]
                 .ips
                 .iter()
                 .filter(move |ip| self.ip_owner.get(ip) == Some(&Owner::Pod(i)))
                 .copied()
         })
-        .collect()
     }
 
     /// Destination-pod resolutions of a named port: one alternative per (protocol, number),
@@ -306,21 +308,23 @@ impl Engine {
             .enumerate()
             .filter_map(|(index, (c, _m)): (usize, (&NpRule, _))| {
                 // NetworkPolicy peers do not depend on the subject pod: computed once.
-                let peers = cache.peers(PolicySlot::Network(i), dir, index, || match &c.peers {
-                    None => PeerAddrs::any(),
-                    Some(list) => {
-                        let mut addrs = BTreeSet::new();
-                        let mut blocks = Vec::new();
-                        for peer in list {
-                            match peer {
-                                NpPeer::Pods(set) => addrs.extend(self.pod_addrs(set.iter())),
-                                NpPeer::IpBlock(b) => blocks.push((b.cidr, b.except.clone())),
+                let peers = cache.peers(PolicySlot::Network(i), dir, index, None, || {
+                    match &c.peers {
+                        None => PeerAddrs::any(),
+                        Some(list) => {
+                            let mut addrs = Vec::new();
+                            let mut blocks = Vec::new();
+                            for peer in list {
+                                match peer {
+                                    NpPeer::Pods(set) => addrs.extend(self.pod_addrs(set.iter())),
+                                    NpPeer::IpBlock(b) => blocks.push((b.cidr, b.except.clone())),
+                                }
                             }
-                        }
-                        PeerAddrs {
-                            any: false,
-                            addrs: Arc::new(addrs),
-                            blocks,
+                            PeerAddrs {
+                                any: false,
+                                addrs: address_set(addrs),
+                                blocks,
+                            }
                         }
                     }
                 });
@@ -398,7 +402,7 @@ impl Engine {
                 .iter()
                 .any(|p| matches!(p, AdminPeerC::Related { .. }));
             let compute = || {
-                let mut addrs = BTreeSet::new();
+                let mut addrs = Vec::new();
                 let mut blocks = Vec::new();
                 for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
                     match peer {
@@ -427,16 +431,14 @@ impl Engine {
                 }
                 PeerAddrs {
                     any: false,
-                    addrs: Arc::new(addrs),
+                    addrs: address_set(addrs),
                     blocks,
                 }
             };
-            // Peers relative to the subject's namespace are per subject; the others are shared.
-            let peers = if related {
-                compute()
-            } else {
-                cache.peers(PolicySlot::Admin(i), dir, index, compute)
-            };
+            // Peers relative to the subject's namespace are per namespace; the others are
+            // shared.
+            let namespace = related.then(|| self.pod_ns[subject]);
+            let peers = cache.peers(PolicySlot::Admin(i), dir, index, namespace, compute);
             let ports = rule.ports.as_ref().map(|entries| {
                 entries
                     .iter()
@@ -504,13 +506,17 @@ struct ClassKey<'a> {
     host_network: bool,
 }
 
+/// A rule's peers: policy, direction, rule index, and for rules with peers relative to the
+/// subject's namespace, that namespace.
+type RuleKey = (PolicySlot, Direction, usize, Option<usize>);
+
 /// A named port and the protocol it must have (`None`: any).
 type NamedKey = (String, Option<Protocol>);
 
 /// Address sets that do not depend on the subject pod, computed once per compile.
 #[derive(Default)]
 struct ProgramCache {
-    rules: RefCell<HashMap<(PolicySlot, Direction, usize), PeerAddrs>>,
+    rules: RefCell<HashMap<RuleKey, PeerAddrs>>,
     named: RefCell<HashMap<NamedKey, Vec<PortAlt>>>,
 }
 
@@ -520,15 +526,22 @@ impl ProgramCache {
         policy: PolicySlot,
         dir: Direction,
         rule: usize,
+        namespace: Option<usize>,
         compute: impl FnOnce() -> PeerAddrs,
     ) -> PeerAddrs {
-        if let Some(hit) = self.rules.borrow().get(&(policy, dir, rule)) {
+        let key = (policy, dir, rule, namespace);
+        if let Some(hit) = self.rules.borrow().get(&key) {
             return hit.clone();
         }
         let value = compute();
-        self.rules
-            .borrow_mut()
-            .insert((policy, dir, rule), value.clone());
+        self.rules.borrow_mut().insert(key, value.clone());
         value
     }
+}
+
+/// A set of addresses built at once (sorted first: a bulk build, not one insert each).
+fn address_set(mut addrs: Vec<IpAddr>) -> Arc<BTreeSet<IpAddr>> {
+    addrs.sort_unstable();
+    addrs.dedup();
+    Arc::new(addrs.into_iter().collect())
 }

@@ -10,6 +10,7 @@ use crate::NftError;
 use crate::conntrack::cut_forbidden;
 use crate::diff::Delta;
 use crate::ir::Ruleset;
+use crate::load::load_fresh;
 use crate::render::TABLE;
 use serde_json::Value;
 
@@ -57,9 +58,38 @@ pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
     run_nft(&["-c"], script, netns)
 }
 
-/// Replaces the table in one transaction.
+/// Loads `ruleset` as the table: where there is a table already, it is replaced in one
+/// transaction; where there is none, the ruleset is loaded in stages that no packet sees
+/// until the last (see `docs/nftables.md`).
 pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
-    nft(&ruleset.render(), netns)
+    if table_exists(netns)? {
+        nft(&ruleset.render(), netns)
+    } else {
+        load_fresh(
+            ruleset,
+            |script| nft(script, netns),
+            |batch| batch.send(netns),
+        )
+    }
+}
+
+/// Whether the namespace has an `inet palisade` table (`nft list tables` reads names only).
+fn table_exists(netns: Option<&str>) -> Result<bool, NftError> {
+    let spawn_err = |e| NftError::Spawn("nft list tables".into(), e);
+    let out = command(netns, "nft")
+        .args(["list", "tables", "inet"])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(spawn_err)?;
+    if !out.status.success() {
+        return Err(NftError::Rejected(
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ));
+    }
+    let wanted = format!("table {TABLE}");
+    Ok(String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == wanted))
 }
 
 /// Removes the table (if present).

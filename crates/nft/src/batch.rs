@@ -181,6 +181,11 @@ impl Batch {
         self.messages.is_empty()
     }
 
+    /// The bytes of its messages so far.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
     /// Deletes `elements` from the set or map `set`.
     pub fn delete_elements(&mut self, set: &str, elements: &[Element]) {
         self.elements(NFT_MSG_DELSETELEM, 0, "delete element", set, elements);

@@ -10,7 +10,8 @@ use ipnet::IpNet;
 use crate::apply::UpdateStats;
 use crate::batch::{Batch, Element};
 use crate::ir::{Chain, NamedSet, Ruleset, Verdict};
-use crate::render::{TABLE, elements_text, exempt_sets, rule_text, set_body};
+use crate::load::set_elements;
+use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body};
 
 /// Elements of one existing set or map that go and come.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -265,12 +266,6 @@ fn add_set(s: &mut String, set: &NamedSet) {
     );
 }
 
-fn add_rules(s: &mut String, chain: &Chain) {
-    for rule in &chain.rules {
-        let _ = writeln!(s, "add rule {TABLE} {} {}", chain.name, rule_text(rule));
-    }
-}
-
 /// `delete element` then `add element` lines for a change, each only when non-empty.
 fn element_lines<T>(s: &mut String, change: &ElementChange<T>, text: impl Fn(&[T]) -> String) {
     for (verb, items) in [("delete", &change.removed), ("add", &change.added)] {
@@ -308,13 +303,7 @@ impl Delta<'_> {
     pub fn split(&self) -> Option<(String, Batch)> {
         let mut batch = Batch::new();
         for (set, change) in &self.set_elements {
-            let elements = |nets: &[IpNet]| -> Vec<Element> {
-                if set.interval {
-                    nets.iter().flat_map(Element::interval).collect()
-                } else {
-                    nets.iter().map(|n| Element::host(n.addr())).collect()
-                }
-            };
+            let elements = |nets: &[IpNet]| set_elements(set, nets);
             batch.delete_elements(&change.name, &elements(&change.removed));
             batch.add_elements(&change.name, &elements(&change.added));
         }

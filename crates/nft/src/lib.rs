@@ -23,6 +23,7 @@ mod compile;
 mod conntrack;
 mod diff;
 mod ir;
+mod load;
 mod lookup;
 mod netlink;
 mod render;

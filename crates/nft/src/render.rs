@@ -57,24 +57,7 @@ impl Ruleset {
         for set in &self.sets {
             s += &set_text(set);
         }
-        let base = |hook: &str, egress: bool, ingress: bool| {
-            let mut c = format!(
-                "  chain {hook} {{\n    type filter hook {hook} priority filter; policy accept;\n"
-            );
-            c += "    ct state established,related accept\n    ct state invalid drop\n";
-            if egress {
-                c += "    ip saddr . ip daddr != @egress_exempt4 ip saddr vmap @egress4\n";
-                c += "    ip6 saddr . ip6 daddr != @egress_exempt6 ip6 saddr vmap @egress6\n";
-            }
-            if ingress {
-                c += "    ip daddr . ip saddr != @ingress_exempt4 ip daddr vmap @ingress4\n";
-                c += "    ip6 daddr . ip6 saddr != @ingress_exempt6 ip6 daddr vmap @ingress6\n";
-            }
-            c + "  }\n"
-        };
-        s += &base("forward", true, true);
-        s += &base("input", true, false);
-        s += &base("output", false, true);
+        s += &base_chains();
         for chain in &self.chains {
             let _ = writeln!(s, "  chain {} {{", chain.name);
             for r in &chain.rules {
@@ -121,6 +104,28 @@ impl Ruleset {
         s += "  }\n}\n";
         s
     }
+}
+
+/// The base chains (`forward`, `input`, `output`), as they appear inside the table: tracked
+/// connections pass, then each pod address not exempt for its peer goes to its class's
+/// chain through the verdict maps.
+pub(crate) fn base_chains() -> String {
+    let base = |hook: &str, egress: bool, ingress: bool| {
+        let mut c = format!(
+            "  chain {hook} {{\n    type filter hook {hook} priority filter; policy accept;\n"
+        );
+        c += "    ct state established,related accept\n    ct state invalid drop\n";
+        if egress {
+            c += "    ip saddr . ip daddr != @egress_exempt4 ip saddr vmap @egress4\n";
+            c += "    ip6 saddr . ip6 daddr != @egress_exempt6 ip6 saddr vmap @egress6\n";
+        }
+        if ingress {
+            c += "    ip daddr . ip saddr != @ingress_exempt4 ip daddr vmap @ingress4\n";
+            c += "    ip6 daddr . ip6 saddr != @ingress_exempt6 ip6 daddr vmap @ingress6\n";
+        }
+        c + "  }\n"
+    };
+    base("forward", true, true) + &base("input", true, false) + &base("output", false, true)
 }
 
 /// One exemption set: its name, whether it is IPv6, and the pairs (of both families).
@@ -223,6 +228,13 @@ fn matches_text(r: &Rule) -> String {
         });
     }
     parts.join(" ")
+}
+
+/// `add rule` lines for the rules of `chain`.
+pub(crate) fn add_rules(s: &mut String, chain: &crate::ir::Chain) {
+    for rule in &chain.rules {
+        let _ = writeln!(s, "add rule {TABLE} {} {}", chain.name, rule_text(rule));
+    }
 }
 
 /// One rule as nft text.

@@ -364,3 +364,78 @@ fn element_updates_at_the_edges_of_the_address_space_equal_a_full_apply() {
         old = new.clone();
     }
 }
+
+/// Loads `rs` by one `nft -f` of its rendered script (one transaction).
+fn load_in_one_transaction(ns: &str, rs: &Ruleset) {
+    use std::io::Write;
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, "nft", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(rs.render().as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+}
+
+fn fresh_netns(tag: &str) -> Netns {
+    let ns = Netns(format!("palisade-{tag}-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success()
+    );
+    ns
+}
+
+#[test]
+fn a_first_load_in_stages_leaves_the_table_one_transaction_leaves() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a network namespace");
+        return;
+    }
+    let e = engine();
+    let rulesets = [
+        compile(&e, None).unwrap(),
+        edges(
+            &["10.0.0.0/8", "192.168.1.1/32", "255.255.255.255/32"],
+            &["fd00::/8", "::1/128"],
+            &["1.1.1.1/32", "2.2.2.2/32"],
+            false,
+        ),
+        edges(&["0.0.0.0/0"], &["::/0"], &["3.3.3.3/32"], true),
+        Ruleset::default(),
+    ];
+    for rs in &rulesets {
+        let (staged, whole) = (fresh_netns("nfts"), fresh_netns("nftw"));
+        palisade_nft::apply(rs, Some(&staged.0)).unwrap();
+        load_in_one_transaction(&whole.0, rs);
+        assert_eq!(list(&staged.0), list(&whole.0));
+    }
+}
+
+#[test]
+fn a_refused_first_load_leaves_no_table() {
+    if !is_root() {
+        eprintln!("skipped: needs root for a network namespace");
+        return;
+    }
+    let mut rs = edges(&["10.0.0.0/8"], &[], &["1.1.1.1/32"], false);
+    // A rule continuing in a chain that does not exist: refused at the rule stage, after
+    // the sets and their elements were loaded.
+    rs.chains[1].rules[0].verdict = palisade_nft::Verdict::Goto("missing".into());
+    let ns = fresh_netns("nftr");
+    assert!(palisade_nft::apply(&rs, Some(&ns.0)).is_err());
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "nft", "list", "tables"])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "");
+}

@@ -1,0 +1,128 @@
+//! Loading a whole ruleset into a network namespace that has no Palisade table yet, in
+//! stages instead of one `nft -f` transaction.
+//!
+//! Until the base chains exist, the table hooks into nothing, so no packet sees the stages
+//! in between: the namespace goes from "no table" (every packet passes) to the whole
+//! ruleset at once, as with one transaction. The stages avoid the costs that grow with the
+//! size of one transaction: nft's parsing and interval processing of every set element
+//! (elements go as netlink batches, see `batch.rs`), and the kernel's walk of the whole
+//! open transaction for each rule that refers to a set (the sets are committed before the
+//! rules that use them).
+
+use std::fmt::Write;
+
+use crate::NftError;
+use crate::batch::{Batch, Element};
+use crate::ir::{NamedSet, Ruleset};
+use crate::render::{TABLE, add_rules, base_chains, exempt_sets};
+
+/// Bytes of netlink messages per element batch (the socket buffers are sized to one batch).
+const BATCH_BYTES: usize = 1 << 20;
+
+/// Loads `ruleset` where no `inet palisade` table exists (see the module docs); on a
+/// failure the partial table is deleted again, so the namespace is left as it was.
+pub(crate) fn load_fresh(
+    ruleset: &Ruleset,
+    nft: impl Fn(&str) -> Result<(), NftError>,
+    send: impl Fn(Batch) -> Result<(), NftError>,
+) -> Result<(), NftError> {
+    let stages = || -> Result<(), NftError> {
+        nft(&declarations(ruleset))?;
+        for batch in element_batches(ruleset) {
+            send(batch)?;
+        }
+        let mut rules = String::new();
+        for chain in &ruleset.chains {
+            add_rules(&mut rules, chain);
+        }
+        nft(&rules)?;
+        nft(&format!("table {TABLE} {{\n{}}}\n", base_chains()))
+    };
+    stages().inspect_err(|_| {
+        let _ = nft(&format!("delete table {TABLE}\n"));
+    })
+}
+
+/// The table, its sets and maps without elements, and its chains without rules.
+fn declarations(rs: &Ruleset) -> String {
+    let mut s = format!("add table {TABLE}\n");
+    for (name, v6) in [
+        ("egress4", false),
+        ("egress6", true),
+        ("ingress4", false),
+        ("ingress6", true),
+    ] {
+        let _ = writeln!(s, "add map {TABLE} {name} {{ type {} : verdict; }}", ty(v6));
+    }
+    for (name, v6, _) in exempt_sets(rs) {
+        let _ = writeln!(s, "add set {TABLE} {name} {{ type {0} . {0}; }}", ty(v6));
+    }
+    for set in &rs.sets {
+        let flags = if set.interval { " flags interval;" } else { "" };
+        let _ = writeln!(
+            s,
+            "add set {TABLE} {} {{ type {};{flags} }}",
+            set.name,
+            ty(set.v6)
+        );
+    }
+    for chain in &rs.chains {
+        let _ = writeln!(s, "add chain {TABLE} {}", chain.name);
+    }
+    s
+}
+
+fn ty(v6: bool) -> &'static str {
+    if v6 { "ipv6_addr" } else { "ipv4_addr" }
+}
+
+/// Every element of the ruleset's sets and maps, in batches of about [`BATCH_BYTES`].
+fn element_batches(rs: &Ruleset) -> Vec<Batch> {
+    let mut batches = vec![Batch::new()];
+    let mut add = |set: &str, elements: Vec<Element>| {
+        for chunk in elements.chunks(4096) {
+            if batches.last().is_some_and(|b| b.len() > BATCH_BYTES) {
+                batches.push(Batch::new());
+            }
+            if let Some(b) = batches.last_mut() {
+                b.add_elements(set, chunk);
+            }
+        }
+    };
+    for set in &rs.sets {
+        add(&set.name, set_elements(set, &set.elements));
+    }
+    for (name, v6, entries) in [
+        ("egress4", false, &rs.egress),
+        ("egress6", true, &rs.egress),
+        ("ingress4", false, &rs.ingress),
+        ("ingress6", true, &rs.ingress),
+    ] {
+        let elements = entries
+            .iter()
+            .filter(|(ip, _)| ip.is_ipv6() == v6)
+            .map(|(ip, chain)| Element::jump(*ip, chain))
+            .collect();
+        add(name, elements);
+    }
+    for (name, v6, pairs) in exempt_sets(rs) {
+        let elements = pairs
+            .iter()
+            .filter(|(a, _)| a.is_ipv6() == v6)
+            .map(|(a, b)| Element::pair(*a, *b))
+            .collect();
+        add(name, elements);
+    }
+    batches.retain(|b| !b.is_empty());
+    batches
+}
+
+/// The kernel elements of `nets` in `set` (an interval set stores each prefix as its start
+/// and the address after it).
+pub(crate) fn set_elements(set: &NamedSet, nets: &[ipnet::IpNet]) -> Vec<Element> {
+    if set.interval {
+        nets.iter().flat_map(Element::interval).collect()
+    } else {
+        nets.iter().map(|n| Element::host(n.addr())).collect()
+    }
+}
