@@ -1,7 +1,7 @@
 //! The cost of a first load at scale (docs/performance.md): where the time of
 //! `palisade compile` goes (reading the files, building the engine, compiling, rendering),
 //! then the ruleset loaded into fresh network namespaces two ways, alternately: the
-//! rendered script as one `nft -f` transaction, and [`palisade_nft::apply`], which loads a
+//! rendered script as one `nft -f` transaction, and [`palisade_nft::load_in_stages`], which loads a
 //! namespace without a table in stages.
 //!
 //! `cargo run --release -p palisade-nft --example load_cost -- NODE|all ROUNDS PATH...`
@@ -58,7 +58,8 @@ fn main() {
                 .unwrap();
             assert!(child.wait().unwrap().success());
         });
-        let staged = fresh_namespace(|ns| palisade_nft::apply(&ruleset, Some(ns)).unwrap());
+        let staged =
+            fresh_namespace(|ns| palisade_nft::load_in_stages(&ruleset, Some(ns)).unwrap());
         println!(
             "round {round}: one nft -f {}, staged apply {} ({:.2}x)",
             ms(one),

@@ -58,19 +58,33 @@ pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
     run_nft(&["-c"], script, netns)
 }
 
-/// Loads `ruleset` as the table: where there is a table already, it is replaced in one
-/// transaction; where there is none, the ruleset is loaded in stages that no packet sees
-/// until the last (see `docs/nftables.md`).
+/// Loads `ruleset` as the table. A large ruleset where there is no table yet is loaded in
+/// stages ([`load_in_stages`]); otherwise the table is replaced in one transaction.
 pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
-    if table_exists(netns)? {
-        nft(&ruleset.render(), netns)
+    let c = ruleset.counts();
+    let size = c.set_elements + c.map_elements + c.exempt_elements + c.rules;
+    if size >= STAGED_LOAD_SIZE && !table_exists(netns)? {
+        load_in_stages(ruleset, netns)
     } else {
-        load_fresh(
-            ruleset,
-            |script| nft(script, netns),
-            |batch| batch.send(netns),
-        )
+        nft(&ruleset.render(), netns)
     }
+}
+
+/// Elements and rules from which a first load in stages is faster than one transaction
+/// (measured: 2.5x faster at 90,000, 15% slower at 10,000, by the extra processes).
+const STAGED_LOAD_SIZE: usize = 20_000;
+
+/// Loads `ruleset` into a namespace that has no `inet palisade` table, in stages that no
+/// packet sees until the last: the table, sets, maps and chains declared (`nft -f`), every
+/// element by netlink batches, the rules (`nft -f`), then the base chains that hook the
+/// table in (`nft -f`). A refused stage deletes the partial table again. Fails when the
+/// table exists (the declarations create it).
+pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
+    load_fresh(
+        ruleset,
+        |script| nft(script, netns),
+        |batch| batch.send(netns),
+    )
 }
 
 /// Whether the namespace has an `inet palisade` table (`nft list tables` reads names only).

@@ -29,7 +29,9 @@ mod netlink;
 mod render;
 mod stats;
 
-pub use apply::{UpdateStats, apply, check, logged_packets, remove, transition, update};
+pub use apply::{
+    UpdateStats, apply, check, load_in_stages, logged_packets, remove, transition, update,
+};
 pub use compile::{compile, compile_after};
 pub use conntrack::cut_forbidden;
 pub use diff::update_script;

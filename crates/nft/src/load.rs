@@ -20,14 +20,16 @@ use crate::render::{TABLE, add_rules, base_chains, exempt_sets};
 const BATCH_BYTES: usize = 1 << 20;
 
 /// Loads `ruleset` where no `inet palisade` table exists (see the module docs); on a
-/// failure the partial table is deleted again, so the namespace is left as it was.
+/// failure after the table was created, it is deleted again, so the namespace is left as
+/// it was.
 pub(crate) fn load_fresh(
     ruleset: &Ruleset,
     nft: impl Fn(&str) -> Result<(), NftError>,
     send: impl Fn(Batch) -> Result<(), NftError>,
 ) -> Result<(), NftError> {
+    // One transaction, refused as a whole where the table exists (which is left alone).
+    nft(&declarations(ruleset))?;
     let stages = || -> Result<(), NftError> {
-        nft(&declarations(ruleset))?;
         for batch in element_batches(ruleset) {
             send(batch)?;
         }
@@ -43,9 +45,10 @@ pub(crate) fn load_fresh(
     })
 }
 
-/// The table, its sets and maps without elements, and its chains without rules.
+/// The table (created: refused when it exists), its sets and maps without elements, and
+/// its chains without rules.
 fn declarations(rs: &Ruleset) -> String {
-    let mut s = format!("add table {TABLE}\n");
+    let mut s = format!("create table {TABLE}\n");
     for (name, v6) in [
         ("egress4", false),
         ("egress6", true),

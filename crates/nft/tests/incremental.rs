@@ -415,10 +415,16 @@ fn a_first_load_in_stages_leaves_the_table_one_transaction_leaves() {
     ];
     for rs in &rulesets {
         let (staged, whole) = (fresh_netns("nfts"), fresh_netns("nftw"));
-        palisade_nft::apply(rs, Some(&staged.0)).unwrap();
+        palisade_nft::load_in_stages(rs, Some(&staged.0)).unwrap();
         load_in_one_transaction(&whole.0, rs);
         assert_eq!(list(&staged.0), list(&whole.0));
     }
+    // Where the table exists, a load in stages is refused and leaves it as it was.
+    let ns = fresh_netns("nftx");
+    load_in_one_transaction(&ns.0, &rulesets[1]);
+    let before = list(&ns.0);
+    assert!(palisade_nft::load_in_stages(&rulesets[2], Some(&ns.0)).is_err());
+    assert_eq!(list(&ns.0), before);
 }
 
 #[test]
@@ -432,7 +438,7 @@ fn a_refused_first_load_leaves_no_table() {
     // the sets and their elements were loaded.
     rs.chains[1].rules[0].verdict = palisade_nft::Verdict::Goto("missing".into());
     let ns = fresh_netns("nftr");
-    assert!(palisade_nft::apply(&rs, Some(&ns.0)).is_err());
+    assert!(palisade_nft::load_in_stages(&rs, Some(&ns.0)).is_err());
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0, "nft", "list", "tables"])
         .output()
