@@ -15,8 +15,10 @@ use ipnet::IpNet;
 use netlink_packet_core::NetlinkPayload;
 
 use crate::NftError;
+use crate::expr;
+use crate::ir::Rule;
 use crate::netlink::{netfilter_messages, socket};
-use crate::render::TABLE;
+use crate::render::{TABLE, rule_text};
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
@@ -37,7 +39,7 @@ const NLM_F_APPEND: u16 = 0x800;
 const NLA_F_NESTED: u16 = 0x8000;
 
 /// `NFTA_LIST_ELEM`, the one attribute of list nests.
-const LIST_ELEM: u16 = 1;
+pub(crate) const LIST_ELEM: u16 = 1;
 // NFTA_CHAIN_*, NFTA_RULE_*, NFTA_SET_*, NFTA_SET_ELEM_LIST_*.
 const CHAIN_TABLE: u16 = 1;
 const CHAIN_NAME: u16 = 3;
@@ -60,12 +62,8 @@ const INTERVAL_END: u32 = 1;
 /// (type, length, host-order u32): an interval that runs to the end of the address space,
 /// so `nft list` prints it as a prefix.
 const OPEN_INTERVAL_USERDATA: [u8; 6] = [1, 4, 1, 0, 0, 0];
-// NFTA_EXPR_*, NFTA_IMMEDIATE_*, NFTA_DATA_*, NFTA_VERDICT_*.
-const EXPR_NAME: u16 = 1;
-const EXPR_DATA: u16 = 2;
-const IMMEDIATE_DREG: u16 = 1;
-const IMMEDIATE_DATA: u16 = 2;
-const DATA_VALUE: u16 = 1;
+// NFTA_DATA_*, NFTA_VERDICT_*.
+pub(crate) const DATA_VALUE: u16 = 1;
 const DATA_VERDICT: u16 = 2;
 const VERDICT_CODE: u16 = 1;
 const VERDICT_CHAIN: u16 = 2;
@@ -145,7 +143,7 @@ impl Element {
     }
 }
 
-fn octets(ip: IpAddr) -> Vec<u8> {
+pub(crate) fn octets(ip: IpAddr) -> Vec<u8> {
     match ip {
         IpAddr::V4(a) => a.octets().to_vec(),
         IpAddr::V6(a) => a.octets().to_vec(),
@@ -232,18 +230,22 @@ impl Batch {
     /// Appends the rule `goto to` to `chain`.
     pub fn add_goto(&mut self, chain: &str, to: &str) {
         let what = format!("add rule {TABLE} {chain} goto {to}");
+        self.new_rule(chain, what, |list| {
+            expr::immediate_verdict(list, GOTO, Some(to));
+        });
+    }
+
+    /// Appends `rule` to `chain`; `rule` must be [`expr::encodable`].
+    pub fn add_rule(&mut self, chain: &str, rule: &Rule) {
+        let what = format!("add rule {TABLE} {chain} {}", rule_text(rule));
+        self.new_rule(chain, what, |list| expr::rule_expressions(list, rule));
+    }
+
+    fn new_rule(&mut self, chain: &str, what: String, expressions: impl FnOnce(&mut Attrs)) {
         self.message(NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND, what, |m| {
             m.string(RULE_TABLE, table_name());
             m.string(RULE_CHAIN, chain);
-            m.nest(RULE_EXPRESSIONS, |list| {
-                list.nest(LIST_ELEM, |expr| {
-                    expr.string(EXPR_NAME, "immediate");
-                    expr.nest(EXPR_DATA, |imm| {
-                        imm.u32(IMMEDIATE_DREG, 0); // NFT_REG_VERDICT
-                        imm.nest(IMMEDIATE_DATA, |d| verdict(d, GOTO, to));
-                    });
-                });
-            });
+            m.nest(RULE_EXPRESSIONS, expressions);
         });
     }
 
@@ -390,11 +392,13 @@ fn table_name() -> &'static str {
     TABLE.split_once(' ').map_or(TABLE, |(_, name)| name)
 }
 
-/// A verdict nest (`NFTA_DATA_VERDICT`): code and target chain.
-fn verdict(d: &mut Attrs, code: i32, chain: &str) {
+/// A verdict nest (`NFTA_DATA_VERDICT`): code, and the target chain of a jump or goto.
+pub(crate) fn verdict(d: &mut Attrs, code: i32, chain: Option<&str>) {
     d.nest(DATA_VERDICT, |v| {
         v.u32(VERDICT_CODE, code as u32);
-        v.string(VERDICT_CHAIN, chain);
+        if let Some(chain) = chain {
+            v.string(VERDICT_CHAIN, chain);
+        }
     });
 }
 
@@ -405,7 +409,7 @@ fn element(a: &mut Attrs, e: &Element) {
         a.u32(ELEM_FLAGS, INTERVAL_END);
     }
     if let Some(chain) = &e.jump {
-        a.nest(ELEM_DATA, |d| verdict(d, JUMP, chain));
+        a.nest(ELEM_DATA, |d| verdict(d, JUMP, Some(chain)));
     }
     if e.open {
         a.bytes(ELEM_USERDATA, &OPEN_INTERVAL_USERDATA);
@@ -413,10 +417,10 @@ fn element(a: &mut Attrs, e: &Element) {
 }
 
 /// Netlink attributes appended to a message.
-struct Attrs<'b>(&'b mut Vec<u8>);
+pub(crate) struct Attrs<'b>(&'b mut Vec<u8>);
 
 impl Attrs<'_> {
-    fn bytes(&mut self, ty: u16, value: &[u8]) {
+    pub(crate) fn bytes(&mut self, ty: u16, value: &[u8]) {
         let len = u16::try_from(4 + value.len()).unwrap_or(u16::MAX);
         self.0.extend(len.to_ne_bytes());
         self.0.extend(ty.to_ne_bytes());
@@ -425,18 +429,18 @@ impl Attrs<'_> {
     }
 
     /// A NUL-terminated string.
-    fn string(&mut self, ty: u16, s: &str) {
+    pub(crate) fn string(&mut self, ty: u16, s: &str) {
         let mut v = s.as_bytes().to_vec();
         v.push(0);
         self.bytes(ty, &v);
     }
 
     /// A big-endian 32-bit number (nf_tables' integers).
-    fn u32(&mut self, ty: u16, v: u32) {
+    pub(crate) fn u32(&mut self, ty: u16, v: u32) {
         self.bytes(ty, &v.to_be_bytes());
     }
 
-    fn nest(&mut self, ty: u16, inner: impl FnOnce(&mut Attrs)) {
+    pub(crate) fn nest(&mut self, ty: u16, inner: impl FnOnce(&mut Attrs)) {
         let start = self.0.len();
         self.0.extend([0, 0]);
         self.0.extend((ty | NLA_F_NESTED).to_ne_bytes());

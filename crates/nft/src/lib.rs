@@ -22,6 +22,7 @@ mod batch;
 mod compile;
 mod conntrack;
 mod diff;
+mod expr;
 mod ir;
 mod load;
 mod lookup;

@@ -13,6 +13,7 @@ use std::fmt::Write;
 
 use crate::NftError;
 use crate::batch::{Batch, Element};
+use crate::expr::encodable;
 use crate::ir::{NamedSet, Ruleset};
 use crate::render::{TABLE, add_rules, base_chains, exempt_sets};
 
@@ -33,11 +34,13 @@ pub(crate) fn load_fresh(
         for batch in element_batches(ruleset) {
             send(batch)?;
         }
-        let mut rules = String::new();
-        for chain in &ruleset.chains {
-            add_rules(&mut rules, chain);
+        let (batches, script) = rules(ruleset);
+        for batch in batches {
+            send(batch)?;
         }
-        nft(&rules)?;
+        if !script.is_empty() {
+            nft(&script)?;
+        }
         nft(&format!("table {TABLE} {{\n{}}}\n", base_chains()))
     };
     stages().inspect_err(|_| {
@@ -79,17 +82,44 @@ fn ty(v6: bool) -> &'static str {
     if v6 { "ipv6_addr" } else { "ipv4_addr" }
 }
 
+/// Batches of about [`BATCH_BYTES`] each.
+#[derive(Default)]
+struct Batches(Vec<Batch>);
+
+impl Batches {
+    /// The batch to add to next.
+    fn next(&mut self) -> &mut Batch {
+        if self.0.last().is_none_or(|b| b.len() > BATCH_BYTES) {
+            self.0.push(Batch::new());
+        }
+        let last = self.0.len() - 1;
+        &mut self.0[last]
+    }
+}
+
+/// The rules of every chain: as netlink batches where every rule of the chain can be
+/// encoded (see `expr.rs`), else as an `nft -f` script.
+fn rules(rs: &Ruleset) -> (Vec<Batch>, String) {
+    let mut batches = Batches::default();
+    let mut script = String::new();
+    for chain in &rs.chains {
+        if chain.rules.iter().all(encodable) {
+            for rule in &chain.rules {
+                batches.next().add_rule(&chain.name, rule);
+            }
+        } else {
+            add_rules(&mut script, chain);
+        }
+    }
+    (batches.0, script)
+}
+
 /// Every element of the ruleset's sets and maps, in batches of about [`BATCH_BYTES`].
 fn element_batches(rs: &Ruleset) -> Vec<Batch> {
-    let mut batches = vec![Batch::new()];
+    let mut batches = Batches::default();
     let mut add = |set: &str, elements: Vec<Element>| {
         for chunk in elements.chunks(4096) {
-            if batches.last().is_some_and(|b| b.len() > BATCH_BYTES) {
-                batches.push(Batch::new());
-            }
-            if let Some(b) = batches.last_mut() {
-                b.add_elements(set, chunk);
-            }
+            batches.next().add_elements(set, chunk);
         }
     };
     for set in &rs.sets {
@@ -116,8 +146,7 @@ fn element_batches(rs: &Ruleset) -> Vec<Batch> {
             .collect();
         add(name, elements);
     }
-    batches.retain(|b| !b.is_empty());
-    batches
+    batches.0
 }
 
 /// The kernel elements of `nets` in `set` (an interval set stores each prefix as its start
