@@ -121,9 +121,10 @@ pub struct UpdateStats {
     /// Tracked connections deleted because the new ruleset forbids them.
     pub connections_cut: usize,
     /// The switch-over was one netlink transaction (after an `nft -f` that created the
-    /// new sets and chains, if any), not one `nft -f` of the whole change.
+    /// new sets, and the new chains that netlink could not carry, if any), not one
+    /// `nft -f` of the whole change.
     pub netlink: bool,
-    /// Time spent creating new sets and chains before the switch-over.
+    /// Time spent creating new sets (and chains) with `nft -f` before the switch-over.
     pub prepare: Duration,
     /// Time the switch-over transaction took (the whole `nft -f`, or the netlink batch).
     pub switch: Duration,
@@ -140,10 +141,10 @@ pub fn update(old: &Ruleset, new: &Ruleset, netns: Option<&str>) -> Result<Updat
 /// The transaction of [`update`] alone: `old` becomes `new` in the kernel, and tracked
 /// connections are left as they are.
 ///
-/// When the change allows it (see `docs/nftables.md`), new sets and chains are created
-/// first with `nft -f` (nothing refers to them yet, so traffic is unaffected) and the
-/// switch-over is one netlink transaction that needs no read of the loaded table; else the
-/// whole change is one `nft -f` transaction.
+/// When the change allows it (see `docs/nftables.md`), new sets are created first with
+/// `nft -f` (nothing refers to them yet, so traffic is unaffected) and the switch-over,
+/// new chains and their rules included, is one netlink transaction that needs no read of
+/// the loaded table; else the whole change is one `nft -f` transaction.
 pub fn transition(
     old: &Ruleset,
     new: &Ruleset,
@@ -162,7 +163,7 @@ pub fn transition(
     if delta.is_empty() {
         return Ok(stats);
     }
-    let Some((prepare, batch)) = delta.split() else {
+    let Some(split) = delta.split() else {
         let t = Instant::now();
         nft(&delta.script(), netns)?;
         stats.switch = t.elapsed();
@@ -170,16 +171,18 @@ pub fn transition(
     };
     stats.netlink = true;
     let t = Instant::now();
-    if !prepare.is_empty() {
-        nft(&prepare, netns)?;
+    if !split.prepare.is_empty() {
+        nft(&split.prepare, netns)?;
     }
     stats.prepare = t.elapsed();
     let t = Instant::now();
-    if !batch.is_empty()
-        && let Err(e) = batch.send(netns)
+    if !split.batch.is_empty()
+        && let Err(e) = split.batch.send(netns)
     {
         // Nothing refers to what the preparation created: take it away again.
-        let _ = nft(&delta.unprepare_script(), netns);
+        if !split.unprepare.is_empty() {
+            let _ = nft(&split.unprepare, netns);
+        }
         return Err(e);
     }
     stats.switch = t.elapsed();

@@ -25,6 +25,7 @@ const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
 const NFPROTO_INET: u8 = 1;
 
+const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_DELCHAIN: u16 = 5;
 const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_DELRULE: u16 = 8;
@@ -223,6 +224,19 @@ impl Batch {
             |m| {
                 m.string(RULE_TABLE, table_name());
                 m.string(RULE_CHAIN, chain);
+            },
+        );
+    }
+
+    /// Creates the (regular, empty) chain `chain`.
+    pub fn add_chain(&mut self, chain: &str) {
+        self.message(
+            NFT_MSG_NEWCHAIN,
+            NLM_F_CREATE,
+            format!("add chain {TABLE} {chain}"),
+            |m| {
+                m.string(CHAIN_TABLE, table_name());
+                m.string(CHAIN_NAME, chain);
             },
         );
     }

@@ -9,6 +9,7 @@ use ipnet::IpNet;
 
 use crate::apply::UpdateStats;
 use crate::batch::{Batch, Element};
+use crate::expr::encodable;
 use crate::ir::{Chain, NamedSet, Ruleset, Verdict};
 use crate::load::set_elements;
 use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body};
@@ -296,12 +297,28 @@ impl Delta<'_> {
     /// the kernel already holds is either unchanged, gone, or a class entry chain whose
     /// one rule now continues elsewhere; `None` otherwise.
     ///
-    /// The script only creates what nothing refers to yet: new sets with their elements,
-    /// new chains with their rules (`add rule` needs no element read). The batch then
-    /// switches over atomically: elements of existing sets and maps, entry chains
-    /// re-pointed, and what is no longer used deleted.
-    pub fn split(&self) -> Option<(String, Batch)> {
+    /// The script only creates what nothing refers to yet: new sets with their elements
+    /// (`add set` needs no element read), and new chains with their rules unless every
+    /// rule of every new chain can go as netlink expressions (see `expr.rs`), in which
+    /// case they open the batch. The batch then switches over atomically: elements of
+    /// existing sets and maps, entry chains re-pointed, and what is no longer used
+    /// deleted.
+    pub fn split(&self) -> Option<Split> {
         let mut batch = Batch::new();
+        let chains_by_netlink = self
+            .new_chains
+            .iter()
+            .all(|c| c.rules.iter().all(encodable));
+        if chains_by_netlink {
+            for chain in &self.new_chains {
+                batch.add_chain(&chain.name);
+            }
+            for chain in &self.new_chains {
+                for rule in &chain.rules {
+                    batch.add_rule(&chain.name, rule);
+                }
+            }
+        }
         for (set, change) in &self.set_elements {
             let elements = |nets: &[IpNet]| set_elements(set, nets);
             batch.delete_elements(&change.name, &elements(&change.removed));
@@ -342,33 +359,43 @@ impl Delta<'_> {
         for name in &self.gone_sets {
             batch.delete_set(name);
         }
+        let prepared_chains: &[&Chain] = if chains_by_netlink {
+            &[]
+        } else {
+            &self.new_chains
+        };
         let mut prepare = String::new();
+        let mut unprepare = String::new();
         for set in &self.new_sets {
             add_set(&mut prepare, set);
         }
-        for chain in &self.new_chains {
+        for chain in prepared_chains {
             let _ = writeln!(prepare, "add chain {TABLE} {}", chain.name);
+            let _ = writeln!(unprepare, "flush chain {TABLE} {}", chain.name);
         }
-        for chain in &self.new_chains {
+        for chain in prepared_chains {
             let _ = writeln!(prepare, "flush chain {TABLE} {}", chain.name);
             add_rules(&mut prepare, chain);
-        }
-        Some((prepare, batch))
-    }
-
-    /// Deletes what [`Delta::split`]'s preparation script created, after its batch was
-    /// refused (nothing refers to those objects).
-    pub fn unprepare_script(&self) -> String {
-        let mut s = String::new();
-        for chain in &self.new_chains {
-            let _ = writeln!(s, "flush chain {TABLE} {}", chain.name);
-        }
-        for chain in &self.new_chains {
-            let _ = writeln!(s, "delete chain {TABLE} {}", chain.name);
+            let _ = writeln!(unprepare, "delete chain {TABLE} {}", chain.name);
         }
         for set in &self.new_sets {
-            let _ = writeln!(s, "delete set {TABLE} {}", set.name);
+            let _ = writeln!(unprepare, "delete set {TABLE} {}", set.name);
         }
-        s
+        Some(Split {
+            prepare,
+            batch,
+            unprepare,
+        })
     }
+}
+
+/// An update as [`Delta::split`] divides it.
+pub(crate) struct Split {
+    /// `nft -f` script that creates what the batch refers to (may be empty).
+    pub prepare: String,
+    /// The switch-over: one transaction.
+    pub batch: Batch,
+    /// `nft -f` script that deletes what `prepare` created, after the batch was refused
+    /// (nothing refers to those objects).
+    pub unprepare: String,
 }
