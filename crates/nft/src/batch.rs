@@ -16,7 +16,7 @@ use netlink_packet_core::NetlinkPayload;
 
 use crate::NftError;
 use crate::expr;
-use crate::ir::Rule;
+use crate::ir::{NamedSet, Rule};
 use crate::netlink::{netfilter_messages, socket};
 use crate::render::{TABLE, rule_text};
 
@@ -29,6 +29,7 @@ const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_DELCHAIN: u16 = 5;
 const NFT_MSG_NEWRULE: u16 = 6;
 const NFT_MSG_DELRULE: u16 = 8;
+const NFT_MSG_NEWSET: u16 = 9;
 const NFT_MSG_DELSET: u16 = 11;
 const NFT_MSG_NEWSETELEM: u16 = 12;
 const NFT_MSG_DELSETELEM: u16 = 14;
@@ -49,6 +50,19 @@ const RULE_CHAIN: u16 = 2;
 const RULE_EXPRESSIONS: u16 = 4;
 const SET_TABLE: u16 = 1;
 const SET_NAME: u16 = 2;
+const SET_FLAGS: u16 = 3;
+const SET_KEY_TYPE: u16 = 4;
+const SET_KEY_LEN: u16 = 5;
+const SET_ID: u16 = 10;
+const SET_USERDATA: u16 = 13;
+/// `NFT_SET_INTERVAL`.
+const SET_INTERVAL: u32 = 4;
+/// nft's data types `ipv4_addr` and `ipv6_addr`.
+const TYPE_IPV4_ADDR: u32 = 7;
+const TYPE_IPV6_ADDR: u32 = 8;
+/// nft's set user data `NFTNL_UDATA_SET_KEYBYTEORDER` = `BYTEORDER_BIG_ENDIAN` (type,
+/// length, host-order u32), as nft writes it for address sets.
+const ADDRESS_SET_USERDATA: [u8; 6] = [0, 4, 2, 0, 0, 0];
 const ELEM_LIST_TABLE: u16 = 1;
 const ELEM_LIST_SET: u16 = 2;
 const ELEM_LIST_ELEMENTS: u16 = 3;
@@ -224,6 +238,33 @@ impl Batch {
             |m| {
                 m.string(RULE_TABLE, table_name());
                 m.string(RULE_CHAIN, chain);
+            },
+        );
+    }
+
+    /// Creates the (empty) address set `set` as `nft` does for `add set` with its type and
+    /// flags; its elements are added separately.
+    pub fn add_set(&mut self, set: &NamedSet) {
+        let id = u32::try_from(self.messages.len() + 1).unwrap_or(u32::MAX);
+        self.message(
+            NFT_MSG_NEWSET,
+            NLM_F_CREATE,
+            format!("add set {TABLE} {}", set.name),
+            |m| {
+                m.string(SET_TABLE, table_name());
+                m.string(SET_NAME, &set.name);
+                m.u32(SET_FLAGS, if set.interval { SET_INTERVAL } else { 0 });
+                m.u32(
+                    SET_KEY_TYPE,
+                    if set.v6 {
+                        TYPE_IPV6_ADDR
+                    } else {
+                        TYPE_IPV4_ADDR
+                    },
+                );
+                m.u32(SET_KEY_LEN, if set.v6 { 16 } else { 4 });
+                m.u32(SET_ID, id);
+                m.bytes(SET_USERDATA, &ADDRESS_SET_USERDATA);
             },
         );
     }

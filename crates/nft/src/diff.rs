@@ -297,19 +297,24 @@ impl Delta<'_> {
     /// the kernel already holds is either unchanged, gone, or a class entry chain whose
     /// one rule now continues elsewhere; `None` otherwise.
     ///
-    /// The script only creates what nothing refers to yet: new sets with their elements
-    /// (`add set` needs no element read), and new chains with their rules unless every
-    /// rule of every new chain can go as netlink expressions (see `expr.rs`), in which
-    /// case they open the batch. The batch then switches over atomically: elements of
-    /// existing sets and maps, entry chains re-pointed, and what is no longer used
-    /// deleted.
+    /// When every rule of every new chain can go as netlink expressions (see `expr.rs`),
+    /// the new sets with their elements and the new chains with their rules open the
+    /// batch and the script is empty. Otherwise the script creates them first (nothing
+    /// refers to them yet; `add set` with its elements needs no element read). The batch
+    /// then switches over atomically: elements of existing sets and maps, entry chains
+    /// re-pointed, and what is no longer used deleted.
     pub fn split(&self) -> Option<Split> {
         let mut batch = Batch::new();
-        let chains_by_netlink = self
+        // New sets and chains open the batch when netlink can carry every new rule.
+        let by_netlink = self
             .new_chains
             .iter()
             .all(|c| c.rules.iter().all(encodable));
-        if chains_by_netlink {
+        if by_netlink {
+            for set in &self.new_sets {
+                batch.add_set(set);
+                batch.add_elements(&set.name, &set_elements(set, &set.elements));
+            }
             for chain in &self.new_chains {
                 batch.add_chain(&chain.name);
             }
@@ -359,14 +364,14 @@ impl Delta<'_> {
         for name in &self.gone_sets {
             batch.delete_set(name);
         }
-        let prepared_chains: &[&Chain] = if chains_by_netlink {
-            &[]
+        let (prepared_sets, prepared_chains): (&[&NamedSet], &[&Chain]) = if by_netlink {
+            (&[], &[])
         } else {
-            &self.new_chains
+            (&self.new_sets, &self.new_chains)
         };
         let mut prepare = String::new();
         let mut unprepare = String::new();
-        for set in &self.new_sets {
+        for set in prepared_sets {
             add_set(&mut prepare, set);
         }
         for chain in prepared_chains {
@@ -378,7 +383,7 @@ impl Delta<'_> {
             add_rules(&mut prepare, chain);
             let _ = writeln!(unprepare, "delete chain {TABLE} {}", chain.name);
         }
-        for set in &self.new_sets {
+        for set in prepared_sets {
             let _ = writeln!(unprepare, "delete set {TABLE} {}", set.name);
         }
         Some(Split {
