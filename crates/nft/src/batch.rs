@@ -66,6 +66,13 @@ const ADDRESS_SET_USERDATA: [u8; 6] = [0, 4, 2, 0, 0, 0];
 const ELEM_LIST_TABLE: u16 = 1;
 const ELEM_LIST_SET: u16 = 2;
 const ELEM_LIST_ELEMENTS: u16 = 3;
+const ELEM_LIST_SET_ID: u16 = 4;
+const SET_DESC: u16 = 9;
+const SET_DESC_SIZE: u16 = 1;
+/// `NFT_SET_ANONYMOUS | NFT_SET_CONSTANT`.
+const SET_ANONYMOUS_CONSTANT: u32 = 1 | 2;
+/// The name the kernel numbers (`__set0`, `__set1`, …) for an anonymous set.
+pub(crate) const ANONYMOUS_NAME: &str = "__set%d";
 // NFTA_SET_ELEM_*.
 const ELEM_KEY: u16 = 1;
 const ELEM_DATA: u16 = 2;
@@ -101,7 +108,7 @@ pub(crate) struct Element {
 }
 
 impl Element {
-    fn key(key: Vec<u8>) -> Self {
+    pub fn key(key: Vec<u8>) -> Self {
         Element {
             key,
             end: false,
@@ -134,8 +141,12 @@ impl Element {
     /// A prefix of an interval set: its first address, and the address after its last
     /// unless it runs to the end of the address space.
     pub fn interval(net: &IpNet) -> Vec<Self> {
-        let start = octets(net.network());
-        let mut after = octets(net.broadcast());
+        Element::span(octets(net.network()), octets(net.broadcast()))
+    }
+
+    /// The inclusive range `first..=last` of big-endian keys in an interval set: its
+    /// first key, and the key after its last unless it runs to the end of the key space.
+    pub fn span(first: Vec<u8>, mut after: Vec<u8>) -> Vec<Self> {
         // Big-endian increment; a carry out of the top byte means there is no "after".
         let carry = after.iter_mut().rev().all(|b| {
             let (v, overflow) = b.overflowing_add(1);
@@ -145,16 +156,25 @@ impl Element {
         if carry {
             return vec![Element {
                 open: true,
-                ..Element::key(start)
+                ..Element::key(first)
             }];
         }
         vec![
-            Element::key(start),
+            Element::key(first),
             Element {
                 end: true,
                 ..Element::key(after)
             },
         ]
+    }
+
+    /// The end of an interval that ends before `key`'s first value: `nft` opens an
+    /// anonymous interval set with it when the set does not start at zero.
+    pub fn zero_end(len: usize) -> Self {
+        Element {
+            end: true,
+            ..Element::key(vec![0; len])
+        }
     }
 }
 
@@ -269,6 +289,36 @@ impl Batch {
         );
     }
 
+    /// Creates and fills an anonymous set for one rule, as `nft` does for a list in a
+    /// rule's text; returns its id in this batch, by which the rule's lookup names it.
+    pub fn anonymous_set(&mut self, set: &expr::AnonymousSet) -> u32 {
+        let id = u32::try_from(self.messages.len() + 1).unwrap_or(u32::MAX);
+        let flags = SET_ANONYMOUS_CONSTANT | if set.interval { SET_INTERVAL } else { 0 };
+        let what = format!("anonymous set of {} elements", set.elements.len());
+        self.message(NFT_MSG_NEWSET, NLM_F_CREATE, what.clone(), |m| {
+            m.string(SET_TABLE, table_name());
+            m.string(SET_NAME, ANONYMOUS_NAME);
+            m.u32(SET_FLAGS, flags);
+            m.u32(SET_KEY_TYPE, set.key_type);
+            m.u32(SET_KEY_LEN, set.key_len);
+            m.u32(SET_ID, id);
+            let size = u32::try_from(set.elements.len()).unwrap_or(u32::MAX);
+            m.nest(SET_DESC, |d| d.u32(SET_DESC_SIZE, size));
+            m.bytes(SET_USERDATA, &set.userdata);
+        });
+        self.message(NFT_MSG_NEWSETELEM, NLM_F_CREATE, what, |m| {
+            m.string(ELEM_LIST_TABLE, table_name());
+            m.string(ELEM_LIST_SET, ANONYMOUS_NAME);
+            m.u32(ELEM_LIST_SET_ID, id);
+            m.nest(ELEM_LIST_ELEMENTS, |list| {
+                for e in &set.elements {
+                    list.nest(LIST_ELEM, |a| element(a, e));
+                }
+            });
+        });
+        id
+    }
+
     /// Creates the (regular, empty) chain `chain`.
     pub fn add_chain(&mut self, chain: &str) {
         self.message(
@@ -290,10 +340,15 @@ impl Batch {
         });
     }
 
-    /// Appends `rule` to `chain`; `rule` must be [`expr::encodable`].
+    /// Appends `rule` to `chain` (after the anonymous sets its lists need); `rule` must
+    /// be [`expr::encodable`].
     pub fn add_rule(&mut self, chain: &str, rule: &Rule) {
+        let ids: Vec<u32> = expr::anonymous_sets(rule)
+            .iter()
+            .map(|set| self.anonymous_set(set))
+            .collect();
         let what = format!("add rule {TABLE} {chain} {}", rule_text(rule));
-        self.new_rule(chain, what, |list| expr::rule_expressions(list, rule));
+        self.new_rule(chain, what, |list| expr::rule_expressions(list, rule, &ids));
     }
 
     fn new_rule(&mut self, chain: &str, what: String, expressions: impl FnOnce(&mut Attrs)) {

@@ -2,13 +2,14 @@
 //! `nft --debug=netlink` prints them), so that a rule loaded by netlink lists exactly as
 //! the same rule loaded by `nft -f`.
 //!
-//! Only the forms that need no anonymous set are encoded: an address match on one prefix
-//! of whole bytes, one port or one range. A rule with a list of prefixes or ports
-//! ([`encodable`] is false) goes through `nft -f`.
+//! A list of prefixes or ports becomes an anonymous set, created in the same batch just
+//! before its rule ([`anonymous_sets`]). The one form not encoded ([`encodable`] is false)
+//! is a match on a single prefix that does not end on a byte boundary (or `/0`), which
+//! `nft` writes with a mask; such a rule goes through `nft -f`.
 
 use palisade_model::Protocol;
 
-use crate::batch::{Attrs, DATA_VALUE, LIST_ELEM, octets, verdict};
+use crate::batch::{ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, LIST_ELEM, octets, verdict};
 use crate::ir::{Field, Match, Rule, Verdict};
 use crate::render::LOG_GROUP;
 
@@ -33,6 +34,7 @@ const BITWISE_XOR: u16 = 5;
 const BITWISE_OP: u16 = 6;
 const LOOKUP_SET: u16 = 1;
 const LOOKUP_SREG: u16 = 2;
+const LOOKUP_SET_ID: u16 = 4;
 const LOOKUP_FLAGS: u16 = 5;
 const LOG_GROUP_ATTR: u16 = 1;
 const LOG_PREFIX: u16 = 2;
@@ -59,18 +61,111 @@ const NFPROTO_IPV6: u8 = 10;
 /// Whether [`rule_expressions`] can encode `rule`.
 pub(crate) fn encodable(rule: &Rule) -> bool {
     rule.matches.iter().all(|m| match m {
-        Match::Addr { nets, .. } => {
-            matches!(nets.as_slice(), [net] if net.prefix_len() > 0 && net.prefix_len() % 8 == 0)
-        }
-        Match::DPort(ranges) => ranges.len() == 1,
-        Match::Set { .. } | Match::Proto(_) | Match::TcpWithoutSyn => true,
+        Match::Addr { nets, .. } => match nets.as_slice() {
+            [net] => net.prefix_len() > 0 && net.prefix_len() % 8 == 0,
+            _ => true,
+        },
+        _ => true,
     })
 }
 
-/// The expressions of an [`encodable`] rule (inside `NFTA_RULE_EXPRESSIONS`).
-pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule) {
+/// An anonymous set as `nft` creates it for a list in a rule.
+pub(crate) struct AnonymousSet {
+    /// nft's data type of the key (`ipv4_addr`, `ipv6_addr`, `inet_service`).
+    pub key_type: u32,
+    /// Bytes of the key.
+    pub key_len: u32,
+    /// Whether some element is a prefix or range (else each is one value).
+    pub interval: bool,
+    /// The elements as the kernel stores them.
+    pub elements: Vec<Element>,
+    /// nft's set user data: key byte order, for intervals "merge elements", and the
+    /// header field the key is the type of, so that the rule lists as written.
+    pub userdata: Vec<u8>,
+}
+
+/// The anonymous sets `rule`'s lists need, in the order of its matches.
+pub(crate) fn anonymous_sets(rule: &Rule) -> Vec<AnonymousSet> {
+    rule.matches
+        .iter()
+        .filter_map(|m| match m {
+            Match::Addr {
+                field, v6, nets, ..
+            } if nets.len() > 1 => {
+                let spans = nets
+                    .iter()
+                    .map(|n| (octets(n.network()), octets(n.broadcast())))
+                    .collect();
+                // nft's payload description and field of the address (`ip saddr` …).
+                let (desc, ty) = match (v6, field) {
+                    (false, Field::Saddr) => (0x0c, 0x0b),
+                    (false, Field::Daddr) => (0x0c, 0x0c),
+                    (true, Field::Saddr) => (0x0d, 0x08),
+                    (true, Field::Daddr) => (0x0d, 0x09),
+                };
+                let (key_type, key_len) = if *v6 { (8, 16) } else { (7, 4) };
+                Some(anonymous(key_type, key_len, spans, desc, ty))
+            }
+            Match::DPort(ranges) if ranges.len() > 1 => {
+                let spans = ranges
+                    .iter()
+                    .map(|(lo, hi)| (lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec()))
+                    .collect();
+                // `th dport`, of type `inet_service`.
+                Some(anonymous(13, 2, spans, 0x0b, 0x02))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// The set of the inclusive `spans` of big-endian keys, for the header field that nft's
+/// payload description `desc` and field number `field` name.
+fn anonymous(
+    key_type: u32,
+    key_len: u32,
+    mut spans: Vec<(Vec<u8>, Vec<u8>)>,
+    desc: u8,
+    field: u8,
+) -> AnonymousSet {
+    spans.sort();
+    let interval = spans.iter().any(|(a, b)| a != b);
+    let mut elements = Vec::new();
+    if interval {
+        if spans
+            .first()
+            .is_some_and(|(a, _)| a.iter().any(|&b| b != 0))
+        {
+            elements.push(Element::zero_end(key_len as usize));
+        }
+        for (first, last) in merged(&spans, key_len as usize) {
+            elements.extend(Element::span(first, last));
+        }
+    } else {
+        elements.extend(spans.into_iter().map(|(key, _)| Element::key(key)));
+    }
+    let mut userdata = vec![0, 4, 2, 0, 0, 0];
+    if interval {
+        userdata.extend([2, 4, 1, 0, 0, 0]);
+    }
+    userdata.extend([
+        3, 0x14, 0, 4, 7, 0, 0, 0, 1, 0x0c, 0, 4, desc, 0, 0, 0, 1, 4, field, 0, 0, 0,
+    ]);
+    AnonymousSet {
+        key_type,
+        key_len,
+        interval,
+        elements,
+        userdata,
+    }
+}
+
+/// The expressions of an [`encodable`] rule (inside `NFTA_RULE_EXPRESSIONS`); `sets` are
+/// the batch ids of its [`anonymous_sets`].
+pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
     // nft checks the network protocol once, before the first address of the rule.
     let mut family_checked = false;
+    let mut sets = sets.iter();
     for m in &rule.matches {
         match m {
             Match::Addr {
@@ -79,16 +174,19 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule) {
                 nets,
                 negate,
             } => {
-                let Some(net) = nets.first() else { continue };
                 family(list, *v6, &mut family_checked);
-                let bytes = usize::from(net.prefix_len() / 8);
-                address(list, *field, *v6, bytes);
-                let key = octets(net.network());
-                cmp(
-                    list,
-                    if *negate { NFT_CMP_NEQ } else { NFT_CMP_EQ },
-                    &key[..bytes],
-                );
+                let op = if *negate { NFT_CMP_NEQ } else { NFT_CMP_EQ };
+                match nets.as_slice() {
+                    [net] => {
+                        let bytes = usize::from(net.prefix_len() / 8);
+                        address(list, *field, *v6, bytes);
+                        cmp(list, op, &octets(net.network())[..bytes]);
+                    }
+                    _ => {
+                        address(list, *field, *v6, if *v6 { 16 } else { 4 });
+                        anonymous_lookup(list, sets.next(), *negate);
+                    }
+                }
             }
             Match::Set {
                 field,
@@ -108,15 +206,14 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule) {
             }
             Match::Proto(p) => l4proto(list, *p),
             Match::DPort(ranges) => {
-                let Some(&(lo, hi)) = ranges.first() else {
-                    continue;
-                };
                 payload(list, NFT_PAYLOAD_TRANSPORT_HEADER, 2, 2);
-                if lo == hi {
-                    cmp(list, NFT_CMP_EQ, &lo.to_be_bytes());
-                } else {
-                    cmp(list, NFT_CMP_GTE, &lo.to_be_bytes());
-                    cmp(list, NFT_CMP_LTE, &hi.to_be_bytes());
+                match ranges.as_slice() {
+                    [(lo, hi)] if lo == hi => cmp(list, NFT_CMP_EQ, &lo.to_be_bytes()),
+                    [(lo, hi)] => {
+                        cmp(list, NFT_CMP_GTE, &lo.to_be_bytes());
+                        cmp(list, NFT_CMP_LTE, &hi.to_be_bytes());
+                    }
+                    _ => anonymous_lookup(list, sets.next(), false),
                 }
             }
             Match::TcpWithoutSyn => {
@@ -150,11 +247,41 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule) {
     immediate_verdict(list, code, chain);
 }
 
+/// Sorted inclusive spans with the adjacent and overlapping ones joined, as `nft` merges
+/// the elements of an anonymous interval set.
+fn merged(spans: &[(Vec<u8>, Vec<u8>)], len: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let number = |key: &[u8]| key.iter().fold(0u128, |n, &b| (n << 8) | u128::from(b));
+    let key = |n: u128| n.to_be_bytes()[16 - len..].to_vec();
+    let mut out: Vec<(u128, u128)> = Vec::new();
+    for (first, last) in spans {
+        let (first, last) = (number(first), number(last));
+        match out.last_mut() {
+            Some((_, end)) if first <= end.saturating_add(1) => *end = (*end).max(last),
+            _ => out.push((first, last)),
+        }
+    }
+    out.into_iter().map(|(a, b)| (key(a), key(b))).collect()
+}
+
 /// `immediate reg 0 <verdict>`.
 pub(crate) fn immediate_verdict(list: &mut Attrs, code: i32, chain: Option<&str>) {
     expr(list, "immediate", |a| {
         a.u32(IMMEDIATE_DREG, 0);
         a.nest(IMMEDIATE_DATA, |d| verdict(d, code, chain));
+    });
+}
+
+/// `lookup` in the anonymous set of batch id `id`.
+fn anonymous_lookup(list: &mut Attrs, id: Option<&u32>, negate: bool) {
+    expr(list, "lookup", |a| {
+        a.u32(LOOKUP_SREG, REG);
+        a.string(LOOKUP_SET, ANONYMOUS_NAME);
+        if let Some(&id) = id {
+            a.u32(LOOKUP_SET_ID, id);
+        }
+        if negate {
+            a.u32(LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+        }
     });
 }
 

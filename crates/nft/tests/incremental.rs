@@ -365,6 +365,89 @@ fn element_updates_at_the_edges_of_the_address_space_equal_a_full_apply() {
     }
 }
 
+/// A ruleset whose rules have every form of match: lists of prefixes and ports (anonymous
+/// sets in the kernel: adjacent ones merged, ranges to the ends of the key space, hosts
+/// only), single prefixes, negations, both families.
+fn lists() -> Ruleset {
+    use palisade_nft::{Field, Match, Rule, Verdict};
+    let nets = |l: &[&str]| -> Vec<ipnet::IpNet> { l.iter().map(|s| s.parse().unwrap()).collect() };
+    let addr = |field, v6, l: &[&str], negate| Match::Addr {
+        field,
+        v6,
+        nets: nets(l),
+        negate,
+    };
+    let rule = |matches: Vec<Match>, log| Rule {
+        matches,
+        verdict: Verdict::Return,
+        log,
+    };
+    let tcp = Match::Proto(Protocol::Tcp);
+    let mut rs = edges(&["10.0.0.0/8"], &["fd00::/8"], &["1.1.1.1/32"], false);
+    rs.chains[0].rules = vec![
+        rule(
+            vec![addr(
+                Field::Saddr,
+                false,
+                &[
+                    "10.0.0.19/32",
+                    "10.0.0.20/31",
+                    "10.0.0.22/32",
+                    "10.9.0.0/16",
+                ],
+                false,
+            )],
+            Some(1),
+        ),
+        rule(
+            vec![
+                addr(
+                    Field::Daddr,
+                    false,
+                    &["0.0.0.0/8", "255.255.255.255/32"],
+                    true,
+                ),
+                tcp.clone(),
+                Match::DPort(vec![(0, 0), (80, 81), (65535, 65535)]),
+            ],
+            None,
+        ),
+        rule(
+            vec![addr(
+                Field::Saddr,
+                true,
+                &["fd00::1/128", "fd00::3/128"],
+                false,
+            )],
+            None,
+        ),
+        rule(
+            vec![
+                addr(Field::Daddr, true, &["fd00::/64", "fe80::/10"], false),
+                tcp.clone(),
+                Match::DPort(vec![(443, 443), (8000, 65535)]),
+            ],
+            Some(2),
+        ),
+        rule(
+            vec![
+                addr(Field::Saddr, false, &["10.1.2.0/24"], true),
+                Match::Proto(Protocol::Udp),
+                Match::DPort(vec![(53, 53), (5353, 5353)]),
+            ],
+            None,
+        ),
+        rule(
+            vec![
+                addr(Field::Daddr, true, &["fd00:1::/32"], false),
+                Match::TcpWithoutSyn,
+            ],
+            None,
+        ),
+    ];
+    rs
+}
+
 /// Loads `rs` by one `nft -f` of its rendered script (one transaction).
 fn load_in_one_transaction(ns: &str, rs: &Ruleset) {
     use std::io::Write;
@@ -411,6 +494,7 @@ fn a_first_load_in_stages_leaves_the_table_one_transaction_leaves() {
             false,
         ),
         edges(&["0.0.0.0/0"], &["::/0"], &["3.3.3.3/32"], true),
+        lists(),
         Ruleset::default(),
     ];
     for rs in &rulesets {
