@@ -72,7 +72,7 @@ fn main() {
 /// Times `load` in a new network namespace (deleted afterwards).
 fn fresh_namespace(load: impl FnOnce(&str)) -> Duration {
     let ns = format!("palload-{}", std::process::id());
-    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
+    let _ = Command::new("ip").args(["netns", "del", &ns]).output();
     assert!(
         Command::new("ip")
             .args(["netns", "add", &ns])

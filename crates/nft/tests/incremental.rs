@@ -194,6 +194,20 @@ impl Drop for Netns {
     }
 }
 
+/// A new network namespace named after `tag` and the process, deleted on drop.
+fn fresh_netns(tag: &str) -> Netns {
+    let ns = Netns(format!("palisade-{tag}-{}", std::process::id()));
+    let _ = Command::new("ip").args(["netns", "del", &ns.0]).output();
+    assert!(
+        Command::new("ip")
+            .args(["netns", "add", &ns.0])
+            .status()
+            .unwrap()
+            .success()
+    );
+    ns
+}
+
 /// A pod with a new name and address, in the namespace and with the labels of `like`.
 fn new_pod(e: &Engine) -> Change {
     let like = &e.cluster().pods[0];
@@ -212,14 +226,7 @@ fn incremental_updates_leave_the_table_a_full_apply_leaves() {
         eprintln!("skipped: needs root for a network namespace");
         return;
     }
-    let ns = Netns(format!("palisade-nfti-{}", std::process::id()));
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let ns = fresh_netns("nfti");
     let mut e = engine();
     let first = compile(&e, None).unwrap();
     palisade_nft::apply(&first, Some(&ns.0)).unwrap();
@@ -311,14 +318,7 @@ fn element_updates_at_the_edges_of_the_address_space_equal_a_full_apply() {
         eprintln!("skipped: needs root for a network namespace");
         return;
     }
-    let ns = Netns(format!("palisade-nfte-{}", std::process::id()));
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
+    let ns = fresh_netns("nfte");
     let states = [
         edges(
             &["10.0.0.0/8", "192.168.1.1/32"],
@@ -463,19 +463,6 @@ fn load_in_one_transaction(ns: &str, rs: &Ruleset) {
         .write_all(rs.render().as_bytes())
         .unwrap();
     assert!(child.wait().unwrap().success());
-}
-
-fn fresh_netns(tag: &str) -> Netns {
-    let ns = Netns(format!("palisade-{tag}-{}", std::process::id()));
-    let _ = Command::new("ip").args(["netns", "del", &ns.0]).status();
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
-    ns
 }
 
 #[test]
