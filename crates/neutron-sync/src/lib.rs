@@ -8,7 +8,9 @@
 //! after. A second sync of the same state writes nothing. [`readback::read_back`] turns
 //! Neutron's state into a [`Translation`] again, for the evaluator.
 //!
-//! This crate is the HTTP side; the translation itself has no I/O.
+//! This crate is the HTTP side; the translation itself has no I/O. [`auth`] logs in with
+//! Keystone (password or application credential, from clouds.yaml or `OS_*` variables),
+//! or uses identity headers for a Neutron that trusts them.
 //!
 //! ```
 //! use palisade_neutron_sync::{plan::plan, state::Observed};
@@ -17,6 +19,7 @@
 //! ```
 
 pub mod apply;
+pub mod auth;
 pub mod client;
 pub mod plan;
 pub mod readback;
