@@ -300,3 +300,98 @@ fn neutron_message(body: &str) -> String {
         .and_then(|v| v["NeutronError"]["message"].as_str().map(str::to_string))
         .unwrap_or_else(|| body.chars().take(300).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+    use super::*;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::TcpListener;
+
+    /// A loopback server answering each request with the next of `replies` (status, body).
+    fn serve(replies: Vec<(u16, &'static str)>) -> String {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        std::thread::spawn(move || {
+            for (stream, (status, body)) in listener.incoming().zip(replies) {
+                let mut stream = stream.unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).unwrap() > 0 && line != "\r\n" {
+                    line.clear();
+                }
+                write!(
+                    stream,
+                    "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                )
+                .unwrap();
+            }
+        });
+        url
+    }
+
+    fn client(url: &str) -> Client {
+        let retry = Retry {
+            attempts: 3,
+            first_backoff: Duration::from_millis(1),
+            max_backoff: Duration::from_millis(2),
+        };
+        let creds = Credentials::Headers {
+            project_id: "p".into(),
+            user_id: "u".into(),
+        };
+        Client::new(url, creds, retry)
+    }
+
+    #[test]
+    fn server_errors_are_retried_with_backoff() {
+        let url = serve(vec![(503, "{}"), (500, "{}"), (200, r#"{"ports": []}"#)]);
+        let c = client(&url);
+        assert_eq!(
+            c.get("ports").unwrap(),
+            serde_json::json!({"ports": []}),
+            "the third attempt answers"
+        );
+        assert_eq!(
+            c.counts(),
+            Counts {
+                reads: 1,
+                writes: 0,
+                retries: 2
+            },
+            "one call, two retries"
+        );
+    }
+
+    #[test]
+    fn client_errors_are_not_retried_and_keep_neutrons_message() {
+        let url = serve(vec![(
+            409,
+            r#"{"NeutronError": {"message": "Security group rule already exists."}}"#,
+        )]);
+        let c = client(&url);
+        let e = c.delete("security-group-rules/r").unwrap_err();
+        assert_eq!(e.status(), Some(409));
+        assert!(
+            e.to_string()
+                .ends_with("HTTP 409: Security group rule already exists."),
+            "{e}"
+        );
+        assert_eq!(c.counts().retries, 0);
+    }
+
+    #[test]
+    fn unreachable_servers_fail_after_every_attempt() {
+        // Bind and drop: nothing listens on that port any more.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c = client(&format!("http://127.0.0.1:{port}"));
+        let e = c.get("ports").unwrap_err();
+        assert!(matches!(e, ApiError::Transport { .. }), "{e}");
+        assert_eq!(c.counts().retries, 2, "retried up to the attempts");
+    }
+}

@@ -380,3 +380,175 @@ fn move_port(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+    use super::*;
+    use crate::state::{PortState, Rule};
+    use palisade_neutron::{PortBinding, SecurityGroup};
+
+    fn rule(prefix: &str) -> SgRule {
+        SgRule {
+            direction: RuleDirection::Ingress,
+            ethertype: Ethertype::IPv4,
+            traffic: Traffic::Any,
+            remote: Remote::Prefix(prefix.parse().unwrap()),
+            description: "d".into(),
+        }
+    }
+
+    fn group(name: &str, rules: &[&str]) -> SecurityGroup {
+        SecurityGroup {
+            name: name.into(),
+            tags: vec![],
+            description: String::new(),
+            security_group_rules: rules.iter().map(|p| rule(p)).collect(),
+        }
+    }
+
+    fn owned(id: &str, name: &str, rules: &[(&str, &str)]) -> Group {
+        Group {
+            id: id.into(),
+            name: name.into(),
+            tags: vec![OWNED_TAG.into()],
+            rules: rules
+                .iter()
+                .map(|(rid, p)| Rule {
+                    id: rid.to_string(),
+                    rule: key(&rule(p), |n| Some(n.into())),
+                })
+                .collect(),
+        }
+    }
+
+    fn port(id: &str, ip: &str, groups: &[&str]) -> PortState {
+        PortState {
+            id: id.into(),
+            fixed_ips: vec![ip.parse().unwrap()],
+            security_groups: groups.iter().map(|g| g.to_string()).collect(),
+            device_owner: String::new(),
+            network_id: String::new(),
+        }
+    }
+
+    fn binding(pod: &str, ip: &str, groups: &[&str]) -> PortBinding {
+        PortBinding {
+            pod: pod.into(),
+            fixed_ips: vec![ip.parse().unwrap()],
+            security_groups: groups.iter().map(|g| g.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_changed_state_is_planned_minimally_and_in_a_safe_order() {
+        let desired = Translation {
+            security_groups: vec![
+                group("a", &["10.0.0.1/32", "10.0.0.3/32"]),
+                group("c", &["10.0.0.9/32"]),
+            ],
+            ports: vec![
+                binding("x/moved", "10.1.0.1", &["a", "c"]),
+                binding("x/same", "10.1.0.2", &["a"]),
+                binding("x/gone", "10.1.0.3", &["a"]),
+                binding("x/twice", "10.1.0.4", &["a"]),
+            ],
+        };
+        let observed = Observed {
+            groups: vec![
+                owned("id-a", "a", &[("r1", "10.0.0.1/32"), ("r2", "10.0.0.2/32")]),
+                owned("id-b", "b", &[]),
+                Group {
+                    id: "id-default".into(),
+                    name: "default".into(),
+                    tags: vec![],
+                    rules: vec![],
+                },
+            ],
+            ports: vec![
+                port("p1", "10.1.0.1", &["id-a", "id-b"]),
+                port("p2", "10.1.0.2", &["id-a"]),
+                port("p4", "10.1.0.4", &[]),
+                port("p4b", "10.1.0.4", &[]),
+                port("orphan", "10.9.9.9", &["id-b", "id-default"]),
+            ],
+        };
+        let p = plan(&desired, &observed);
+        assert_eq!(p.create_groups.len(), 1, "c is new");
+        assert_eq!(
+            p.create_groups[0].tags,
+            vec![OWNED_TAG.to_string()],
+            "owned from the start"
+        );
+        assert_eq!(
+            p.delete_rules,
+            vec![RuleDelete {
+                id: "r2".into(),
+                group: "a".into()
+            }],
+            "a loses one rule"
+        );
+        assert_eq!(p.add_rules.len(), 1, "and gains one");
+        assert_eq!(p.add_rules[0].rule, rule("10.0.0.3/32"));
+        let id = |s: &str| GroupRef::Id(s.into());
+        assert_eq!(
+            p.tighten_ports,
+            vec![
+                PortUpdate {
+                    port_id: "p1".into(),
+                    pod: Some("x/moved".into()),
+                    groups: vec![id("id-a")]
+                },
+                PortUpdate {
+                    port_id: "orphan".into(),
+                    pod: None,
+                    groups: vec![id("id-default")]
+                },
+            ],
+            "first down to the groups kept; a port of no pod loses the owned groups only"
+        );
+        assert_eq!(
+            p.set_ports,
+            vec![PortUpdate {
+                port_id: "p1".into(),
+                pod: Some("x/moved".into()),
+                groups: vec![id("id-a"), GroupRef::New("c".into())]
+            }],
+            "then up to the new set"
+        );
+        assert_eq!(
+            p.delete_groups,
+            vec![GroupDelete {
+                id: "id-b".into(),
+                name: "b".into()
+            }],
+            "b is not wanted; default is not owned"
+        );
+        let reasons: Vec<(&str, &str)> = p
+            .unmatched
+            .iter()
+            .map(|u| (u.pod.as_str(), u.reason.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            vec![
+                ("x/gone", "no Neutron port has the address 10.1.0.3"),
+                ("x/twice", "ports p4, p4b all have the address 10.1.0.4"),
+            ],
+            "missing and ambiguous ports are reported, not guessed"
+        );
+    }
+
+    #[test]
+    fn the_state_reached_plans_nothing() {
+        let desired = Translation {
+            security_groups: vec![group("a", &["10.0.0.1/32"])],
+            ports: vec![binding("x/p", "10.1.0.1", &["a"])],
+        };
+        let observed = Observed {
+            groups: vec![owned("id-a", "a", &[("r1", "10.0.0.1/32")])],
+            ports: vec![port("p1", "10.1.0.1", &["id-a"])],
+        };
+        assert!(plan(&desired, &observed).is_empty());
+    }
+}

@@ -271,9 +271,9 @@ fn controller(args: ControllerArgs) -> Result<(), CliError> {
 
 /// Follows the source: after the first full listing and after each batch of changes (or
 /// every `--resync` seconds), translates the cluster and syncs Neutron to it. A failed
-/// sync is retried after a short pause; the state Neutron holds meanwhile is never more
-/// open than before or after (see docs/neutron.md).
-async fn follow(args: ControllerArgs, client: Client) -> Result<(), CliError> {
+/// sync is retried after a short pause with a new login; the state Neutron holds
+/// meanwhile is never more open than before or after (see docs/neutron.md).
+async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError> {
     let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
     let _dir = match &args.source {
         SourceSpec::Dir(path) => Some(
@@ -325,6 +325,16 @@ async fn follow(args: ControllerArgs, client: Client) -> Result<(), CliError> {
         for (text, diags) in store.problems() {
             for d in diags {
                 tracing::warn!(text = %text, "{d}");
+            }
+        }
+        if failed {
+            // A new login after a failure: an expired token is the usual cause of a 401.
+            match args.connection.client() {
+                Ok(c) => client = c,
+                Err(e) => {
+                    tracing::error!(error = %e, "login failed; retrying in 5 s");
+                    continue;
+                }
             }
         }
         let engine = Engine::new(store.cluster(), Options::default());
