@@ -113,3 +113,77 @@ pub fn make_ports(c: &Client, ips: &[IpAddr]) -> String {
     }
     net_id
 }
+
+/// A loopback proxy in front of `upstream` that answers a request with `status` (and a
+/// Neutron error body) instead of forwarding it when `fault(method, path)` says so; every
+/// other request is forwarded as it is. Returns the proxy's URL; it serves until the test
+/// ends.
+pub fn faulty_proxy(
+    upstream: &str,
+    status: u16,
+    fault: impl FnMut(&str, &str) -> bool + Send + 'static,
+) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let upstream = upstream
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let mut fault = fault;
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+                continue;
+            }
+            let mut headers = Vec::new();
+            let mut length = 0;
+            loop {
+                let mut h = String::new();
+                reader.read_line(&mut h).unwrap();
+                if h == "\r\n" || h.is_empty() {
+                    break;
+                }
+                let lower = h.to_ascii_lowercase();
+                if let Some(v) = lower.strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+                if !lower.starts_with("connection:") {
+                    headers.push(h);
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let mut parts = request_line.split_whitespace();
+            let (method, path) = (
+                parts.next().unwrap_or("").to_string(),
+                parts.next().unwrap_or("").to_string(),
+            );
+            let reply = if fault(&method, &path) {
+                let body = format!(
+                    r#"{{"NeutronError": {{"message": "injected failure of {method} {path}"}}}}"#
+                );
+                format!("HTTP/1.1 {status} Injected\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
+                    .into_bytes()
+            } else {
+                let mut up = TcpStream::connect(&upstream).unwrap();
+                let mut req = request_line.into_bytes();
+                for h in &headers {
+                    req.extend_from_slice(h.as_bytes());
+                }
+                req.extend_from_slice(b"Connection: close\r\n\r\n");
+                req.extend_from_slice(&body);
+                up.write_all(&req).unwrap();
+                let mut out = Vec::new();
+                up.read_to_end(&mut out).unwrap();
+                out
+            };
+            let _ = stream.write_all(&reply);
+        }
+    });
+    url
+}
