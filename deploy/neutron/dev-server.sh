@@ -65,6 +65,9 @@ auth_strategy = keystone
 api_paste_config = $state/api-paste.ini
 debug = false
 use_stderr = true
+# Listings come in pages of 10, as on deployments that limit them (more tightly): the sync
+# follows the next links.
+pagination_max_limit = 10
 [database]
 connection = mysql+pymysql://neutron:neutron@localhost/neutron
 [quotas]
@@ -114,9 +117,11 @@ start() {
   "$venv/bin/neutron-db-manage" --config-file "$state/neutron.conf" --config-file "$state/ml2_conf.ini" \
     upgrade heads >"$state/db-manage.log" 2>&1 || { cat "$state/db-manage.log" >&2; exit 1; }
   stop
-  (cd "$state" && PYTHONPATH="$state" setsid "$venv/bin/gunicorn" --bind "127.0.0.1:$port" --workers 1 \
-    --timeout 600 --pid "$state/gunicorn.pid" palisade_neutron_app:application \
-    >"$state/server.log" 2>&1 < /dev/null &)
+  # Detached, holding none of this script's descriptors: a caller reading our output
+  # through a pipe or $(...) sees it end when the script does.
+  (cd "$state" && PYTHONPATH="$state" exec setsid "$venv/bin/gunicorn" --bind "127.0.0.1:$port" \
+    --workers 1 --timeout 600 --pid "$state/gunicorn.pid" palisade_neutron_app:application) \
+    >"$state/server.log" 2>&1 </dev/null &
   for _ in $(seq 1 120); do
     if ready; then log "Neutron is serving at $url (log: $state/server.log)"; echo "export PALISADE_NEUTRON_URL=$url"; return; fi
     sleep 0.5

@@ -95,10 +95,7 @@ pub fn list_groups(client: &Client, tag: Option<&str>) -> Result<Vec<Group>, Api
         path.push_str("&tags=");
         path.push_str(tag);
     }
-    let v = client.get(&path)?;
-    let list = v["security_groups"]
-        .as_array()
-        .ok_or_else(|| decode(&path, "no security_groups list"))?;
+    let list = list_all(client, &path, "security_groups")?;
     list.iter()
         .map(|g| parse_group(g).ok_or_else(|| decode(&path, "a group without id or name")))
         .collect()
@@ -115,13 +112,34 @@ pub fn list_ports(client: &Client, filter: &PortFilter) -> Result<Vec<PortState>
     if let Some(o) = &filter.device_owner {
         path.push_str(&format!("&device_owner={}", query_escape(o)));
     }
-    let v = client.get(&path)?;
-    let list = v["ports"]
-        .as_array()
-        .ok_or_else(|| decode(&path, "no ports list"))?;
+    let list = list_all(client, &path, "ports")?;
     list.iter()
         .map(|p| parse_port(p).ok_or_else(|| decode(&path, "a port without id")))
         .collect()
+}
+
+/// Every item of a listing, following Neutron's `next` links when it pages (a server
+/// with `pagination_max_limit` set): one call per page.
+fn list_all(client: &Client, first: &str, key: &str) -> Result<Vec<Value>, ApiError> {
+    let mut items = Vec::new();
+    let mut path = Some(first.to_string());
+    while let Some(p) = path.take() {
+        let mut v = client.get(&p)?;
+        let page = v[key]
+            .as_array_mut()
+            .ok_or_else(|| decode(&p, &format!("no {key} list")))?;
+        let empty = page.is_empty();
+        items.append(page);
+        let next = v[format!("{key}_links")]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["rel"] == "next")
+            .and_then(|l| l["href"].as_str())
+            .and_then(|href| href.split_once("/v2.0/").map(|(_, rest)| rest.to_string()));
+        path = next.filter(|n| !empty && *n != p);
+    }
+    Ok(items)
 }
 
 fn decode(path: &str, message: &str) -> ApiError {
