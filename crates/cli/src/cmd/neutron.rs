@@ -206,7 +206,12 @@ fn sync(args: SyncArgs) -> Result<(), CliError> {
 /// The report as lines: the calls, failures, unmatched pods.
 fn text(r: &Report) -> String {
     let mut s = String::new();
-    let verb = if r.dry_run { "would call" } else { "called" };
+    let verb = match &r.applied {
+        None => "would call",
+        Some(a) if a.errors.is_empty() => "called",
+        // The sync stopped after the phase that failed: later calls were not made.
+        Some(_) => "planned",
+    };
     for c in &r.calls {
         s += &format!("{verb} {} {}  # {}\n", c.method, c.path, c.what);
     }
