@@ -38,6 +38,9 @@ pub struct Keystone {
     pub interface: String,
     /// Neutron's URL, overriding the catalog.
     pub endpoint_override: Option<String>,
+    /// A PEM file of the CA certificates to trust for Keystone and Neutron (default: the
+    /// usual web roots).
+    pub cacert: Option<PathBuf>,
 }
 
 /// A Keystone credential.
@@ -103,6 +106,9 @@ pub enum AuthError {
         /// What is wrong.
         message: String,
     },
+    /// The CA file could not be read.
+    #[error("CA certificates: {0}")]
+    CaCert(String),
     /// Keystone refused the login or could not be reached.
     #[error("Keystone {url}: {message}")]
     Login {
@@ -140,14 +146,26 @@ pub fn connect(auth: &Auth, retry: Retry) -> Result<Client, AuthError> {
             retry,
         )),
         Auth::Keystone(k) => {
-            let (token, endpoint) = login(k)?;
-            Ok(Client::new(&endpoint, Credentials::Token(token), retry))
+            let roots = match &k.cacert {
+                Some(path) => Some(crate::client::read_roots(path).map_err(AuthError::CaCert)?),
+                None => None,
+            };
+            let (token, endpoint) = login(k, roots.as_deref())?;
+            Ok(Client::with_roots(
+                &endpoint,
+                Credentials::Token(token),
+                retry,
+                roots.as_deref(),
+            ))
         }
     }
 }
 
-/// Logs in: the token and Neutron's URL.
-pub fn login(k: &Keystone) -> Result<(String, String), AuthError> {
+/// Logs in (trusting `roots` when given): the token and Neutron's URL.
+pub fn login(
+    k: &Keystone,
+    roots: Option<&[ureq::tls::Certificate<'static>]>,
+) -> Result<(String, String), AuthError> {
     let base = k.auth_url.trim_end_matches('/');
     let base = base.strip_suffix("/v3").unwrap_or(base);
     let url = format!("{base}/v3/auth/tokens");
@@ -155,11 +173,7 @@ pub fn login(k: &Keystone) -> Result<(String, String), AuthError> {
         url: url.clone(),
         message,
     };
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(60)))
-        .build()
-        .into();
+    let agent = crate::client::agent(Duration::from_secs(60), roots);
     let mut response = agent
         .post(&url)
         .header("Accept", "application/json")
@@ -306,6 +320,7 @@ pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Keystone, AuthEr
             .map(|i| i.trim_end_matches("URL").to_string())
             .unwrap_or_else(|| "public".into()),
         endpoint_override: None,
+        cacert: get("OS_CACERT").map(PathBuf::from),
     })
 }
 
@@ -373,7 +388,7 @@ pub fn from_clouds_text(text: &str, name: &str) -> Result<Keystone, String> {
     let get = |key: &str| -> Option<String> {
         let k = key.trim_start_matches("OS_").to_ascii_lowercase();
         match k.as_str() {
-            "auth_type" | "region_name" | "interface" => s(&cloud[&k]),
+            "auth_type" | "region_name" | "interface" | "cacert" => s(&cloud[&k]),
             "tenant_id" | "tenant_name" => None,
             _ => s(&auth[&k]),
         }
@@ -509,6 +524,7 @@ mod tests {
             "clouds:\n  prod:\n    auth_type: v3applicationcredential\n    region_name: r1\n    auth:\n      auth_url: {url}\n      application_credential_id: ac1\n      application_credential_secret: s3\n"
         );
         let k = from_clouds_text(&text, "prod").unwrap();
+        assert_eq!(k.cacert, None, "no cacert: the usual roots");
         let client = connect(&Auth::Keystone(k), Retry::default()).unwrap();
         let (_, _, _, body) = seen.recv().unwrap();
         let body: Value = serde_json::from_str(&body).unwrap();
@@ -556,6 +572,21 @@ mod tests {
             let e = from_env(env(vars)).unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
         }
+        let k = from_clouds_text("clouds: {a: {cacert: /etc/ca.pem, auth: {auth_url: 'https://k', username: u, password: p, project_id: x}}}", "a").unwrap();
+        assert_eq!(
+            k.cacert,
+            Some(PathBuf::from("/etc/ca.pem")),
+            "cacert is the cloud's"
+        );
+        let k = Keystone {
+            cacert: Some(PathBuf::from("/nonexistent.pem")),
+            ..k
+        };
+        let e = connect(&Auth::Keystone(k), Retry::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.starts_with("CA certificates: /nonexistent.pem"), "{e}");
         let e = from_clouds_text("clouds: {a: {}}", "b").unwrap_err();
         assert!(e.contains("no cloud \"b\" (clouds: a)"), "{e}");
         let e = network_endpoint(

@@ -138,13 +138,20 @@ pub struct Client {
 
 impl Client {
     /// A client of the Neutron at `endpoint` (`http://host:9696`, with or without a
-    /// trailing `/v2.0`).
+    /// trailing `/v2.0`), trusting the usual web roots for HTTPS.
     pub fn new(endpoint: &str, credentials: Credentials, retry: Retry) -> Client {
-        let agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(600)))
-            .build()
-            .into();
+        Client::with_roots(endpoint, credentials, retry, None)
+    }
+
+    /// [`Client::new`], trusting only the certificates of `roots` for HTTPS when given
+    /// (a cloud's own CA: `OS_CACERT`, clouds.yaml `cacert`).
+    pub fn with_roots(
+        endpoint: &str,
+        credentials: Credentials,
+        retry: Retry,
+        roots: Option<&[ureq::tls::Certificate<'static>]>,
+    ) -> Client {
+        let agent = agent(Duration::from_secs(600), roots);
         let base = endpoint.trim_end_matches('/');
         let base = base.strip_suffix("/v2.0").unwrap_or(base).to_string();
         Client {
@@ -282,6 +289,38 @@ impl Client {
             message: e.to_string(),
         })
     }
+}
+
+/// An HTTP agent that hands back error statuses as responses, with `roots` as the only
+/// trusted certificates when given.
+pub fn agent(timeout: Duration, roots: Option<&[ureq::tls::Certificate<'static>]>) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(timeout));
+    if let Some(roots) = roots {
+        config = config.tls_config(
+            ureq::tls::TlsConfig::builder()
+                .root_certs(ureq::tls::RootCerts::new_with_certs(roots))
+                .build(),
+        );
+    }
+    config.build().into()
+}
+
+/// The certificates of a PEM file.
+pub fn read_roots(path: &std::path::Path) -> Result<Vec<ureq::tls::Certificate<'static>>, String> {
+    let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let certs: Vec<_> = ureq::tls::parse_pem(&pem)
+        .filter_map(|item| match item {
+            Ok(ureq::tls::PemItem::Certificate(c)) => Some(Ok(c)),
+            Ok(_) => None,
+            Err(e) => Some(Err(format!("{}: {e}", path.display()))),
+        })
+        .collect::<Result<_, _>>()?;
+    if certs.is_empty() {
+        return Err(format!("{}: no PEM certificate in it", path.display()));
+    }
+    Ok(certs)
 }
 
 /// Whether an error is worth another attempt: a server error or a broken connection.

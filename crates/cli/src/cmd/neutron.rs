@@ -47,6 +47,10 @@ pub struct Connection {
     /// (development); with Keystone: overrides the catalog's endpoint.
     #[arg(long, value_name = "URL")]
     neutron_url: Option<String>,
+    /// CA certificates (PEM) to trust for Keystone and Neutron instead of the usual web
+    /// roots (default: OS_CACERT, or the cloud's `cacert` in clouds.yaml).
+    #[arg(long, value_name = "FILE", conflicts_with = "project_id")]
+    os_cacert: Option<PathBuf>,
     /// The project, sent as identity headers (needs --neutron-url; no Keystone).
     #[arg(
         long,
@@ -103,6 +107,9 @@ impl Connection {
             }
         };
         keystone.endpoint_override = self.neutron_url.clone();
+        if let Some(ca) = &self.os_cacert {
+            keystone.cacert = Some(ca.clone());
+        }
         Ok(Auth::Keystone(keystone))
     }
 
