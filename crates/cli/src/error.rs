@@ -45,6 +45,18 @@ pub enum CliError {
     /// The Neutron translation failed (exit 1).
     #[error(transparent)]
     Neutron(#[from] palisade_neutron::NeutronError),
+    /// A Neutron API call failed (exit 1).
+    #[error("Neutron: {0}")]
+    NeutronApi(#[from] palisade_neutron_sync::client::ApiError),
+    /// No session with Neutron could be had (exit 1).
+    #[error(transparent)]
+    NeutronAuth(#[from] palisade_neutron_sync::auth::AuthError),
+    /// Some calls of a Neutron sync failed (exit 1; each was reported).
+    #[error("{0} Neutron call(s) failed (listed above); the sync stopped after that phase")]
+    NeutronFailed(usize),
+    /// The Neutron controller could not start (exit 1).
+    #[error("neutron controller: {0}")]
+    Controller(String),
     /// The lab failed (exit 1).
     #[error(transparent)]
     Lab(#[from] palisade_lab::LabError),

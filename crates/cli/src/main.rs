@@ -21,7 +21,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
     version,
     about,
     long_about = None,
-    after_help = "Analysis: eval, explain, matrix, lint, diff, coverage. Enforcement: compile, agent. \
+    after_help = "Analysis: eval, explain, matrix, lint, diff, coverage. Enforcement: compile, agent, neutron. \
 Policy layer: tenancy. For developers: lab (root), gen."
 )]
 struct Cli {
@@ -48,6 +48,10 @@ enum Command {
     /// Enforce the policies live: follow a manifest directory or the Kubernetes API and
     /// keep this network namespace's nftables ruleset in step.
     Agent(cmd::agent::Args),
+    /// Keep an OpenStack Neutron's security groups and the pods' ports in step with the
+    /// policies: once (`sync`) or continuously (`controller`).
+    #[command(subcommand)]
+    Neutron(cmd::neutron::Args),
     /// Grouped, admin-managed policies for tools, compiled into NetworkPolicies.
     #[command(subcommand)]
     Tenancy(cmd::tenancy::Args),
@@ -72,6 +76,7 @@ fn main() -> ExitCode {
         Command::Gen(args) => cmd::generate::run(args),
         Command::Lab(args) => cmd::lab::run(args),
         Command::Agent(args) => cmd::agent::run(args),
+        Command::Neutron(args) => cmd::neutron::run(args),
     };
     error::exit(result)
 }

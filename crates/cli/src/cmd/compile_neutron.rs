@@ -28,16 +28,22 @@ enum PeerModeArg {
     RemoteGroups,
 }
 
+impl Flags {
+    /// The translation options the flags give.
+    pub fn options(&self) -> TranslateOptions {
+        TranslateOptions {
+            peer_mode: match self.peer_mode {
+                PeerModeArg::Prefixes => PeerMode::Prefixes,
+                PeerModeArg::RemoteGroups => PeerMode::RemoteGroups,
+            },
+            ignore_admin_policies: self.ignore_admin_policies,
+        }
+    }
+}
+
 /// Compiles to Neutron security groups: JSON (default) or YAML on stdout, a summary on stderr.
 pub fn run(engine: &Engine, flags: &Flags, format: Format) -> Result<(), CliError> {
-    let options = TranslateOptions {
-        peer_mode: match flags.peer_mode {
-            PeerModeArg::Prefixes => PeerMode::Prefixes,
-            PeerModeArg::RemoteGroups => PeerMode::RemoteGroups,
-        },
-        ignore_admin_policies: flags.ignore_admin_policies,
-    };
-    let (t, warnings) = palisade_neutron::translate(engine, &options)?;
+    let (t, warnings) = palisade_neutron::translate(engine, &flags.options())?;
     for w in warnings {
         eprintln!("palisade: warning: {w}");
     }

@@ -12,4 +12,5 @@ pub mod generate;
 pub mod lab;
 pub mod lint;
 pub mod matrix;
+pub mod neutron;
 pub mod tenancy;

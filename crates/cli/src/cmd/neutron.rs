@@ -1,0 +1,390 @@
+//! `palisade neutron sync|controller`: apply the Neutron translation to a real Neutron,
+//! once or continuously.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use palisade_agent::run::SourceSpec;
+use palisade_agent::source::{self, Event};
+use palisade_agent::store::Store;
+use palisade_engine::{Engine, Options};
+use palisade_neutron::{TranslateOptions, Translation};
+use palisade_neutron_sync::auth::{self, Auth};
+use palisade_neutron_sync::client::{Client, Retry};
+use palisade_neutron_sync::state::PortFilter;
+use palisade_neutron_sync::{Report, SyncOptions};
+use tokio::sync::mpsc;
+
+use crate::common::Input;
+use crate::error::CliError;
+
+/// `palisade neutron` subcommands.
+#[derive(Debug, clap::Subcommand)]
+pub enum Args {
+    /// Bring Neutron's security groups and the pods' ports to the translation, once.
+    #[command(after_help = "Examples:
+  palisade neutron sync -f cluster/ -f policies/ --os-cloud prod --dry-run
+  palisade neutron sync -f cluster/ --neutron-url http://127.0.0.1:9696 --project-id demo -o json
+  source openrc.sh && palisade neutron sync -f cluster/ --network pods")]
+    Sync(SyncArgs),
+    /// Keep Neutron in step with a manifest directory or the Kubernetes API.
+    #[command(after_help = "Examples:
+  palisade neutron controller --source kube --os-cloud prod
+  palisade neutron controller --source dir:manifests --neutron-url http://127.0.0.1:9696 --project-id demo")]
+    Controller(ControllerArgs),
+}
+
+/// Where Neutron is and who the sync is to it.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Connection {
+    /// The cloud in clouds.yaml (`OS_CLIENT_CONFIG_FILE`, ./clouds.yaml,
+    /// ~/.config/openstack/clouds.yaml, /etc/openstack/clouds.yaml) to log in to Keystone
+    /// with. Without it and without --project-id: the `OS_*` variables (`OS_CLOUD` too).
+    #[arg(long, value_name = "NAME")]
+    os_cloud: Option<String>,
+    /// Neutron's URL. With --project-id: a Neutron that trusts identity headers
+    /// (development); with Keystone: overrides the catalog's endpoint.
+    #[arg(long, value_name = "URL")]
+    neutron_url: Option<String>,
+    /// CA certificates (PEM) to trust for Keystone and Neutron instead of the usual web
+    /// roots (default: OS_CACERT, or the cloud's `cacert` in clouds.yaml).
+    #[arg(long, value_name = "FILE", conflicts_with = "project_id")]
+    os_cacert: Option<PathBuf>,
+    /// The project, sent as identity headers (needs --neutron-url; no Keystone).
+    #[arg(
+        long,
+        value_name = "ID",
+        requires = "neutron_url",
+        conflicts_with = "os_cloud"
+    )]
+    project_id: Option<String>,
+    /// The user sent with --project-id.
+    #[arg(
+        long,
+        value_name = "ID",
+        default_value = "palisade",
+        requires = "project_id"
+    )]
+    user_id: String,
+    /// Only ports on this network id are pods' ports.
+    #[arg(long, value_name = "ID")]
+    network: Option<String>,
+    /// Only ports with this device_owner are pods' ports (Kuryr's: compute:kuryr).
+    #[arg(long, value_name = "OWNER")]
+    device_owner: Option<String>,
+    #[command(flatten)]
+    translation: super::compile_neutron::Flags,
+}
+
+impl Connection {
+    /// The credentials the flags and environment give.
+    fn auth(&self) -> Result<Auth, CliError> {
+        if let Some(project_id) = &self.project_id {
+            let url = self
+                .neutron_url
+                .clone()
+                .ok_or_else(|| CliError::Usage("--project-id needs --neutron-url".into()))?;
+            return Ok(Auth::Headers {
+                url,
+                project_id: project_id.clone(),
+                user_id: self.user_id.clone(),
+            });
+        }
+        let cloud = self
+            .os_cloud
+            .clone()
+            .or_else(|| std::env::var("OS_CLOUD").ok());
+        let mut keystone = match cloud {
+            Some(name) => auth::from_clouds(&name)?,
+            None if std::env::var_os("OS_AUTH_URL").is_some() => {
+                auth::from_env(|k| std::env::var(k).ok())?
+            }
+            None => {
+                return Err(CliError::Usage(
+                    "no Neutron credentials: give --os-cloud NAME, set OS_AUTH_URL and the other OS_* variables, or give --neutron-url and --project-id for a Neutron that trusts identity headers".into(),
+                ));
+            }
+        };
+        keystone.endpoint_override = self.neutron_url.clone();
+        if let Some(ca) = &self.os_cacert {
+            keystone.cacert = Some(ca.clone());
+        }
+        Ok(Auth::Keystone(keystone))
+    }
+
+    fn client(&self) -> Result<Client, CliError> {
+        Ok(auth::connect(&self.auth()?, Retry::default())?)
+    }
+
+    fn filter(&self) -> PortFilter {
+        PortFilter {
+            network_id: self.network.clone(),
+            device_owner: self.device_owner.clone(),
+        }
+    }
+
+    fn options(&self) -> TranslateOptions {
+        self.translation.options()
+    }
+}
+
+/// Arguments of `neutron sync`.
+#[derive(Debug, clap::Args)]
+pub struct SyncArgs {
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    connection: Connection,
+    /// Read Neutron and print the calls a sync would make; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Output,
+}
+
+/// Output formats of `neutron sync`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Output {
+    /// The calls, unmatched pods and a summary.
+    Text,
+    /// The report as JSON.
+    Json,
+}
+
+/// Arguments of `neutron controller`.
+#[derive(Debug, clap::Args)]
+pub struct ControllerArgs {
+    /// Where the cluster comes from: `dir:PATH` (a directory of manifests, watched) or
+    /// `kube` (the Kubernetes API).
+    #[arg(long, value_parser = clap::value_parser!(SourceSpec))]
+    source: SourceSpec,
+    #[command(flatten)]
+    connection: Connection,
+    /// Re-read Neutron and repair drift this often even when the cluster is quiet.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    resync: u64,
+    /// Kubeconfig file for `--source kube`.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for `--source kube`.
+    #[arg(long)]
+    context: Option<String>,
+}
+
+/// Runs a `neutron` subcommand.
+pub fn run(args: Args) -> Result<(), CliError> {
+    match args {
+        Args::Sync(a) => sync(a),
+        Args::Controller(a) => controller(a),
+    }
+}
+
+fn translate(engine: &Engine, options: &TranslateOptions) -> Result<Translation, CliError> {
+    let (t, warnings) = palisade_neutron::translate(engine, options)?;
+    for w in warnings {
+        eprintln!("palisade: warning: {w}");
+    }
+    Ok(t)
+}
+
+fn sync(args: SyncArgs) -> Result<(), CliError> {
+    let engine = args.input.engine()?;
+    let desired = translate(&engine, &args.connection.options())?;
+    let client = args.connection.client()?;
+    let options = SyncOptions {
+        dry_run: args.dry_run,
+        ports: args.connection.filter(),
+    };
+    let report = palisade_neutron_sync::sync(&client, &desired, &options)?;
+    let mut out = std::io::stdout().lock();
+    match args.output {
+        Output::Json => writeln!(out, "{}", serde_json::to_string_pretty(&report)?)?,
+        Output::Text => write!(out, "{}", text(&report))?,
+    }
+    eprintln!("palisade: {}", summary(&report));
+    match &report.applied {
+        Some(a) if !a.errors.is_empty() => Err(CliError::NeutronFailed(a.errors.len())),
+        _ => Ok(()),
+    }
+}
+
+/// The report as lines: the calls, failures, unmatched pods.
+fn text(r: &Report) -> String {
+    let mut s = String::new();
+    let verb = match &r.applied {
+        None => "would call",
+        Some(a) if a.errors.is_empty() => "called",
+        // The sync stopped after the phase that failed: later calls were not made.
+        Some(_) => "planned",
+    };
+    for c in &r.calls {
+        s += &format!("{verb} {} {}  # {}\n", c.method, c.path, c.what);
+    }
+    if let Some(a) = &r.applied {
+        for e in &a.errors {
+            s += &format!("failed: {e}\n");
+        }
+    }
+    for u in &r.unmatched {
+        s += &format!("unmatched pod {} (left as it is): {}\n", u.pod, u.reason);
+    }
+    s
+}
+
+/// One line: calls made, what changed, time.
+fn summary(r: &Report) -> String {
+    let done = match &r.applied {
+        None => format!("dry run: {} write(s) planned", r.calls.len()),
+        Some(a) => format!(
+            "groups +{} -{}, rules +{} -{}, {} port update(s){}",
+            a.groups_created,
+            a.groups_deleted,
+            a.rules_created,
+            a.rules_deleted,
+            a.ports_updated,
+            if a.errors.is_empty() {
+                String::new()
+            } else {
+                format!(", {} failed call(s)", a.errors.len())
+            }
+        ),
+    };
+    format!(
+        "neutron sync: {done}; {} read(s), {} write(s), {} retried, {} ms{}",
+        r.counts.reads,
+        r.counts.writes,
+        r.counts.retries,
+        r.elapsed_ms,
+        if r.unmatched.is_empty() {
+            String::new()
+        } else {
+            format!("; {} pod(s) without a port", r.unmatched.len())
+        }
+    )
+}
+
+fn controller(args: ControllerArgs) -> Result<(), CliError> {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    let client = args.connection.client()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Output)?;
+    runtime.block_on(follow(args, client))
+}
+
+/// Follows the source: after the first full listing and after each batch of changes (or
+/// every `--resync` seconds), translates the cluster and syncs Neutron to it. A failed
+/// sync is retried after a short pause with a new login; the state Neutron holds
+/// meanwhile is never more open than before or after (see docs/neutron.md).
+async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError> {
+    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
+    let _dir = match &args.source {
+        SourceSpec::Dir(path) => Some(
+            source::dir::watch(path, tx.clone())
+                .map_err(|e| CliError::Controller(e.to_string()))?,
+        ),
+        SourceSpec::Kube => {
+            let kube = source::kube::client(args.kubeconfig.as_deref(), args.context.as_deref())
+                .await
+                .map_err(|e| CliError::Controller(e.to_string()))?;
+            tokio::spawn(source::kube::run(kube, tx.clone()));
+            None
+        }
+    };
+    tracing::info!(source = ?args.source, "neutron controller started");
+    let options = args.connection.options();
+    let filter = args.connection.filter();
+    let resync = Duration::from_secs(args.resync.max(1));
+    let mut store = Store::default();
+    let (mut synced, mut failed) = (false, false);
+    loop {
+        let wait = if failed {
+            Duration::from_secs(5)
+        } else {
+            resync
+        };
+        let mut batch = Vec::new();
+        tokio::select! {
+            e = rx.recv() => match e {
+                Some(e) => batch.push(e),
+                None => return Ok(()),
+            },
+            _ = tokio::time::sleep(wait) => {}
+            _ = tokio::signal::ctrl_c() => {
+                tracing::info!("interrupted; Neutron keeps the last state synced");
+                return Ok(());
+            }
+        }
+        while let Ok(e) = rx.try_recv() {
+            batch.push(e);
+        }
+        for e in batch {
+            synced |= e == Event::Synced;
+            store.handle(e);
+        }
+        if !synced {
+            continue;
+        }
+        for (text, diags) in store.problems() {
+            for d in diags {
+                tracing::warn!(text = %text, "{d}");
+            }
+        }
+        if failed {
+            // A new login after a failure: an expired token is the usual cause of a 401.
+            match args.connection.client() {
+                Ok(c) => client = c,
+                Err(e) => {
+                    tracing::error!(error = %e, "login failed; retrying in 5 s");
+                    continue;
+                }
+            }
+        }
+        let engine = Engine::new(store.cluster(), Options::default());
+        let start = Instant::now();
+        let result = tokio::task::block_in_place(|| {
+            let desired = translate(&engine, &options)?;
+            let sync_options = SyncOptions {
+                dry_run: false,
+                ports: filter.clone(),
+            };
+            Ok::<_, CliError>(palisade_neutron_sync::sync(
+                &client,
+                &desired,
+                &sync_options,
+            )?)
+        });
+        failed = match result {
+            Ok(report) => {
+                for u in &report.unmatched {
+                    tracing::warn!(pod = %u.pod, "no port: {}", u.reason);
+                }
+                let ok = report.ok();
+                if let Some(a) = report.applied.as_ref().filter(|_| !ok) {
+                    for e in &a.errors {
+                        tracing::error!(error = %e, "call failed");
+                    }
+                }
+                tracing::info!(
+                    elapsed_ms = start.elapsed().as_millis() as u64,
+                    "{}",
+                    summary(&report)
+                );
+                !ok
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "sync failed; retrying in 5 s");
+                true
+            }
+        };
+    }
+}

@@ -1,0 +1,377 @@
+//! Carries out a [`Plan`] in its order, and describes the calls it would make (`--dry-run`).
+//!
+//! The order keeps every intermediate state safe: new groups are complete before any port
+//! carries them; rules leave existing groups before ports move; each port first drops the
+//! groups it loses (never carrying more than before), then takes the groups it gains; only
+//! then do existing groups gain rules, and unwanted groups go last. A phase that fails
+//! stops the sync after that phase (its independent items are still tried), so a failure
+//! before the ports move leaves every port at least as strict as before.
+
+use std::collections::{BTreeMap, HashMap};
+
+use palisade_neutron::{Remote, SgRule};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::client::{ApiError, Client};
+use crate::plan::{GroupRef, Plan, PortUpdate, default_rules, key};
+use crate::state::{parse_group, rule_body};
+
+/// Groups per bulk `POST /security-groups`.
+pub const GROUPS_PER_CALL: usize = 100;
+/// Rules per bulk `POST /security-group-rules` (well under Neutron's request size limits).
+pub const RULES_PER_CALL: usize = 300;
+
+/// One call, as `--dry-run` prints it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedCall {
+    /// `POST`, `PUT` or `DELETE`.
+    pub method: &'static str,
+    /// The path under `/v2.0/` (a group still to be created appears as `<new NAME>`).
+    pub path: String,
+    /// What it does.
+    pub what: String,
+}
+
+/// The write calls a plan makes, in order. New groups are assumed to come with Neutron's
+/// two default egress rules.
+pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
+    let mut out = Vec::new();
+    let call = |method, path: String, what: String| PlannedCall { method, path, what };
+    for chunk in plan.create_groups.chunks(GROUPS_PER_CALL) {
+        let names: Vec<&str> = chunk.iter().map(|g| g.name.as_str()).collect();
+        out.push(call(
+            "POST",
+            "security-groups".into(),
+            format!("create {} group(s): {}", chunk.len(), names.join(", ")),
+        ));
+    }
+    for g in &plan.create_groups {
+        out.push(call(
+            "PUT",
+            format!("security-groups/<new {}>/tags", g.name),
+            format!("tag {}", g.tags.join(",")),
+        ));
+    }
+    for g in &plan.create_groups {
+        let keys: Vec<SgRule> = g
+            .rules
+            .iter()
+            .filter_map(|r| key(r, |n| Some(n.to_string())))
+            .collect();
+        let mut rules = g.rules.len();
+        for d in default_rules() {
+            if keys.contains(&d) {
+                rules -= 1;
+            } else {
+                out.push(call(
+                    "DELETE",
+                    format!(
+                        "security-group-rules/<default egress {:?} of {}>",
+                        d.ethertype, g.name
+                    ),
+                    "remove a default rule".into(),
+                ));
+            }
+        }
+        for chunk in 0..rules.div_ceil(RULES_PER_CALL) {
+            let size = (rules - chunk * RULES_PER_CALL).min(RULES_PER_CALL);
+            out.push(call(
+                "POST",
+                "security-group-rules".into(),
+                format!("create {size} rule(s) in {}", g.name),
+            ));
+        }
+    }
+    for d in &plan.delete_rules {
+        out.push(call(
+            "DELETE",
+            format!("security-group-rules/{}", d.id),
+            format!("remove a rule of {}", d.group),
+        ));
+    }
+    for p in plan.tighten_ports.iter().chain(&plan.set_ports) {
+        out.push(call("PUT", format!("ports/{}", p.port_id), port_what(p)));
+    }
+    let mut by_group: BTreeMap<&str, usize> = BTreeMap::new();
+    for a in &plan.add_rules {
+        *by_group.entry(&a.group).or_default() += 1;
+    }
+    for (group, n) in by_group {
+        for chunk in 0..n.div_ceil(RULES_PER_CALL) {
+            let size = (n - chunk * RULES_PER_CALL).min(RULES_PER_CALL);
+            out.push(call(
+                "POST",
+                "security-group-rules".into(),
+                format!("add {size} rule(s) to {group}"),
+            ));
+        }
+    }
+    for g in &plan.delete_groups {
+        out.push(call(
+            "DELETE",
+            format!("security-groups/{}", g.id),
+            format!("delete group {}", g.name),
+        ));
+    }
+    out
+}
+
+fn port_what(p: &PortUpdate) -> String {
+    let groups: Vec<String> = p.groups.iter().map(ToString::to_string).collect();
+    format!(
+        "{}: security_groups = [{}]",
+        p.pod.as_deref().unwrap_or("no pod"),
+        groups.join(", ")
+    )
+}
+
+/// What an apply did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Applied {
+    /// Groups created.
+    pub groups_created: usize,
+    /// Groups deleted.
+    pub groups_deleted: usize,
+    /// Rules created.
+    pub rules_created: usize,
+    /// Rules deleted (default rules of new groups included).
+    pub rules_deleted: usize,
+    /// Port updates.
+    pub ports_updated: usize,
+    /// Calls that failed (the sync stopped after the phase of the first).
+    pub errors: Vec<String>,
+}
+
+/// Applies `plan` through `client`.
+pub fn apply(client: &Client, plan: &Plan) -> Applied {
+    let mut run = Run {
+        client,
+        done: Applied::default(),
+        ids: plan.known_groups.clone().into_iter().collect(),
+    };
+    // Each phase runs only if every earlier one succeeded.
+    let _ = run.create_groups(plan)
+        && run.phase(|r| {
+            for d in &plan.delete_rules {
+                r.delete_rule(&d.id);
+            }
+        })
+        && run.phase(|r| {
+            for p in &plan.tighten_ports {
+                r.update_port(p);
+            }
+        })
+        && run.phase(|r| {
+            for p in &plan.set_ports {
+                r.update_port(p);
+            }
+        })
+        && run.phase(|r| {
+            let rules: Vec<(String, SgRule)> = plan
+                .add_rules
+                .iter()
+                .map(|a| (a.group_id.clone(), a.rule.clone()))
+                .collect();
+            r.create_rules(&rules);
+        })
+        && run.phase(|r| {
+            for g in &plan.delete_groups {
+                match r.client.delete(&format!("security-groups/{}", g.id)) {
+                    Ok(()) => r.done.groups_deleted += 1,
+                    Err(e) if e.status() == Some(404) => {}
+                    Err(e) => r.done.errors.push(e.to_string()),
+                }
+            }
+        });
+    run.done
+}
+
+struct Run<'c> {
+    client: &'c Client,
+    done: Applied,
+    /// Ids of the wanted groups, by name (those created by this run as they are).
+    ids: HashMap<String, String>,
+}
+
+impl Run<'_> {
+    /// Runs one phase; whether it (and everything before it) succeeded.
+    fn phase(&mut self, f: impl FnOnce(&mut Self)) -> bool {
+        f(self);
+        self.done.errors.is_empty()
+    }
+
+    fn fail(&mut self, e: ApiError) {
+        self.done.errors.push(e.to_string());
+    }
+
+    /// A group reference as an id, when it can be resolved.
+    fn resolve(&self, g: &GroupRef) -> Option<String> {
+        match g {
+            GroupRef::Id(id) => Some(id.clone()),
+            GroupRef::New(name) => self.ids.get(name).cloned(),
+        }
+    }
+
+    /// Phase 1: bulk-create the groups, tag them, drop unwanted default rules, then
+    /// bulk-create their rules.
+    fn create_groups(&mut self, plan: &Plan) -> bool {
+        let mut defaults: BTreeMap<String, Vec<(String, SgRule)>> = BTreeMap::new();
+        for chunk in plan.create_groups.chunks(GROUPS_PER_CALL) {
+            let body: Vec<Value> = chunk
+                .iter()
+                .map(|g| json!({"name": g.name, "description": g.description}))
+                .collect();
+            let created = match self
+                .client
+                .post("security-groups", &json!({"security_groups": body}))
+            {
+                Ok(v) => v,
+                Err(e) => {
+                    self.fail(e);
+                    return false;
+                }
+            };
+            for g in created["security_groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(parse_group)
+            {
+                self.done.groups_created += 1;
+                let rules = g
+                    .rules
+                    .iter()
+                    .filter_map(|r| Some((r.id.clone(), r.rule.clone()?)))
+                    .collect();
+                defaults.insert(g.name.clone(), rules);
+                self.ids.insert(g.name, g.id);
+            }
+        }
+        for g in &plan.create_groups {
+            let Some(id) = self.ids.get(&g.name).cloned() else {
+                self.done.errors.push(format!(
+                    "POST security-groups: group {} missing from the answer",
+                    g.name
+                ));
+                continue;
+            };
+            if let Err(e) = self.client.put(
+                &format!("security-groups/{id}/tags"),
+                &json!({"tags": g.tags}),
+            ) {
+                self.fail(e);
+            }
+        }
+        if !self.done.errors.is_empty() {
+            return false;
+        }
+        let mut rules = Vec::new();
+        for g in &plan.create_groups {
+            let Some(id) = self.ids.get(&g.name).cloned() else {
+                continue;
+            };
+            let present = defaults.remove(&g.name).unwrap_or_default();
+            let mut kept = Vec::new();
+            for (rule_id, rule) in present {
+                let wanted = g
+                    .rules
+                    .iter()
+                    .any(|r| key(r, |n| Some(n.to_string())).as_ref() == Some(&rule));
+                if wanted {
+                    kept.push(rule);
+                } else {
+                    self.delete_rule(&rule_id);
+                }
+            }
+            for r in &g.rules {
+                if !key(r, |n| Some(n.to_string())).is_some_and(|k| kept.contains(&k)) {
+                    rules.push((id.clone(), r.clone()));
+                }
+            }
+        }
+        self.create_rules(&rules);
+        self.done.errors.is_empty()
+    }
+
+    fn delete_rule(&mut self, id: &str) {
+        match self.client.delete(&format!("security-group-rules/{id}")) {
+            Ok(()) => self.done.rules_deleted += 1,
+            Err(e) if e.status() == Some(404) => {}
+            Err(e) => self.fail(e),
+        }
+    }
+
+    /// The body of a rule of group `group_id`, its remote group resolved to an id.
+    fn body(&mut self, group_id: &str, rule: &SgRule) -> Option<Value> {
+        let mut rule = rule.clone();
+        if let Remote::Group(name) = &rule.remote {
+            match self.ids.get(name).cloned() {
+                Some(id) => rule.remote = Remote::Group(id),
+                None => {
+                    self.done.errors.push(format!(
+                        "rule of group {group_id}: remote group {name} has no id"
+                    ));
+                    return None;
+                }
+            }
+        }
+        Some(rule_body(group_id, &rule))
+    }
+
+    /// Creates rules in bulk, one group per call (Neutron's rule); a call Neutron refuses
+    /// is retried rule by rule, where a rule that already exists (409) counts as created.
+    fn create_rules(&mut self, rules: &[(String, SgRule)]) {
+        let mut by_group: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
+        for (g, r) in rules {
+            if let Some(body) = self.body(g, r) {
+                by_group.entry(g).or_default().push(body);
+            }
+        }
+        for bodies in by_group.values() {
+            for chunk in bodies.chunks(RULES_PER_CALL) {
+                self.create_chunk(chunk);
+            }
+        }
+    }
+
+    fn create_chunk(&mut self, chunk: &[Value]) {
+        match self.client.post(
+            "security-group-rules",
+            &json!({"security_group_rules": chunk}),
+        ) {
+            Ok(_) => self.done.rules_created += chunk.len(),
+            Err(e) if e.status().is_some_and(|s| (400..500).contains(&s)) => {
+                for body in chunk {
+                    match self.client.post(
+                        "security-group-rules",
+                        &json!({"security_group_rule": body}),
+                    ) {
+                        Ok(_) => self.done.rules_created += 1,
+                        Err(e) if e.status() == Some(409) => {}
+                        Err(e) => self.fail(e),
+                    }
+                }
+            }
+            Err(e) => self.fail(e),
+        }
+    }
+
+    fn update_port(&mut self, p: &PortUpdate) {
+        let ids: Option<Vec<String>> = p.groups.iter().map(|g| self.resolve(g)).collect();
+        let Some(ids) = ids else {
+            self.done.errors.push(format!(
+                "port {}: a group it needs was not created",
+                p.port_id
+            ));
+            return;
+        };
+        match self.client.put(
+            &format!("ports/{}", p.port_id),
+            &json!({"port": {"security_groups": ids}}),
+        ) {
+            Ok(_) => self.done.ports_updated += 1,
+            Err(e) => self.fail(e),
+        }
+    }
+}

@@ -1,0 +1,55 @@
+//! Neutron's groups and ports read back as a [`Translation`], so the Neutron-semantics
+//! evaluator ([`palisade_neutron::SgEvaluator`]) can decide connections on what Neutron
+//! actually holds. Groups are named by their ids (remote groups refer to ids), and each
+//! port stands in the binding list under its id.
+
+use std::collections::BTreeSet;
+
+use palisade_neutron::{PortBinding, SecurityGroup, Translation};
+
+use crate::client::{ApiError, Client};
+use crate::state::{PortFilter, list_groups, list_ports};
+
+/// Every group of the project (owned or not) and every port the filter admits.
+pub fn read_back(client: &Client, filter: &PortFilter) -> Result<Translation, ApiError> {
+    let groups = list_groups(client, None)?;
+    let ports = list_ports(client, filter)?;
+    let mut security_groups = Vec::new();
+    for g in groups {
+        let mut rules = Vec::new();
+        for r in g.rules {
+            match r.rule {
+                Some(rule) => rules.push(rule),
+                None => {
+                    return Err(ApiError::Decode {
+                        method: "GET",
+                        path: "security-groups".into(),
+                        message: format!(
+                            "group {} has rule {} the evaluator cannot read",
+                            g.id, r.id
+                        ),
+                    });
+                }
+            }
+        }
+        security_groups.push(SecurityGroup {
+            name: g.id,
+            tags: g.tags,
+            description: g.name,
+            security_group_rules: rules,
+        });
+    }
+    let ports = ports
+        .into_iter()
+        .filter(|p| !p.fixed_ips.is_empty())
+        .map(|p| PortBinding {
+            pod: p.id,
+            fixed_ips: p.fixed_ips,
+            security_groups: p.security_groups.into_iter().collect::<BTreeSet<_>>(),
+        })
+        .collect();
+    Ok(Translation {
+        security_groups,
+        ports,
+    })
+}
