@@ -306,16 +306,18 @@ impl Batch {
             m.nest(SET_DESC, |d| d.u32(SET_DESC_SIZE, size));
             m.bytes(SET_USERDATA, &set.userdata);
         });
-        self.message(NFT_MSG_NEWSETELEM, NLM_F_CREATE, what, |m| {
-            m.string(ELEM_LIST_TABLE, table_name());
-            m.string(ELEM_LIST_SET, ANONYMOUS_NAME);
-            m.u32(ELEM_LIST_SET_ID, id);
-            m.nest(ELEM_LIST_ELEMENTS, |list| {
-                for e in &set.elements {
-                    list.nest(LIST_ELEM, |a| element(a, e));
-                }
+        for chunk in set.elements.chunks(ELEMENTS_PER_MESSAGE) {
+            self.message(NFT_MSG_NEWSETELEM, NLM_F_CREATE, what.clone(), |m| {
+                m.string(ELEM_LIST_TABLE, table_name());
+                m.string(ELEM_LIST_SET, ANONYMOUS_NAME);
+                m.u32(ELEM_LIST_SET_ID, id);
+                m.nest(ELEM_LIST_ELEMENTS, |list| {
+                    for e in chunk {
+                        list.nest(LIST_ELEM, |a| element(a, e));
+                    }
+                });
             });
-        });
+        }
         id
     }
 
@@ -625,5 +627,29 @@ mod tests {
                 NFNL_MSG_BATCH_END
             ]
         );
+    }
+
+    #[test]
+    fn a_long_list_in_a_rule_fills_its_anonymous_set_in_messages_that_fit() {
+        let ports: Vec<(u16, u16)> = (0..600).map(|i| (i * 3, i * 3)).collect();
+        let rule = Rule {
+            matches: vec![
+                crate::ir::Match::Proto(palisade_model::Protocol::Tcp),
+                crate::ir::Match::DPort(ports),
+            ],
+            verdict: crate::ir::Verdict::Return,
+            log: None,
+        };
+        let mut b = Batch::new();
+        b.add_rule("c", &rule);
+        let (bytes, messages) = b.bytes();
+        // The set, its 600 elements in three messages, the rule.
+        assert_eq!(messages.len(), 5);
+        let mut rest = bytes.as_slice();
+        while !rest.is_empty() {
+            let len = u32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            assert!(len >= 20 && len <= rest.len() && len < 1 << 16, "{len}");
+            rest = &rest[len..];
+        }
     }
 }
