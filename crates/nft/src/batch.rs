@@ -138,6 +138,16 @@ impl Element {
         Element::key(key)
     }
 
+    /// The elements of `nets` in `set` (an interval set stores each prefix as its start and
+    /// the address after it).
+    pub fn of_set(set: &NamedSet, nets: &[IpNet]) -> Vec<Self> {
+        if set.interval {
+            nets.iter().flat_map(Element::interval).collect()
+        } else {
+            nets.iter().map(|n| Element::host(n.addr())).collect()
+        }
+    }
+
     /// A prefix of an interval set: its first address, and the address after its last
     /// unless it runs to the end of the address space.
     pub fn interval(net: &IpNet) -> Vec<Self> {

@@ -11,7 +11,6 @@ use crate::apply::UpdateStats;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
 use crate::ir::{Chain, NamedSet, Ruleset, Verdict};
-use crate::load::set_elements;
 use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body};
 
 /// Elements of one existing set or map that go and come.
@@ -313,7 +312,7 @@ impl Delta<'_> {
         if by_netlink {
             for set in &self.new_sets {
                 batch.add_set(set);
-                batch.add_elements(&set.name, &set_elements(set, &set.elements));
+                batch.add_elements(&set.name, &Element::of_set(set, &set.elements));
             }
             for chain in &self.new_chains {
                 batch.add_chain(&chain.name);
@@ -325,7 +324,7 @@ impl Delta<'_> {
             }
         }
         for (set, change) in &self.set_elements {
-            let elements = |nets: &[IpNet]| set_elements(set, nets);
+            let elements = |nets: &[IpNet]| Element::of_set(set, nets);
             batch.delete_elements(&change.name, &elements(&change.removed));
             batch.add_elements(&change.name, &elements(&change.added));
         }

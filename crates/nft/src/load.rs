@@ -4,20 +4,20 @@
 //! Until the base chains exist, the table hooks into nothing, so no packet sees the stages
 //! in between: the namespace goes from "no table" (every packet passes) to the whole
 //! ruleset at once, as with one transaction. The stages avoid the costs that grow with the
-//! size of one transaction: nft's parsing and interval processing of every set element
-//! (elements go as netlink batches, see `batch.rs`), and the kernel's walk of the whole
-//! open transaction for each rule that refers to a set (the sets are committed before the
-//! rules that use them).
+//! size of one transaction: nft's parsing and interval processing of every element and
+//! rule (both go as netlink batches, see `batch.rs` and `expr.rs`), and the kernel's walk
+//! of the whole open transaction for each rule that refers to a set (the batches are
+//! about 1 MB each, and the sets are committed before the rules that use them).
 
 use std::fmt::Write;
 
 use crate::NftError;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
-use crate::ir::{NamedSet, Ruleset};
+use crate::ir::Ruleset;
 use crate::render::{TABLE, add_rules, base_chains, exempt_sets};
 
-/// Bytes of netlink messages per element batch (the socket buffers are sized to one batch).
+/// Bytes of netlink messages per batch (the socket buffers are sized to one batch).
 const BATCH_BYTES: usize = 1 << 20;
 
 /// Loads `ruleset` where no `inet palisade` table exists (see the module docs); on a
@@ -123,7 +123,7 @@ fn element_batches(rs: &Ruleset) -> Vec<Batch> {
         }
     };
     for set in &rs.sets {
-        add(&set.name, set_elements(set, &set.elements));
+        add(&set.name, Element::of_set(set, &set.elements));
     }
     for (name, v6, entries) in [
         ("egress4", false, &rs.egress),
@@ -147,14 +147,4 @@ fn element_batches(rs: &Ruleset) -> Vec<Batch> {
         add(name, elements);
     }
     batches.0
-}
-
-/// The kernel elements of `nets` in `set` (an interval set stores each prefix as its start
-/// and the address after it).
-pub(crate) fn set_elements(set: &NamedSet, nets: &[ipnet::IpNet]) -> Vec<Element> {
-    if set.interval {
-        nets.iter().flat_map(Element::interval).collect()
-    } else {
-        nets.iter().map(|n| Element::host(n.addr())).collect()
-    }
 }
