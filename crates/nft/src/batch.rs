@@ -57,9 +57,10 @@ const SET_ID: u16 = 10;
 const SET_USERDATA: u16 = 13;
 /// `NFT_SET_INTERVAL`.
 const SET_INTERVAL: u32 = 4;
-/// nft's data types `ipv4_addr` and `ipv6_addr`.
-const TYPE_IPV4_ADDR: u32 = 7;
-const TYPE_IPV6_ADDR: u32 = 8;
+/// nft's data types `ipv4_addr`, `ipv6_addr` and `inet_service`.
+pub(crate) const TYPE_IPV4_ADDR: u32 = 7;
+pub(crate) const TYPE_IPV6_ADDR: u32 = 8;
+pub(crate) const TYPE_INET_SERVICE: u32 = 13;
 /// nft's set user data `NFTNL_UDATA_SET_KEYBYTEORDER` = `BYTEORDER_BIG_ENDIAN` (type,
 /// length, host-order u32), as nft writes it for address sets.
 const ADDRESS_SET_USERDATA: [u8; 6] = [0, 4, 2, 0, 0, 0];
@@ -91,7 +92,7 @@ const VERDICT_CODE: u16 = 1;
 const VERDICT_CHAIN: u16 = 2;
 /// `NFT_JUMP` and `NFT_GOTO` (negative verdict codes, sent as big-endian 32-bit).
 const JUMP: i32 = -3;
-const GOTO: i32 = -4;
+pub(crate) const GOTO: i32 = -4;
 /// Elements per message: a nest's length is 16 bits.
 const ELEMENTS_PER_MESSAGE: usize = 256;
 

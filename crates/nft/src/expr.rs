@@ -9,7 +9,10 @@
 
 use palisade_model::Protocol;
 
-use crate::batch::{ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, LIST_ELEM, octets, verdict};
+use crate::batch::{
+    ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, GOTO, LIST_ELEM, TYPE_INET_SERVICE, TYPE_IPV4_ADDR,
+    TYPE_IPV6_ADDR, octets, verdict,
+};
 use crate::ir::{Field, Match, Rule, Verdict};
 use crate::render::LOG_GROUP;
 
@@ -53,7 +56,6 @@ const NFT_CMP_LTE: u32 = 3;
 const NFT_CMP_GTE: u32 = 5;
 const NFT_LOOKUP_F_INV: u32 = 1;
 const NF_DROP: i32 = 0;
-const NFT_GOTO: i32 = -4;
 const NFT_RETURN: i32 = -5;
 const NFPROTO_IPV4: u8 = 2;
 const NFPROTO_IPV6: u8 = 10;
@@ -103,7 +105,11 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> Vec<AnonymousSet> {
                     (true, Field::Saddr) => (0x0d, 0x08),
                     (true, Field::Daddr) => (0x0d, 0x09),
                 };
-                let (key_type, key_len) = if *v6 { (8, 16) } else { (7, 4) };
+                let (key_type, key_len) = if *v6 {
+                    (TYPE_IPV6_ADDR, 16)
+                } else {
+                    (TYPE_IPV4_ADDR, 4)
+                };
                 Some(anonymous(key_type, key_len, spans, desc, ty))
             }
             Match::DPort(ranges) if ranges.len() > 1 => {
@@ -112,7 +118,7 @@ pub(crate) fn anonymous_sets(rule: &Rule) -> Vec<AnonymousSet> {
                     .map(|(lo, hi)| (lo.to_be_bytes().to_vec(), hi.to_be_bytes().to_vec()))
                     .collect();
                 // `th dport`, of type `inet_service`.
-                Some(anonymous(13, 2, spans, 0x0b, 0x02))
+                Some(anonymous(TYPE_INET_SERVICE, 2, spans, 0x0b, 0x02))
             }
             _ => None,
         })
@@ -242,7 +248,7 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
     let (code, chain) = match &rule.verdict {
         Verdict::Return => (NFT_RETURN, None),
         Verdict::Drop => (NF_DROP, None),
-        Verdict::Goto(c) => (NFT_GOTO, Some(c.as_str())),
+        Verdict::Goto(c) => (GOTO, Some(c.as_str())),
     };
     immediate_verdict(list, code, chain);
 }
