@@ -2,7 +2,7 @@
 //! data plane (nftables) compiles. [`Engine::side_program`] and [`Engine::evaluate`] agree
 //! by construction and by a differential test in the nft crate.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -227,14 +227,26 @@ impl Engine {
     fn pod_addrs<'s>(
         &'s self,
         pods: impl Iterator<Item = PodId> + 's,
+        cache: &'s ProgramCache,
     ) -> impl Iterator<Item = IpAddr> + 's {
+        let owns_all = cache.owns_all.get_or_init(|| {
+            (0..self.cluster.pods.len())
+                .map(|i| self.cluster.pods[i].ips.iter().all(|ip| self.owns(i, ip)))
+                .collect()
+        });
         pods.flat_map(move |i| {
+            let all = owns_all.get(i).copied().unwrap_or(false);
             self.cluster.pods[i]
                 .ips
                 .iter()
-                .filter(move |ip| self.ip_owner.get(ip) == Some(&Owner::Pod(i)))
+                .filter(move |ip| all || self.owns(i, ip))
                 .copied()
         })
+    }
+
+    /// Whether pod `i` owns `ip` (no node, and no earlier pod, has it).
+    fn owns(&self, i: PodId, ip: &IpAddr) -> bool {
+        self.ip_owner.get(ip) == Some(&Owner::Pod(i))
     }
 
     /// Destination-pod resolutions of a named port: one alternative per (protocol, number),
@@ -257,7 +269,7 @@ impl Engine {
                     by_number
                         .entry((cp.protocol, cp.port.get()))
                         .or_default()
-                        .extend(self.pod_addrs(std::iter::once(i)));
+                        .extend(self.pod_addrs(std::iter::once(i), cache));
                 }
             }
         }
@@ -316,7 +328,9 @@ impl Engine {
                             let mut blocks = Vec::new();
                             for peer in list {
                                 match peer {
-                                    NpPeer::Pods(set) => addrs.extend(self.pod_addrs(set.iter())),
+                                    NpPeer::Pods(set) => {
+                                        addrs.extend(self.pod_addrs(set.iter(), cache))
+                                    }
                                     NpPeer::IpBlock(b) => blocks.push((b.cidr, b.except.clone())),
                                 }
                             }
@@ -406,13 +420,13 @@ impl Engine {
                 let mut blocks = Vec::new();
                 for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
                     match peer {
-                        AdminPeerC::Pods(set) => addrs.extend(self.pod_addrs(set.iter())),
+                        AdminPeerC::Pods(set) => addrs.extend(self.pod_addrs(set.iter(), cache)),
                         AdminPeerC::Related { .. } => {
                             let members = self
                                 .subjects
                                 .iter()
                                 .filter(|&q| self.related_peer_has(model_peer, subject, q));
-                            addrs.extend(self.pod_addrs(members));
+                            addrs.extend(self.pod_addrs(members, cache));
                         }
                         AdminPeerC::Nodes(sel) => {
                             for (n, node) in self.cluster.nodes.iter().enumerate() {
@@ -516,6 +530,9 @@ type NamedKey = (String, Option<Protocol>);
 /// Address sets that do not depend on the subject pod, computed once per compile.
 #[derive(Default)]
 struct ProgramCache {
+    /// Per pod, whether it owns every one of its addresses (most do: then its addresses
+    /// need no lookup in the owner table).
+    owns_all: OnceCell<Vec<bool>>,
     rules: RefCell<HashMap<RuleKey, PeerAddrs>>,
     named: RefCell<HashMap<NamedKey, Vec<PortAlt>>>,
 }
