@@ -1,10 +1,11 @@
 //! `matrix -o summary`: pods grouped into classes no policy tells apart, why classes with
-//! the same labels differ, and per probe which classes each class reaches.
+//! the same labels differ, and per probe which classes each class reaches (classes that
+//! reach the same classes on one line).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{Engine, Matrix};
+use palisade_engine::{BitSet, Engine, Matrix};
 
 use super::view::View;
 
@@ -81,32 +82,98 @@ pub fn summary(
     let from_classes = classes_of(m, &v.rows);
     let to_classes = classes_of(m, &v.cols);
     let to_count: usize = to_classes.values().map(Vec::len).sum();
-    for (pi, probe) in v.probes.iter().enumerate() {
-        writeln!(out, "\n{}:", probe.label())?;
-        for (&from, rows) in &from_classes {
-            let reach: Vec<usize> = to_classes
-                .keys()
-                .copied()
-                .filter(|&to| m.class_allowed(pi, from, to))
-                .collect();
-            let pods: usize = reach.iter().map(|to| to_classes[to].len()).sum();
+    let mut shown = BitSet::new(m.classes);
+    for &c in to_classes.keys() {
+        shown.insert(c);
+    }
+    for pi in 0..v.probes.len() {
+        writeln!(out, "\n{}:", v.probes[pi].label())?;
+        for (sources, reach) in reach_groups(m, pi, &from_classes, &shown) {
+            let pods: usize = reach.iter().map(|to| to_classes[&to].len()).sum();
+            let sources_pods: usize = sources.iter().map(|c| from_classes[c].len()).sum();
             let list = if reach.len() == to_classes.len() {
                 "all classes".to_string()
             } else if reach.is_empty() {
                 "no class".to_string()
             } else {
-                reach
-                    .iter()
-                    .map(|c| format!("C{c}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                ranges(reach.iter())
             };
             writeln!(
                 out,
-                "  C{from} ({} pods) -> {pods} of {to_count} pods: {list}",
-                rows.len()
+                "  {} ({sources_pods} pods) -> {pods} of {to_count} pods: {list}",
+                ranges(sources.iter().copied())
             )?;
         }
     }
     out.flush()
+}
+
+/// The source classes of `from` grouped by the classes of `shown` they reach on probe `pi`,
+/// in the order of each group's first class.
+fn reach_groups(
+    m: &Matrix,
+    pi: usize,
+    from: &BTreeMap<usize, Vec<usize>>,
+    shown: &BitSet,
+) -> Vec<(Vec<usize>, BitSet)> {
+    let mut index: HashMap<BitSet, usize> = HashMap::new();
+    let mut groups: Vec<(Vec<usize>, BitSet)> = Vec::new();
+    for &c in from.keys() {
+        let mut reach = BitSet::new(m.classes);
+        reach.union_of_intersection(m.class_row(pi, c), shown);
+        let next = groups.len();
+        let g = *index.entry(reach.clone()).or_insert(next);
+        if g == next {
+            groups.push((Vec::new(), reach));
+        }
+        groups[g].0.push(c);
+    }
+    groups
+}
+
+/// Ascending class numbers as `C1-C4 C7`.
+fn ranges(classes: impl Iterator<Item = usize>) -> String {
+    let mut out = String::new();
+    let mut run: Option<(usize, usize)> = None;
+    let flush = |out: &mut String, (a, b): (usize, usize)| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        match b - a {
+            0 => out.push_str(&format!("C{a}")),
+            1 => out.push_str(&format!("C{a} C{b}")),
+            _ => out.push_str(&format!("C{a}-C{b}")),
+        }
+    };
+    for c in classes {
+        run = match run {
+            Some((a, b)) if c == b + 1 => Some((a, c)),
+            Some(r) => {
+                flush(&mut out, r);
+                Some((c, c))
+            }
+            None => Some((c, c)),
+        };
+    }
+    if let Some(r) = run {
+        flush(&mut out, r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ranges;
+
+    #[test]
+    fn class_lists_as_ranges() {
+        for (classes, want) in [
+            (vec![], ""),
+            (vec![3], "C3"),
+            (vec![1, 2], "C1 C2"),
+            (vec![0, 1, 2, 3, 7, 9, 10], "C0-C3 C7 C9 C10"),
+        ] {
+            assert_eq!(ranges(classes.clone().into_iter()), want, "{classes:?}");
+        }
+    }
 }
