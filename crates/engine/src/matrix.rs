@@ -205,8 +205,30 @@ impl Engine {
     /// Why two pods of the same namespace and labels fall in different matrix classes
     /// (empty when they do not).
     pub fn distinctions(&self, a: PodId, b: PodId) -> Vec<Distinction> {
+        self.distinctions_of(&[(a, b)]).pop().unwrap_or_default()
+    }
+
+    /// [`Engine::distinctions`] of each pair.
+    pub fn distinctions_of(&self, pairs: &[(PodId, PodId)]) -> Vec<Vec<Distinction>> {
         let cidrs = self.policy_cidrs();
-        let (sa, sb) = (self.signature(a, &cidrs), self.signature(b, &cidrs));
+        let owners: Vec<_> = self.cidr_owners().collect();
+        let (named, nodes_matter) = (self.uses_named_ports(), self.nodes_matter());
+        pairs
+            .iter()
+            .map(|&(a, b)| {
+                let sa = self.signature_with(a, &cidrs, named, nodes_matter);
+                let sb = self.signature_with(b, &cidrs, named, nodes_matter);
+                self.distinctions_between((a, &sa), (b, &sb), &owners)
+            })
+            .collect()
+    }
+
+    fn distinctions_between(
+        &self,
+        (a, sa): (PodId, &Signature),
+        (b, sb): (PodId, &Signature),
+        owners: &[(ipnet::IpNet, palisade_model::PolicyRef)],
+    ) -> Vec<Distinction> {
         let mut out = Vec::new();
         if sa.host_network != sb.host_network {
             out.push(Distinction::HostNetwork);
@@ -223,15 +245,15 @@ impl Engine {
             };
             let (ia, ib) = (ips(a), ips(b));
             let mut seen = BTreeSet::new();
-            for (cidr, policy) in self.cidr_owners() {
+            for (cidr, policy) in owners {
                 let (ina, inb) = (
                     ia.iter().any(|i| cidr.contains(i)),
                     ib.iter().any(|i| cidr.contains(i)),
                 );
-                if ina != inb && seen.insert(cidr) {
+                if ina != inb && seen.insert(*cidr) {
                     out.push(Distinction::Cidr {
-                        cidr,
-                        policy,
+                        cidr: *cidr,
+                        policy: policy.clone(),
                         first_inside: ina,
                     });
                 }
@@ -264,12 +286,6 @@ impl Engine {
                 .flat_map(|r| r.ports.iter().flatten())
                 .any(|p| matches!(p, palisade_model::AdminPort::Named(_)))
         })
-    }
-
-    /// What tells `pod` apart from other pods, given the CIDRs policies name.
-    fn signature(&self, pod: PodId, cidrs: &[ipnet::IpNet]) -> Signature {
-        let named = self.uses_named_ports();
-        self.signature_with(pod, cidrs, named, self.nodes_matter())
     }
 
     /// Whether nodes tell pods apart: host endpoints (host-network pods) are sources, or

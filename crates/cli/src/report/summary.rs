@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{BitSet, Engine, Matrix};
+use palisade_engine::{BitSet, Engine, Matrix, PodId};
 
 use super::view::View;
 
@@ -59,16 +59,26 @@ pub fn summary(
         )?;
         by_labels.entry((ns, labels)).or_default().push(c);
     }
-    for ((ns, labels), classes) in by_labels.iter().filter(|(_, c)| c.len() > 1) {
+    let twins: Vec<(&(String, String), &Vec<usize>)> =
+        by_labels.iter().filter(|(_, c)| c.len() > 1).collect();
+    let pairs: Vec<(usize, usize)> = twins
+        .iter()
+        .flat_map(|(_, classes)| {
+            let members = &members;
+            let first = members[&classes[0]][0];
+            classes[1..].iter().map(move |c| (first, members[c][0]))
+        })
+        .collect();
+    let pods: Vec<(PodId, PodId)> = pairs.iter().map(|&(a, b)| (m.pods[a], m.pods[b])).collect();
+    let mut why = engine.distinctions_of(&pods).into_iter();
+    let mut pairs = pairs.into_iter();
+    for ((ns, labels), classes) in twins {
         writeln!(out, "\nclasses with namespace {ns} {{{labels}}} differ:")?;
-        let first = members[&classes[0]][0];
         for &c in &classes[1..] {
-            let other = members[&c][0];
-            let why: Vec<String> = engine
-                .distinctions(m.pods[first], m.pods[other])
-                .iter()
-                .map(ToString::to_string)
-                .collect();
+            let (Some((first, other)), Some(why)) = (pairs.next(), why.next()) else {
+                break;
+            };
+            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
             writeln!(
                 out,
                 "  C{} ({}) vs C{c} ({}): {}",
@@ -83,13 +93,15 @@ pub fn summary(
     let to_classes = classes_of(m, &v.cols);
     let to_count: usize = to_classes.values().map(Vec::len).sum();
     let mut shown = BitSet::new(m.classes);
-    for &c in to_classes.keys() {
+    let mut shown_pods = vec![0usize; m.classes];
+    for (&c, rows) in &to_classes {
         shown.insert(c);
+        shown_pods[c] = rows.len();
     }
     for pi in 0..v.probes.len() {
         writeln!(out, "\n{}:", v.probes[pi].label())?;
         for (sources, reach) in reach_groups(m, pi, &from_classes, &shown) {
-            let pods: usize = reach.iter().map(|to| to_classes[&to].len()).sum();
+            let pods: usize = reach.iter().map(|to| shown_pods[to]).sum();
             let sources_pods: usize = sources.iter().map(|c| from_classes[c].len()).sum();
             let list = if reach.len() == to_classes.len() {
                 "all classes".to_string()
