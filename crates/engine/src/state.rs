@@ -365,10 +365,10 @@ impl Engine {
             }
         }
         in_ns.intersect(&self.subjects);
-        if !pods.is_empty() {
-            in_ns.intersect(&self.pod_labels.select(pods));
+        if pods.is_empty() {
+            return in_ns;
         }
-        in_ns
+        self.pod_labels.select_within(pods, in_ns)
     }
 
     // ------------------------------------------------------------------ compiling policies
