@@ -4,12 +4,19 @@
 #
 #   bench/compare-nca.sh              # 200, 500, 1000 and 2000 pods (NCA needs ~12 min in all)
 #   bench/compare-nca.sh 200 1000     # chosen sizes
+#   DISTINCT=1 bench/compare-nca.sh 1000   # every pod labelled apart (gen --distinct-labels)
 #
 # Policies per size: 200->40, 500->100, 1000->200, 2000->500 (others: pods/5).
-# NCA is installed from PyPI into bench/.venv on first use.
+# NCA is installed from PyPI into $NCA_VENV (default /tmp/nca-venv) on first use.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-venv=bench/.venv
+venv=${NCA_VENV:-/tmp/nca-venv}
+gen_flags=()
+mode=np
+if [ -n "${DISTINCT:-}" ]; then
+  gen_flags=(--distinct-labels)
+  mode=distinct
+fi
 if [ ! -x "$venv/bin/nca" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q network-config-analyzer
@@ -28,9 +35,9 @@ for pods in "${sizes[@]}"; do
   case $pods in
     200) policies=40 ;; 500) policies=100 ;; 1000) policies=200 ;; 2000) policies=500 ;; *) policies=$((pods / 5)) ;;
   esac
-  dir=$out/np-$pods
+  dir=$out/$mode-$pods
   rm -rf "$dir"
-  $palisade gen --pods "$pods" --policies "$policies" --seed 1 --mix np -o "$dir" 2>/dev/null
+  $palisade gen --pods "$pods" --policies "$policies" --seed 1 --mix np "${gen_flags[@]}" -o "$dir" 2>/dev/null
   t0=$(now)
   "$venv/bin/nca" --connectivity "$dir/policies" --pod_list "$dir/.nca/pods.yaml" --ns_list "$dir/.nca/namespaces.yaml" > "$dir/nca.out" 2>&1
   t1=$(now)

@@ -1,4 +1,5 @@
-//! Criterion benchmarks: compile, single evaluation, one-pod incremental update, matrix.
+//! Criterion benchmarks: compile, single evaluation, one-pod incremental update, matrix
+//! (also with one class per pod, by rows and by pairs).
 //!
 //! `cargo bench -p palisade-engine` (results in docs/performance.md).
 
@@ -9,12 +10,19 @@ use palisade_engine::{Change, Engine, Options, Probe};
 use palisade_model::{Cluster, Protocol};
 
 fn cluster(pods: usize, policies: usize) -> Cluster {
-    let g = palisade_gen::generate(&palisade_gen::Spec {
-        pods,
-        policies,
-        seed: 1,
-        admin: true,
-    });
+    cluster_with(pods, policies, palisade_gen::PodLabels::Deployment)
+}
+
+fn cluster_with(pods: usize, policies: usize, labels: palisade_gen::PodLabels) -> Cluster {
+    let g = palisade_gen::generate_with(
+        &palisade_gen::Spec {
+            pods,
+            policies,
+            seed: 1,
+            admin: true,
+        },
+        labels,
+    );
     let (c, p) = (g.cluster_yaml(), g.policies_yaml());
     palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
         .unwrap()
@@ -104,5 +112,22 @@ fn matrix(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, eval, update, compile, matrix);
+/// The matrix where policies tell every pod apart (one class per pod): rows by set
+/// algebra, and the pair-at-a-time reference.
+fn matrix_rows(c: &mut Criterion) {
+    let mut g = c.benchmark_group("matrix-distinct");
+    g.sample_size(10);
+    let e = Engine::new(
+        cluster_with(1_000, 200, palisade_gen::PodLabels::Distinct),
+        Options::default(),
+    );
+    let probes = e.container_probes();
+    g.bench_function("rows/1000p-200np", |b| b.iter(|| e.matrix(&probes).classes));
+    g.bench_function("pairs/1000p-200np", |b| {
+        b.iter(|| e.matrix_by_pairs(&probes).classes)
+    });
+    g.finish();
+}
+
+criterion_group!(benches, eval, update, compile, matrix, matrix_rows);
 criterion_main!(benches);

@@ -56,8 +56,14 @@ impl LabelIndex {
     }
 
     /// The objects `sel` selects.
+    #[cfg(test)]
     pub fn select(&self, sel: &Selector) -> BitSet {
-        let mut s = self.all.clone();
+        self.select_within(sel, self.all.clone())
+    }
+
+    /// The objects of `within` (indexed objects) that `sel` selects.
+    pub fn select_within(&self, sel: &Selector, within: BitSet) -> BitSet {
+        let mut s = within;
         for (k, v) in &sel.match_labels {
             match self.value(k, v) {
                 Some(x) => s.intersect(x),
@@ -129,6 +135,13 @@ mod tests {
                 .filter(|&i| sel.matches(&objects[i]))
                 .collect();
             assert_eq!(idx.select(sel).iter().collect::<Vec<_>>(), want, "{sel}");
+            let within = BitSet::from_words(vec![0b101]);
+            let want_within: Vec<usize> = want.iter().copied().filter(|&i| i != 1).collect();
+            assert_eq!(
+                idx.select_within(sel, within).iter().collect::<Vec<_>>(),
+                want_within,
+                "{sel} within {{0, 2}}"
+            );
         }
     }
 }

@@ -54,6 +54,7 @@ pub mod lint;
 mod matrix;
 mod ports;
 mod resolved;
+mod rows;
 mod state;
 mod universe;
 mod update;

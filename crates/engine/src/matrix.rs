@@ -2,13 +2,15 @@
 //!
 //! Pods that no policy can tell apart — same namespace, labels, network mode, the same side
 //! of every CIDR any policy names, and (when it matters) the same node and container ports
-//! — are evaluated once per class pair; the classes are evaluated in parallel.
+//! — form classes; each class's row of destination classes is computed at once by set
+//! algebra (see the `rows` module), the classes in parallel.
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::IpAddr;
 
 use palisade_model::{AdminPeer, NetworkPolicyPeer, PortSpec, Protocol};
 
+use crate::bitset::BitSet;
 use crate::eval::{Endpoint, Flow};
 use crate::state::{Engine, PodId};
 
@@ -32,8 +34,8 @@ pub struct Matrix {
     pub class_of: Vec<usize>,
     /// Number of classes.
     pub classes: usize,
-    /// `[probe][from class][to class]`.
-    verdicts: Vec<bool>,
+    /// `[probe][from class]`: the destination classes reached.
+    verdicts: Vec<BitSet>,
     /// Per row: a workload's representative (its cell with itself is between replicas).
     replicated: Vec<bool>,
 }
@@ -47,8 +49,12 @@ impl Matrix {
 
     /// Whether pods of class `from` reach (other) pods of class `to` on `probes[probe]`.
     pub fn class_allowed(&self, probe: usize, from: usize, to: usize) -> bool {
-        let c = self.classes;
-        self.verdicts[(probe * c + from) * c + to]
+        self.class_row(probe, from).contains(to)
+    }
+
+    /// The classes whose (other) pods the pods of class `from` reach on `probes[probe]`.
+    pub fn class_row(&self, probe: usize, from: usize) -> &BitSet {
+        &self.verdicts[probe * self.classes + from]
     }
 
     /// The rows/columns of each class, in order.
@@ -199,8 +205,30 @@ impl Engine {
     /// Why two pods of the same namespace and labels fall in different matrix classes
     /// (empty when they do not).
     pub fn distinctions(&self, a: PodId, b: PodId) -> Vec<Distinction> {
+        self.distinctions_of(&[(a, b)]).pop().unwrap_or_default()
+    }
+
+    /// [`Engine::distinctions`] of each pair.
+    pub fn distinctions_of(&self, pairs: &[(PodId, PodId)]) -> Vec<Vec<Distinction>> {
         let cidrs = self.policy_cidrs();
-        let (sa, sb) = (self.signature(a, &cidrs), self.signature(b, &cidrs));
+        let owners: Vec<_> = self.cidr_owners().collect();
+        let (named, nodes_matter) = (self.uses_named_ports(), self.nodes_matter());
+        pairs
+            .iter()
+            .map(|&(a, b)| {
+                let sa = self.signature_with(a, &cidrs, named, nodes_matter);
+                let sb = self.signature_with(b, &cidrs, named, nodes_matter);
+                self.distinctions_between((a, &sa), (b, &sb), &owners)
+            })
+            .collect()
+    }
+
+    fn distinctions_between(
+        &self,
+        (a, sa): (PodId, &Signature),
+        (b, sb): (PodId, &Signature),
+        owners: &[(ipnet::IpNet, palisade_model::PolicyRef)],
+    ) -> Vec<Distinction> {
         let mut out = Vec::new();
         if sa.host_network != sb.host_network {
             out.push(Distinction::HostNetwork);
@@ -217,15 +245,15 @@ impl Engine {
             };
             let (ia, ib) = (ips(a), ips(b));
             let mut seen = BTreeSet::new();
-            for (cidr, policy) in self.cidr_owners() {
+            for (cidr, policy) in owners {
                 let (ina, inb) = (
                     ia.iter().any(|i| cidr.contains(i)),
                     ib.iter().any(|i| cidr.contains(i)),
                 );
-                if ina != inb && seen.insert(cidr) {
+                if ina != inb && seen.insert(*cidr) {
                     out.push(Distinction::Cidr {
-                        cidr,
-                        policy,
+                        cidr: *cidr,
+                        policy: policy.clone(),
                         first_inside: ina,
                     });
                 }
@@ -258,12 +286,6 @@ impl Engine {
                 .flat_map(|r| r.ports.iter().flatten())
                 .any(|p| matches!(p, palisade_model::AdminPort::Named(_)))
         })
-    }
-
-    /// What tells `pod` apart from other pods, given the CIDRs policies name.
-    fn signature(&self, pod: PodId, cidrs: &[ipnet::IpNet]) -> Signature {
-        let named = self.uses_named_ports();
-        self.signature_with(pod, cidrs, named, self.nodes_matter())
     }
 
     /// Whether nodes tell pods apart: host endpoints (host-network pods) are sources, or
@@ -341,14 +363,47 @@ impl Engine {
         (class_of, reps, members)
     }
 
-    /// Evaluates every probe between every pair of addressable pods.
-    pub fn matrix(&self, probes: &[Probe]) -> Matrix {
+    /// The matrix pods, their classes, the members of each class and its representative.
+    fn matrix_classes(&self) -> (Vec<PodId>, Vec<usize>, Vec<Vec<PodId>>) {
         let pods: Vec<PodId> = self
             .addressable_pods()
             .into_iter()
             .map(|(p, _)| p)
             .collect();
         let (class_of, _reps, members) = self.classes(&pods);
+        (pods, class_of, members)
+    }
+
+    /// Evaluates every probe between every pair of addressable pods, a source class at a
+    /// time.
+    pub fn matrix(&self, probes: &[Probe]) -> Matrix {
+        let (pods, class_of, members) = self.matrix_classes();
+        let reps: Vec<PodId> = members.iter().map(|m| m[0]).collect();
+        let mut verdicts: Vec<BitSet> = if probes.is_empty() {
+            Vec::new()
+        } else {
+            crate::rows::Rows::new(self, &reps, probes)
+                .verdicts()
+                .into_iter()
+                .flatten()
+                .collect()
+        };
+        let c = members.len();
+        // A one-pod class only meets itself (its replicas, for a workload).
+        for (class, m) in members.iter().enumerate() {
+            if m.len() == 1 && palisade_model::workload_of(&self.cluster.pods[m[0]]).is_none() {
+                for p in 0..probes.len() {
+                    verdicts[p * c + class].insert(class);
+                }
+            }
+        }
+        self.assemble(pods, probes, class_of, c, verdicts)
+    }
+
+    /// [`Engine::matrix`] evaluated one class pair at a time with [`Engine::evaluate`]: the
+    /// reference the set-algebra evaluation is tested against.
+    pub fn matrix_by_pairs(&self, probes: &[Probe]) -> Matrix {
+        let (pods, class_of, members) = self.matrix_classes();
         let c = members.len();
         let cell = |probe: &Probe, from: usize, to: usize| -> bool {
             // Two distinct members of a class when from == to; a one-pod class only meets itself.
@@ -366,30 +421,29 @@ impl Engine {
             self.pod_flow(a, b, *probe)
                 .is_some_and(|f| self.evaluate(&f).allowed)
         };
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(c.max(1));
-        let mut verdicts = vec![false; probes.len() * c * c];
-        // Rows (probe, from-class) are independent: split them across threads.
-        let rows: Vec<(usize, &mut [bool])> = verdicts.chunks_mut(c.max(1)).enumerate().collect();
-        let mut buckets: Vec<Vec<(usize, &mut [bool])>> =
-            (0..threads).map(|_| Vec::new()).collect();
-        for (i, row) in rows {
-            buckets[i % threads].push((i, row));
-        }
-        std::thread::scope(|s| {
-            for bucket in buckets {
-                let cell = &cell;
-                s.spawn(move || {
-                    for (i, row) in bucket {
-                        let (probe, from) = (i / c, i % c);
-                        for (to, out) in row.iter_mut().enumerate() {
-                            *out = cell(&probes[probe], from, to);
-                        }
+        let verdicts = probes
+            .iter()
+            .flat_map(|probe| {
+                (0..c).map(move |from| {
+                    let mut row = BitSet::new(c);
+                    for to in 0..c {
+                        row.set(to, cell(probe, from, to));
                     }
-                });
-            }
-        });
+                    row
+                })
+            })
+            .collect();
+        self.assemble(pods, probes, class_of, c, verdicts)
+    }
+
+    fn assemble(
+        &self,
+        pods: Vec<PodId>,
+        probes: &[Probe],
+        class_of: Vec<usize>,
+        classes: usize,
+        verdicts: Vec<BitSet>,
+    ) -> Matrix {
         let replicated = pods
             .iter()
             .map(|&p| palisade_model::workload_of(&self.cluster.pods[p]).is_some())
@@ -399,7 +453,7 @@ impl Engine {
             pods,
             probes: probes.to_vec(),
             class_of,
-            classes: c,
+            classes,
             verdicts,
         }
     }

@@ -365,10 +365,10 @@ impl Engine {
             }
         }
         in_ns.intersect(&self.subjects);
-        if !pods.is_empty() {
-            in_ns.intersect(&self.pod_labels.select(pods));
+        if pods.is_empty() {
+            return in_ns;
         }
-        in_ns
+        self.pod_labels.select_within(pods, in_ns)
     }
 
     // ------------------------------------------------------------------ compiling policies
@@ -526,26 +526,35 @@ impl Engine {
         let n = self.cluster.pods.len();
         let mut ingress = vec![PodPolicies::default(); n];
         let mut egress = vec![PodPolicies::default(); n];
-        for &i in &self.admin_order {
-            let p = &self.cluster.admin_policies[i as usize];
-            for pod in self.admins[i as usize].subject.iter() {
-                for (lists, dir) in [
-                    (&mut ingress, Direction::Ingress),
-                    (&mut egress, Direction::Egress),
-                ] {
-                    if !p.rules(dir).is_empty() {
-                        match p.tier {
-                            AdminTier::Admin => lists[pod].admin.push(i),
-                            AdminTier::Baseline => lists[pod].baseline.push(i),
+        // Pods 64 at a time (one word of every subject set), so that the lists being
+        // appended to stay in cache.
+        let admins: Vec<(u32, &[u64], [bool; 2], AdminTier)> = self
+            .admin_order
+            .iter()
+            .map(|&i| {
+                let p = &self.cluster.admin_policies[i as usize];
+                let has = [Direction::Ingress, Direction::Egress].map(|d| !p.rules(d).is_empty());
+                (i, self.admins[i as usize].subject.words(), has, p.tier)
+            })
+            .collect();
+        for w in 0..n.div_ceil(64) {
+            for &(i, subject, has, tier) in &admins {
+                for pod in word_members(subject, w, n) {
+                    for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
+                        if has {
+                            match tier {
+                                AdminTier::Admin => lists[pod].admin.push(i),
+                                AdminTier::Baseline => lists[pod].baseline.push(i),
+                            }
                         }
                     }
                 }
             }
-        }
-        for (i, np) in self.nps.iter().enumerate() {
-            for pod in np.subject.iter() {
-                ingress[pod].network.push(i as u32);
-                egress[pod].network.push(i as u32);
+            for (i, np) in self.nps.iter().enumerate() {
+                for pod in word_members(np.subject.words(), w, n) {
+                    ingress[pod].network.push(i as u32);
+                    egress[pod].network.push(i as u32);
+                }
             }
         }
         for (pod, l) in ingress.iter_mut().enumerate() {
@@ -615,4 +624,18 @@ impl Engine {
         self.egress[pod] = egress;
         self.refresh_isolating(pod);
     }
+}
+
+/// The members below `n` of word `w` of a set given as words.
+fn word_members(words: &[u64], w: usize, n: usize) -> impl Iterator<Item = usize> {
+    let mut x = words.get(w).copied().unwrap_or(0);
+    std::iter::from_fn(move || {
+        if x == 0 {
+            return None;
+        }
+        let i = w * 64 + x.trailing_zeros() as usize;
+        x &= x - 1;
+        Some(i)
+    })
+    .take_while(move |&i| i < n)
 }

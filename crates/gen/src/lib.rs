@@ -30,6 +30,18 @@ pub struct Spec {
     pub admin: bool,
 }
 
+/// How pods are labelled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PodLabels {
+    /// The replicas of a deployment share their labels: few pods that policies can tell
+    /// apart.
+    #[default]
+    Deployment,
+    /// Every pod also has a label of its own (`instance: i<N>`), and half of the pod
+    /// selectors pick pods by it: about as many classes of pods as pods.
+    Distinct,
+}
+
 /// A generated cluster.
 #[derive(Debug, Clone)]
 pub struct Generated {
@@ -107,8 +119,34 @@ const APPS: usize = 20;
 const TIERS: [&str; 3] = ["web", "api", "db"];
 const TEAMS: usize = 5;
 
-/// Generates a cluster.
+/// Generates a cluster whose replicas share their labels.
 pub fn generate(spec: &Spec) -> Generated {
+    generate_with(spec, PodLabels::Deployment)
+}
+
+/// Pods by namespace, for selectors that pick pods by their own labels.
+struct Instances(Option<Vec<Vec<usize>>>);
+
+impl Instances {
+    /// A selector of one to three pods of namespace `ns` by their `instance` label, half
+    /// of the time (when pods have one).
+    fn selector(&self, rng: &mut Rng, ns: usize) -> Option<Value> {
+        let pods = self.0.as_ref()?.get(ns).filter(|p| !p.is_empty())?;
+        if rng.chance(50) {
+            return None;
+        }
+        let one = rng.chance(50);
+        let mut pick = || format!("i{}", pods[rng.below(pods.len())]);
+        Some(if one {
+            json!({"matchLabels": {"instance": pick()}})
+        } else {
+            json!({"matchExpressions": [{"key": "instance", "operator": "In", "values": [pick(), pick(), pick()]}]})
+        })
+    }
+}
+
+/// Generates a cluster with pods labelled as `labels` says.
+pub fn generate_with(spec: &Spec, labels: PodLabels) -> Generated {
     let mut rng = Rng(spec.seed);
     let namespaces = (spec.pods / 50).clamp(1, 200);
     let nodes = (spec.pods / 100).clamp(1, 100);
@@ -130,6 +168,8 @@ pub fn generate(spec: &Spec) -> Generated {
     // as in real clusters.
     let mut i = 0;
     let mut deployment = 0;
+    let distinct = labels == PodLabels::Distinct;
+    let mut by_namespace = vec![Vec::new(); namespaces];
     while i < spec.pods {
         let replicas = (1 + rng.below(20)).min(spec.pods - i);
         let ns = format!("ns-{}", deployment % namespaces);
@@ -145,6 +185,11 @@ pub fn generate(spec: &Spec) -> Generated {
         }
         for r in 0..replicas {
             let ip = format!("10.{}.{}.{}", 1 + i / 65536, (i / 256) % 256, i % 256);
+            let mut labels = labels.clone();
+            if distinct {
+                labels["instance"] = format!("i{i}").into();
+                by_namespace[deployment % namespaces].push(i);
+            }
             cluster.push(json!({
                 "apiVersion": "v1", "kind": "Pod",
                 "metadata": {"name": format!("d{deployment}-{r}"), "namespace": ns, "labels": labels},
@@ -155,15 +200,23 @@ pub fn generate(spec: &Spec) -> Generated {
         }
         deployment += 1;
     }
+    let instances = Instances(distinct.then_some(by_namespace));
     let mut policies = Vec::new();
     let admin_count = if spec.admin { spec.policies / 10 } else { 0 };
     for p in 0..spec.policies - admin_count {
-        policies.push(network_policy(&mut rng, p, namespaces));
+        policies.push(network_policy(&mut rng, p, namespaces, &instances));
     }
     for p in 0..admin_count {
         policies.push(admin_policy(&mut rng, p));
     }
     Generated { cluster, policies }
+}
+
+/// A pod selector for pods of namespace `ns`.
+fn pod_selector_in(rng: &mut Rng, instances: &Instances, ns: usize) -> Value {
+    instances
+        .selector(rng, ns)
+        .unwrap_or_else(|| pod_selector(rng))
 }
 
 fn pod_selector(rng: &mut Rng) -> Value {
@@ -187,14 +240,19 @@ fn ports(rng: &mut Rng) -> Value {
     }
 }
 
-fn np_peer(rng: &mut Rng) -> Value {
+fn np_peer(rng: &mut Rng, instances: &Instances, ns: usize) -> Value {
     match rng.below(4) {
-        0 => json!({"podSelector": pod_selector(rng)}),
+        0 => json!({"podSelector": pod_selector_in(rng, instances, ns)}),
         1 => {
             json!({"namespaceSelector": {"matchLabels": {"team": format!("t{}", rng.below(TEAMS))}}})
         }
         2 => {
-            json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}, "podSelector": pod_selector(rng)})
+            // Namespaces with env=prod are those whose number is a multiple of 3.
+            let prod = instances
+                .0
+                .as_ref()
+                .map_or(0, |by_ns| 3 * rng.below(by_ns.len().div_ceil(3)));
+            json!({"namespaceSelector": {"matchLabels": {"env": "prod"}}, "podSelector": pod_selector_in(rng, instances, prod)})
         }
         _ => {
             json!({"ipBlock": {"cidr": "10.0.0.0/8", "except": [format!("10.1.{}.0/24", rng.below(40))]}})
@@ -202,12 +260,16 @@ fn np_peer(rng: &mut Rng) -> Value {
     }
 }
 
-fn np_rule(rng: &mut Rng, peers_key: &str) -> Value {
+fn np_rule(rng: &mut Rng, peers_key: &str, instances: &Instances, ns: usize) -> Value {
     let mut rule = serde_json::Map::new();
     if rng.chance(85) {
         rule.insert(
             peers_key.into(),
-            Value::Array((0..1 + rng.below(2)).map(|_| np_peer(rng)).collect()),
+            Value::Array(
+                (0..1 + rng.below(2))
+                    .map(|_| np_peer(rng, instances, ns))
+                    .collect(),
+            ),
         );
     }
     let p = ports(rng);
@@ -217,7 +279,10 @@ fn np_rule(rng: &mut Rng, peers_key: &str) -> Value {
     Value::Object(rule)
 }
 
-fn network_policy(rng: &mut Rng, p: usize, namespaces: usize) -> Value {
+fn network_policy(rng: &mut Rng, p: usize, namespaces: usize, instances: &Instances) -> Value {
+    // With per-pod labels the namespace is drawn first: selectors pick its pods.
+    let early_ns = instances.0.is_some().then(|| rng.below(namespaces));
+    let ns = early_ns.unwrap_or(0);
     let types = match rng.below(3) {
         0 => vec!["Ingress"],
         1 => vec!["Egress"],
@@ -225,23 +290,28 @@ fn network_policy(rng: &mut Rng, p: usize, namespaces: usize) -> Value {
     };
     // Rules only for the listed directions (some analyzers reject the others).
     let mut spec = serde_json::Map::new();
-    spec.insert("podSelector".into(), pod_selector(rng));
+    spec.insert("podSelector".into(), pod_selector_in(rng, instances, ns));
     if types.contains(&"Ingress") {
         spec.insert(
             "ingress".into(),
-            (0..rng.below(3)).map(|_| np_rule(rng, "from")).collect(),
+            (0..rng.below(3))
+                .map(|_| np_rule(rng, "from", instances, ns))
+                .collect(),
         );
     }
     if types.contains(&"Egress") {
         spec.insert(
             "egress".into(),
-            (0..rng.below(3)).map(|_| np_rule(rng, "to")).collect(),
+            (0..rng.below(3))
+                .map(|_| np_rule(rng, "to", instances, ns))
+                .collect(),
         );
     }
     spec.insert("policyTypes".into(), json!(types));
+    let ns = early_ns.unwrap_or_else(|| rng.below(namespaces));
     json!({
         "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
-        "metadata": {"name": format!("np-{p}"), "namespace": format!("ns-{}", rng.below(namespaces))},
+        "metadata": {"name": format!("np-{p}"), "namespace": format!("ns-{ns}")},
         "spec": spec
     })
 }
@@ -310,6 +380,33 @@ mod tests {
             assert_eq!(a.pod_list(), b.pod_list());
             assert_eq!(a.namespace_list(), b.namespace_list());
         }
+    }
+
+    #[test]
+    fn distinct_labels_make_about_one_class_per_pod() {
+        let g = generate_with(&spec(4, false), PodLabels::Distinct);
+        let pods: Vec<&Value> = g.cluster.iter().filter(|o| o["kind"] == "Pod").collect();
+        let mut instances: Vec<&str> = pods
+            .iter()
+            .filter_map(|p| p["metadata"]["labels"]["instance"].as_str())
+            .collect();
+        instances.sort_unstable();
+        instances.dedup();
+        assert_eq!(instances.len(), 300, "one instance label per pod");
+        let by_instance = g
+            .policies
+            .iter()
+            .filter(|p| p["spec"]["podSelector"].to_string().contains("instance"))
+            .count();
+        assert!(
+            by_instance > 10,
+            "{by_instance} of 60 policies select by instance"
+        );
+        let plain = generate(&spec(4, false));
+        assert_eq!(
+            plain.cluster_yaml(),
+            generate_with(&spec(4, false), PodLabels::Deployment).cluster_yaml()
+        );
     }
 
     #[test]

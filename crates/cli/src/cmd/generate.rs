@@ -2,14 +2,14 @@
 
 use std::path::PathBuf;
 
-use palisade_gen::{Spec, generate};
+use palisade_gen::{PodLabels, Spec, generate_with};
 
 use crate::error::CliError;
 
 /// Arguments of `gen`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  palisade gen --pods 10000 --policies 2000 --mix all -o /tmp/big\n  palisade matrix -f /tmp/big -o summary"
+    after_help = "Examples:\n  palisade gen --pods 10000 --policies 2000 --mix all -o /tmp/big\n  palisade matrix -f /tmp/big -o summary\n  palisade gen --pods 1000 --policies 200 --distinct-labels -o /tmp/distinct   # about one class per pod"
 )]
 pub struct Args {
     /// Number of pods.
@@ -24,6 +24,11 @@ pub struct Args {
     /// Mix: `np` (NetworkPolicies only) or `all` (about one policy in ten is an ANP, BANP or CNP).
     #[arg(long, value_enum, default_value = "np")]
     mix: Mix,
+    /// Give every pod a label of its own (`instance: i<N>`) and let half of the pod
+    /// selectors pick pods by it, so that policies tell almost every pod apart (about one
+    /// matrix class per pod). Without it, a deployment's replicas share their labels.
+    #[arg(long)]
+    distinct_labels: bool,
     /// Output directory: writes cluster/cluster.yaml, policies/policies.yaml and, for
     /// network-config-analyzer, .nca/pods.yaml and .nca/namespaces.yaml (hidden, so that
     /// `-f DIR` reads the cluster once).
@@ -42,12 +47,20 @@ enum Mix {
 
 /// Writes the cluster.
 pub fn run(args: Args) -> Result<(), CliError> {
-    let g = generate(&Spec {
-        pods: args.pods,
-        policies: args.policies,
-        seed: args.seed,
-        admin: matches!(args.mix, Mix::All),
-    });
+    let labels = if args.distinct_labels {
+        PodLabels::Distinct
+    } else {
+        PodLabels::Deployment
+    };
+    let g = generate_with(
+        &Spec {
+            pods: args.pods,
+            policies: args.policies,
+            seed: args.seed,
+            admin: matches!(args.mix, Mix::All),
+        },
+        labels,
+    );
     for (dir, file, text) in [
         ("cluster", "cluster.yaml", g.cluster_yaml()),
         ("policies", "policies.yaml", g.policies_yaml()),

@@ -251,7 +251,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         )));
     }
     let stdout = std::io::stdout();
-    let mut buffered = std::io::BufWriter::new(stdout.lock());
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     match args.output {
         Format::Table => table(&mut anstream::AutoStream::auto(stdout.lock()), &v)?,
         Format::Json => view::json(&mut buffered, &v)?,

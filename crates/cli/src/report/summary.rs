@@ -1,10 +1,11 @@
 //! `matrix -o summary`: pods grouped into classes no policy tells apart, why classes with
-//! the same labels differ, and per probe which classes each class reaches.
+//! the same labels differ, and per probe which classes each class reaches (classes that
+//! reach the same classes on one line).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{Engine, Matrix};
+use palisade_engine::{BitSet, Engine, Matrix, PodId};
 
 use super::view::View;
 
@@ -58,16 +59,26 @@ pub fn summary(
         )?;
         by_labels.entry((ns, labels)).or_default().push(c);
     }
-    for ((ns, labels), classes) in by_labels.iter().filter(|(_, c)| c.len() > 1) {
+    let twins: Vec<(&(String, String), &Vec<usize>)> =
+        by_labels.iter().filter(|(_, c)| c.len() > 1).collect();
+    let pairs: Vec<(usize, usize)> = twins
+        .iter()
+        .flat_map(|(_, classes)| {
+            let members = &members;
+            let first = members[&classes[0]][0];
+            classes[1..].iter().map(move |c| (first, members[c][0]))
+        })
+        .collect();
+    let pods: Vec<(PodId, PodId)> = pairs.iter().map(|&(a, b)| (m.pods[a], m.pods[b])).collect();
+    let mut why = engine.distinctions_of(&pods).into_iter();
+    let mut pairs = pairs.into_iter();
+    for ((ns, labels), classes) in twins {
         writeln!(out, "\nclasses with namespace {ns} {{{labels}}} differ:")?;
-        let first = members[&classes[0]][0];
         for &c in &classes[1..] {
-            let other = members[&c][0];
-            let why: Vec<String> = engine
-                .distinctions(m.pods[first], m.pods[other])
-                .iter()
-                .map(ToString::to_string)
-                .collect();
+            let (Some((first, other)), Some(why)) = (pairs.next(), why.next()) else {
+                break;
+            };
+            let why: Vec<String> = why.iter().map(ToString::to_string).collect();
             writeln!(
                 out,
                 "  C{} ({}) vs C{c} ({}): {}",
@@ -81,32 +92,100 @@ pub fn summary(
     let from_classes = classes_of(m, &v.rows);
     let to_classes = classes_of(m, &v.cols);
     let to_count: usize = to_classes.values().map(Vec::len).sum();
-    for (pi, probe) in v.probes.iter().enumerate() {
-        writeln!(out, "\n{}:", probe.label())?;
-        for (&from, rows) in &from_classes {
-            let reach: Vec<usize> = to_classes
-                .keys()
-                .copied()
-                .filter(|&to| m.class_allowed(pi, from, to))
-                .collect();
-            let pods: usize = reach.iter().map(|to| to_classes[to].len()).sum();
+    let mut shown = BitSet::new(m.classes);
+    let mut shown_pods = vec![0usize; m.classes];
+    for (&c, rows) in &to_classes {
+        shown.insert(c);
+        shown_pods[c] = rows.len();
+    }
+    for pi in 0..v.probes.len() {
+        writeln!(out, "\n{}:", v.probes[pi].label())?;
+        for (sources, reach) in reach_groups(m, pi, &from_classes, &shown) {
+            let pods: usize = reach.iter().map(|to| shown_pods[to]).sum();
+            let sources_pods: usize = sources.iter().map(|c| from_classes[c].len()).sum();
             let list = if reach.len() == to_classes.len() {
                 "all classes".to_string()
             } else if reach.is_empty() {
                 "no class".to_string()
             } else {
-                reach
-                    .iter()
-                    .map(|c| format!("C{c}"))
-                    .collect::<Vec<_>>()
-                    .join(" ")
+                ranges(reach.iter())
             };
             writeln!(
                 out,
-                "  C{from} ({} pods) -> {pods} of {to_count} pods: {list}",
-                rows.len()
+                "  {} ({sources_pods} pods) -> {pods} of {to_count} pods: {list}",
+                ranges(sources.iter().copied())
             )?;
         }
     }
     out.flush()
+}
+
+/// The source classes of `from` grouped by the classes of `shown` they reach on probe `pi`,
+/// in the order of each group's first class.
+fn reach_groups(
+    m: &Matrix,
+    pi: usize,
+    from: &BTreeMap<usize, Vec<usize>>,
+    shown: &BitSet,
+) -> Vec<(Vec<usize>, BitSet)> {
+    let mut index: HashMap<BitSet, usize> = HashMap::new();
+    let mut groups: Vec<(Vec<usize>, BitSet)> = Vec::new();
+    for &c in from.keys() {
+        let mut reach = BitSet::new(m.classes);
+        reach.union_of_intersection(m.class_row(pi, c), shown);
+        let next = groups.len();
+        let g = *index.entry(reach.clone()).or_insert(next);
+        if g == next {
+            groups.push((Vec::new(), reach));
+        }
+        groups[g].0.push(c);
+    }
+    groups
+}
+
+/// Ascending class numbers as `C1-C4 C7`.
+fn ranges(classes: impl Iterator<Item = usize>) -> String {
+    let mut out = String::new();
+    let mut run: Option<(usize, usize)> = None;
+    let flush = |out: &mut String, (a, b): (usize, usize)| {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        match b - a {
+            0 => out.push_str(&format!("C{a}")),
+            1 => out.push_str(&format!("C{a} C{b}")),
+            _ => out.push_str(&format!("C{a}-C{b}")),
+        }
+    };
+    for c in classes {
+        run = match run {
+            Some((a, b)) if c == b + 1 => Some((a, c)),
+            Some(r) => {
+                flush(&mut out, r);
+                Some((c, c))
+            }
+            None => Some((c, c)),
+        };
+    }
+    if let Some(r) = run {
+        flush(&mut out, r);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ranges;
+
+    #[test]
+    fn class_lists_as_ranges() {
+        for (classes, want) in [
+            (vec![], ""),
+            (vec![3], "C3"),
+            (vec![1, 2], "C1 C2"),
+            (vec![0, 1, 2, 3, 7, 9, 10], "C0-C3 C7 C9 C10"),
+        ] {
+            assert_eq!(ranges(classes.clone().into_iter()), want, "{classes:?}");
+        }
+    }
 }

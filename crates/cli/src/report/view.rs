@@ -99,20 +99,58 @@ pub enum Mark {
 
 /// One JSON object per line and cell.
 pub fn jsonl(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
-    for (probe, from, to, ok, depends) in v.cells() {
-        writeln!(
-            out,
-            "{{\"from\":{},\"to\":{},\"protocol\":\"{}\",\"port\":{},\"allowed\":{ok}{}}}",
-            serde_json::Value::from(from),
-            serde_json::Value::from(to),
-            probe.probe.protocol,
-            probe.probe.port,
-            if depends {
-                ",\"dependsOnAddress\":true"
-            } else {
-                ""
+    let quoted: Vec<String> = v
+        .names
+        .iter()
+        .map(|n| serde_json::Value::from(n.as_str()).to_string())
+        .collect();
+    let from: Vec<String> = quoted
+        .iter()
+        .map(|q| format!("{{\"from\":{q},\"to\":"))
+        .collect();
+    let probes: Vec<[String; 2]> = v
+        .probes
+        .iter()
+        .map(|p| {
+            [false, true].map(|ok| {
+                format!(
+                    ",\"protocol\":\"{}\",\"port\":{},\"allowed\":{ok}",
+                    p.probe.protocol, p.probe.port
+                )
+            })
+        })
+        .collect();
+    rows(out, v, |out, pi, f, t, ok, depends| {
+        out.write_all(from[f].as_bytes())?;
+        out.write_all(quoted[t].as_bytes())?;
+        out.write_all(probes[pi][usize::from(ok)].as_bytes())?;
+        out.write_all(if depends {
+            b",\"dependsOnAddress\":true}\n"
+        } else {
+            b"}\n"
+        })
+    })
+}
+
+/// Calls `line(out, probe, from, to, allowed, depends)` for every applicable cell, in
+/// output order.
+fn rows<W: Write>(
+    out: &mut W,
+    v: &View<'_>,
+    mut line: impl FnMut(&mut W, usize, usize, usize, bool, bool) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    for pi in 0..v.probes.len() {
+        let cols: Vec<usize> = v
+            .cols
+            .iter()
+            .copied()
+            .filter(|&t| (v.applies)(pi, t))
+            .collect();
+        for &f in &v.rows {
+            for &t in &cols {
+                line(out, pi, f, t, (v.allowed)(pi, f, t), (v.depends)(pi, f, t))?;
             }
-        )?;
+        }
     }
     out.flush()
 }
@@ -137,14 +175,17 @@ pub fn json(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
 /// `from,to,protocol,port,allowed` lines.
 pub fn csv(out: &mut impl Write, v: &View<'_>) -> std::io::Result<()> {
     writeln!(out, "from,to,protocol,port,allowed")?;
-    for (probe, from, to, ok, _) in v.cells() {
-        writeln!(
-            out,
-            "{from},{to},{},{},{ok}",
-            probe.probe.protocol, probe.probe.port
-        )?;
-    }
-    out.flush()
+    let from: Vec<String> = v.names.iter().map(|n| format!("{n},")).collect();
+    let probes: Vec<[String; 2]> = v
+        .probes
+        .iter()
+        .map(|p| [false, true].map(|ok| format!(",{},{},{ok}\n", p.probe.protocol, p.probe.port)))
+        .collect();
+    rows(out, v, |out, pi, f, t, ok, _| {
+        out.write_all(from[f].as_bytes())?;
+        out.write_all(v.names[t].as_bytes())?;
+        out.write_all(probes[pi][usize::from(ok)].as_bytes())
+    })
 }
 
 /// A Markdown table per probe.
