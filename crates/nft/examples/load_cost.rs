@@ -9,10 +9,13 @@
 
 #![allow(clippy::unwrap_used)] // a measurement; a failure is a failed run
 
-use std::io::Write;
+#[path = "../tests/support/ct.rs"]
+mod ct;
+
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+
+use ct::Netns;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -45,21 +48,10 @@ fn main() {
     );
     for round in 1..=rounds {
         let one = fresh_namespace(|ns| {
-            let mut child = Command::new("ip")
-                .args(["netns", "exec", ns, "nft", "-f", "-"])
-                .stdin(Stdio::piped())
-                .spawn()
-                .unwrap();
-            child
-                .stdin
-                .take()
-                .unwrap()
-                .write_all(script.as_bytes())
-                .unwrap();
-            assert!(child.wait().unwrap().success());
+            ns.nft_f(&script);
         });
         let staged =
-            fresh_namespace(|ns| palisade_nft::load_in_stages(&ruleset, Some(ns)).unwrap());
+            fresh_namespace(|ns| palisade_nft::load_in_stages(&ruleset, Some(&ns.0)).unwrap());
         println!(
             "round {round}: one nft -f {}, staged apply {} ({:.2}x)",
             ms(one),
@@ -70,21 +62,11 @@ fn main() {
 }
 
 /// Times `load` in a new network namespace (deleted afterwards).
-fn fresh_namespace(load: impl FnOnce(&str)) -> Duration {
-    let ns = format!("palload-{}", std::process::id());
-    let _ = Command::new("ip").args(["netns", "del", &ns]).output();
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns])
-            .status()
-            .unwrap()
-            .success()
-    );
+fn fresh_namespace(load: impl FnOnce(&Netns)) -> Duration {
+    let ns = Netns::new("load");
     let t = Instant::now();
     load(&ns);
-    let took = t.elapsed();
-    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
-    took
+    t.elapsed()
 }
 
 fn ms(d: Duration) -> String {

@@ -9,9 +9,12 @@
 
 #![allow(clippy::unwrap_used)] // a measurement over generated, known-valid input
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+#[path = "../tests/support/ct.rs"]
+mod ct;
+
 use std::time::{Duration, Instant};
+
+use ct::Netns;
 
 use palisade_engine::{Change, Engine, Options};
 use palisade_nft::{Ruleset, compile, compile_after, transition, update_script};
@@ -31,24 +34,6 @@ fn engine(pods: usize) -> Engine {
     Engine::new(cl, Options::default())
 }
 
-/// `nft -f -` of `script` in `ns`, timed (process start and cache fetch included).
-fn nft(ns: &str, script: &str) -> Duration {
-    let t = Instant::now();
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(script.as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success(), "nft refused:\n{script}");
-    t.elapsed()
-}
-
 fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
@@ -60,7 +45,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
 
 /// Applies `change`, then alternately the transaction to the changed ruleset and back,
 /// three times each, as one `nft -f` script and by [`transition`]; prints the medians.
-fn measure(ns: &str, what: &str, e: &mut Engine, base: &Ruleset, change: Change, undo: Change) {
+fn measure(ns: &Netns, what: &str, e: &mut Engine, base: &Ruleset, change: Change, undo: Change) {
     let t = Instant::now();
     e.apply(change);
     let changed = compile_after(e, None, base).unwrap();
@@ -69,19 +54,19 @@ fn measure(ns: &str, what: &str, e: &mut Engine, base: &Ruleset, change: Change,
     let (back, _) = update_script(&changed, base);
     let (mut fwd, mut rev) = (Vec::new(), Vec::new());
     for _ in 0..3 {
-        fwd.push(nft(ns, &forward));
-        rev.push(nft(ns, &back));
+        fwd.push(ns.nft_f(&forward));
+        rev.push(ns.nft_f(&back));
     }
     let (mut prepare, mut switch, mut total, mut total_back) = (vec![], vec![], vec![], vec![]);
     for _ in 0..3 {
         let t = Instant::now();
-        let s = transition(base, &changed, Some(ns)).unwrap();
+        let s = transition(base, &changed, Some(&ns.0)).unwrap();
         total.push(t.elapsed());
         assert!(s.netlink, "{what}: not switched over by netlink");
         prepare.push(s.prepare);
         switch.push(s.switch);
         let t = Instant::now();
-        transition(&changed, base, Some(ns)).unwrap();
+        transition(&changed, base, Some(&ns.0)).unwrap();
         total_back.push(t.elapsed());
     }
     e.apply(undo);
@@ -111,15 +96,8 @@ fn main() {
     let base = compile(&e, None).unwrap();
     let compiled = t.elapsed();
     let text = base.render();
-    let ns = format!("palnftupd{}", std::process::id());
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let load = nft(&ns, &text);
+    let ns = Netns::new("update");
+    let load = ns.nft_f(&text);
     println!(
         "{pods} pods, {} policies: compile {}, full load {}\n{}",
         pods / 5,
@@ -168,5 +146,4 @@ fn main() {
             Change::UpsertPod(pod.clone()),
         );
     }
-    let _ = Command::new("ip").args(["netns", "del", &ns]).status();
 }

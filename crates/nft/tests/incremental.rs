@@ -6,6 +6,9 @@
 
 use std::process::Command;
 
+mod support;
+use support::ct::{Netns, is_root};
+
 use palisade_engine::{Change, Engine, Options};
 use palisade_model::Protocol;
 use palisade_nft::{NftVerdict, Packet, Ruleset, compile, compile_after, update_script};
@@ -127,13 +130,6 @@ fn a_policy_change_rewrites_only_the_chains_of_the_classes_it_selects() {
     );
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 /// The loaded table's text: chains and sets as sorted blocks, the elements of each set
 /// sorted (a hash set lists in hash order), counters zeroed.
 fn list(ns: &str) -> Vec<String> {
@@ -186,28 +182,6 @@ fn normalize(block: &str) -> String {
     out + &rest
 }
 
-struct Netns(String);
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
-
-/// A new network namespace named after `tag` and the process, deleted on drop.
-fn fresh_netns(tag: &str) -> Netns {
-    let ns = Netns(format!("palisade-{tag}-{}", std::process::id()));
-    let _ = Command::new("ip").args(["netns", "del", &ns.0]).output();
-    assert!(
-        Command::new("ip")
-            .args(["netns", "add", &ns.0])
-            .status()
-            .unwrap()
-            .success()
-    );
-    ns
-}
-
 /// A pod with a new name and address, in the namespace and with the labels of `like`.
 fn new_pod(e: &Engine) -> Change {
     let like = &e.cluster().pods[0];
@@ -226,7 +200,7 @@ fn incremental_updates_leave_the_table_a_full_apply_leaves() {
         eprintln!("skipped: needs root for a network namespace");
         return;
     }
-    let ns = fresh_netns("nfti");
+    let ns = Netns::new("nfti");
     let mut e = engine();
     let first = compile(&e, None).unwrap();
     palisade_nft::apply(&first, Some(&ns.0)).unwrap();
@@ -318,7 +292,7 @@ fn element_updates_at_the_edges_of_the_address_space_equal_a_full_apply() {
         eprintln!("skipped: needs root for a network namespace");
         return;
     }
-    let ns = fresh_netns("nfte");
+    let ns = Netns::new("nfte");
     let states = [
         edges(
             &["10.0.0.0/8", "192.168.1.1/32"],
@@ -448,23 +422,6 @@ fn lists() -> Ruleset {
     rs
 }
 
-/// Loads `rs` by one `nft -f` of its rendered script (one transaction).
-fn load_in_one_transaction(ns: &str, rs: &Ruleset) {
-    use std::io::Write;
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, "nft", "-f", "-"])
-        .stdin(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(rs.render().as_bytes())
-        .unwrap();
-    assert!(child.wait().unwrap().success());
-}
-
 #[test]
 fn a_first_load_in_stages_leaves_the_table_one_transaction_leaves() {
     if !is_root() {
@@ -485,14 +442,14 @@ fn a_first_load_in_stages_leaves_the_table_one_transaction_leaves() {
         Ruleset::default(),
     ];
     for rs in &rulesets {
-        let (staged, whole) = (fresh_netns("nfts"), fresh_netns("nftw"));
+        let (staged, whole) = (Netns::new("nfts"), Netns::new("nftw"));
         palisade_nft::load_in_stages(rs, Some(&staged.0)).unwrap();
-        load_in_one_transaction(&whole.0, rs);
+        whole.nft_f(&rs.render());
         assert_eq!(list(&staged.0), list(&whole.0));
     }
     // Where the table exists, a load in stages is refused and leaves it as it was.
-    let ns = fresh_netns("nftx");
-    load_in_one_transaction(&ns.0, &rulesets[1]);
+    let ns = Netns::new("nftx");
+    ns.nft_f(&rulesets[1].render());
     let before = list(&ns.0);
     assert!(palisade_nft::load_in_stages(&rulesets[2], Some(&ns.0)).is_err());
     assert_eq!(list(&ns.0), before);
@@ -508,7 +465,7 @@ fn a_refused_first_load_leaves_no_table() {
     // A rule continuing in a chain that does not exist: refused at the rule stage, after
     // the sets and their elements were loaded.
     rs.chains[1].rules[0].verdict = palisade_nft::Verdict::Goto("missing".into());
-    let ns = fresh_netns("nftr");
+    let ns = Netns::new("nftr");
     assert!(palisade_nft::load_in_stages(&rs, Some(&ns.0)).is_err());
     let out = Command::new("ip")
         .args(["netns", "exec", &ns.0, "nft", "list", "tables"])

@@ -1,12 +1,14 @@
-//! Test and benchmark support: a throw-away network namespace, and conntrack entries
-//! injected into it over ctnetlink (as `conntrack -I` would, without a process per entry).
+//! Test and benchmark support: a throw-away network namespace with `nft -f` inside it, and
+//! conntrack entries injected into it over ctnetlink (as `conntrack -I` would, without a
+//! process per entry).
 
-#![allow(dead_code, clippy::unwrap_used)] // shared by a test and an example; a failed unwrap is a failure
+#![allow(dead_code, clippy::unwrap_used)] // shared by tests and examples; a failed unwrap is a failure
 
-use std::io;
+use std::io::{self, Write};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 use netlink_packet_core::{
     NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage,
@@ -42,6 +44,31 @@ impl Netns {
             .args(args)
             .output()
             .unwrap()
+    }
+
+    /// `nft -f -` of `script` inside the namespace, which must accept it; how long it took
+    /// (the process start and nft's read of the loaded table included).
+    pub fn nft_f(&self, script: &str) -> Duration {
+        let t = Instant::now();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &self.0, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "nft refused the script: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t.elapsed()
     }
 
     /// The tracked connections, as `conntrack -L` prints them (an independent reading).
