@@ -175,8 +175,8 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
     in_force("after a rejected incremental update");
 
     // An update switched over by netlink, refused by the kernel at a map element that
-    // jumps to no chain, after the new chains were created: the batch is all or nothing,
-    // and what the preparation created is taken away again.
+    // jumps to no chain, after the batch created the new chains: the batch is all or
+    // nothing.
     let mut dangling = open.clone();
     let last = dangling.ingress.last_mut().unwrap();
     last.1 = "no_such_chain".into();
@@ -186,6 +186,34 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
         "{err}"
     );
     in_force("after a refused netlink batch");
+
+    // The same, with a new chain whose rule netlink does not carry (a prefix that does not
+    // end on a byte boundary): the new chains are prepared by nft -f first, and taken away
+    // again when the batch is refused.
+    let new_chain = dangling
+        .chains
+        .iter_mut()
+        .find(|c| !old.chains.iter().any(|o| o.name == c.name))
+        .unwrap();
+    new_chain.rules.insert(
+        0,
+        Rule {
+            matches: vec![palisade_nft::Match::Addr {
+                field: palisade_nft::Field::Saddr,
+                v6: false,
+                nets: vec!["10.0.0.0/20".parse().unwrap()],
+                negate: false,
+            }],
+            verdict: Verdict::Return,
+            log: None,
+        },
+    );
+    let err = palisade_nft::update(&old, &dangling, Some(ns)).unwrap_err();
+    assert!(
+        matches!(&err, palisade_nft::NftError::Rejected(m) if m.contains("ingress")),
+        "{err}"
+    );
+    in_force("after a refused netlink batch whose chains nft -f prepared");
 
     // The probes tell the rulesets apart: the open ruleset, applied, lets y/a in.
     palisade_nft::apply(&open, Some(ns)).unwrap();
