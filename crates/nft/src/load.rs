@@ -15,7 +15,7 @@ use crate::NftError;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
 use crate::ir::Ruleset;
-use crate::render::{TABLE, add_rules, base_chains, exempt_sets};
+use crate::render::{TABLE, add_rules, addr_type, base_chains, exempt_sets};
 
 /// Bytes of netlink messages per batch (the socket buffers are sized to one batch).
 const BATCH_BYTES: usize = 1 << 20;
@@ -58,10 +58,18 @@ fn declarations(rs: &Ruleset) -> String {
         ("ingress4", false),
         ("ingress6", true),
     ] {
-        let _ = writeln!(s, "add map {TABLE} {name} {{ type {} : verdict; }}", ty(v6));
+        let _ = writeln!(
+            s,
+            "add map {TABLE} {name} {{ type {} : verdict; }}",
+            addr_type(v6)
+        );
     }
     for (name, v6, _) in exempt_sets(rs) {
-        let _ = writeln!(s, "add set {TABLE} {name} {{ type {0} . {0}; }}", ty(v6));
+        let _ = writeln!(
+            s,
+            "add set {TABLE} {name} {{ type {0} . {0}; }}",
+            addr_type(v6)
+        );
     }
     for set in &rs.sets {
         let flags = if set.interval { " flags interval;" } else { "" };
@@ -69,17 +77,13 @@ fn declarations(rs: &Ruleset) -> String {
             s,
             "add set {TABLE} {} {{ type {};{flags} }}",
             set.name,
-            ty(set.v6)
+            addr_type(set.v6)
         );
     }
     for chain in &rs.chains {
         let _ = writeln!(s, "add chain {TABLE} {}", chain.name);
     }
     s
-}
-
-fn ty(v6: bool) -> &'static str {
-    if v6 { "ipv6_addr" } else { "ipv4_addr" }
 }
 
 /// Batches of about [`BATCH_BYTES`] each.

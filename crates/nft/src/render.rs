@@ -29,7 +29,7 @@ impl Ruleset {
             ("ingress4", false, &self.ingress),
             ("ingress6", true, &self.ingress),
         ] {
-            let ty = if v6 { "ipv6_addr" } else { "ipv4_addr" };
+            let ty = addr_type(v6);
             let _ = writeln!(s, "  map {name} {{\n    type {ty} : verdict");
             let elems: Vec<String> = entries
                 .iter()
@@ -42,7 +42,7 @@ impl Ruleset {
             s += "  }\n";
         }
         for (name, v6, pairs) in exempt_sets(self) {
-            let ty = if v6 { "ipv6_addr" } else { "ipv4_addr" };
+            let ty = addr_type(v6);
             let _ = writeln!(s, "  set {name} {{\n    type {ty} . {ty}");
             let elems: Vec<String> = pairs
                 .iter()
@@ -128,6 +128,11 @@ pub(crate) fn base_chains() -> String {
     base("forward", true, true) + &base("input", true, false) + &base("output", false, true)
 }
 
+/// nft's type of an address of the family (`ipv4_addr` or `ipv6_addr`).
+pub(crate) fn addr_type(v6: bool) -> &'static str {
+    if v6 { "ipv6_addr" } else { "ipv4_addr" }
+}
+
 /// One exemption set: its name, whether it is IPv6, and the pairs (of both families).
 pub(crate) type ExemptSet<'r> = (&'static str, bool, &'r [(IpAddr, IpAddr)]);
 
@@ -143,10 +148,7 @@ pub(crate) fn exempt_sets(rs: &Ruleset) -> [ExemptSet<'_>; 4] {
 
 /// A set's body: type, flags, elements, joined by `sep`.
 pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
-    let mut parts = vec![format!(
-        "type {}",
-        if set.v6 { "ipv6_addr" } else { "ipv4_addr" }
-    )];
+    let mut parts = vec![format!("type {}", addr_type(set.v6))];
     if set.interval {
         parts.push("flags interval".into());
     }
