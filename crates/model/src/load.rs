@@ -303,7 +303,7 @@ pub fn decode_texts<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -
     let sources: Vec<(&str, &str)> = sources.into_iter().collect();
     let mut loader = Loader::named(sources.first().map_or("<input>", |s| s.0).to_string());
     loader.parse_all(sources);
-    loader.decode_all();
+    loader.add_decoded();
     let mut diagnostics = loader.errors;
     diagnostics.append(&mut loader.notices);
     // One notice per object here: the caller keeps objects (and their notices) apart.
@@ -333,7 +333,10 @@ struct Loader {
     skipped: Vec<Diagnostic>,
     notices: Vec<Diagnostic>,
     seen: HashMap<(String, String, String), Origin>,
-    documents: Vec<(Arc<str>, yaml::Document)>,
+    /// Documents read.
+    documents: usize,
+    /// Every object read, decoded, in input order; not yet added.
+    decoded: Vec<DecodedItem>,
     /// Pods' `status.hostIP`, for nodes the input does not declare.
     host_ips: Vec<core::HostIp>,
     /// Sources read (files, stdin, named texts).
@@ -356,6 +359,42 @@ struct Item<'d> {
 /// whether it is staged.
 type ItemResult = (Vec<Diagnostic>, Option<(String, Object, bool)>);
 
+/// One decoded item, with what identifies it should it be invalid.
+struct DecodedItem {
+    origin: Origin,
+    result: ItemResult,
+    /// Set when `result` has an error.
+    invalid: Option<Invalid>,
+}
+
+/// Decodes the objects of one document of `file` (the document itself, or a `List`'s items).
+fn decode_document(file: &Arc<str>, document: yaml::Document) -> Vec<DecodedItem> {
+    let origin = Origin {
+        file: file.clone(),
+        line: document.line,
+    };
+    let mut items = Vec::new();
+    flatten(
+        &document.value,
+        &document.lines,
+        String::new(),
+        origin,
+        &mut items,
+    );
+    items
+        .iter()
+        .map(|item| {
+            let result = decode(item);
+            let failed = result.0.iter().any(|d| d.severity == Severity::Error);
+            DecodedItem {
+                origin: item.origin.clone(),
+                invalid: failed.then(|| Invalid::of(item)),
+                result,
+            }
+        })
+        .collect()
+}
+
 /// A decoded object of one of the kinds Palisade reads.
 enum Object {
     Namespace(crate::objects::Namespace),
@@ -376,58 +415,23 @@ impl Loader {
         }
     }
 
-    /// Parses the texts concurrently (sharing one alias budget); their documents keep the
-    /// input order.
+    /// Parses and decodes the texts concurrently (sharing one alias budget), each document
+    /// as soon as it is read; the objects keep the input order.
     fn parse_all<'a>(&mut self, sources: impl IntoIterator<Item = (&'a str, &'a str)>) {
-        let sources: Vec<(&str, &str)> = sources.into_iter().collect();
-        let budget = yaml::AliasBudget::default();
-        let budget = &budget;
-        // At most one thread per core, each parsing a run of sources in order: a
-        // directory of ten thousand small files (or a live cluster's objects) must not
-        // start ten thousand threads.
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(sources.len().max(1));
-        let chunk = sources.len().div_ceil(threads).max(1);
-        let failed = || yaml::Parsed {
-            documents: Vec::new(),
-            errors: vec![yaml::SyntaxError {
-                line: 1,
-                message: "parser thread failed".into(),
-            }],
-        };
-        let parsed: Vec<(&str, yaml::Parsed)> = std::thread::scope(|s| {
-            let handles: Vec<_> = sources
-                .chunks(chunk)
-                .map(|run| {
-                    let h = s.spawn(move || {
-                        run.iter()
-                            .map(|&(_, text)| yaml::parse_stream(text, budget))
-                            .collect::<Vec<_>>()
-                    });
-                    (run, h)
-                })
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|(run, h)| {
-                    let results = h
-                        .join()
-                        .unwrap_or_else(|_| run.iter().map(|_| failed()).collect());
-                    run.iter()
-                        .map(|&(name, _)| name)
-                        .zip(results)
-                        .collect::<Vec<_>>()
-                })
-                .collect()
+        let sources: Vec<(Arc<str>, &str)> = sources
+            .into_iter()
+            .map(|(name, text)| (Arc::from(name), text))
+            .collect();
+        let texts: Vec<&str> = sources.iter().map(|(_, text)| *text).collect();
+        let parsed = yaml::map_texts(&texts, &yaml::AliasBudget::default(), &|i, document| {
+            decode_document(&sources[i].0, document)
         });
-        for (name, result) in parsed {
-            self.source(name, result);
+        for ((file, _), result) in sources.iter().zip(parsed) {
+            self.source(file.clone(), result);
         }
     }
 
-    fn source(&mut self, name: &str, parsed: yaml::Parsed) {
-        let file: Arc<str> = Arc::from(name);
+    fn source(&mut self, file: Arc<str>, parsed: yaml::Parsed<Vec<DecodedItem>>) {
         self.sources += 1;
         for e in parsed.errors {
             self.errors.push(Diagnostic {
@@ -439,8 +443,8 @@ impl Loader {
                 message: format!("YAML syntax error: {}", e.message),
             });
         }
-        self.documents
-            .extend(parsed.documents.into_iter().map(|d| (file.clone(), d)));
+        self.documents += parsed.documents.len();
+        self.decoded.extend(parsed.documents.into_iter().flatten());
     }
 
     /// A source that is not UTF-8: an error at the line of its first bad byte.
@@ -459,34 +463,12 @@ impl Loader {
         });
     }
 
-    /// Decodes every document (in parallel), then adds the objects in input order.
-    fn decode_all(&mut self) {
-        let documents = std::mem::take(&mut self.documents);
-        let mut items = Vec::new();
-        for (file, doc) in &documents {
-            let origin = Origin {
-                file: file.clone(),
-                line: doc.line,
-            };
-            flatten(&doc.value, &doc.lines, String::new(), origin, &mut items);
-        }
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(items.len().max(1));
-        let chunk = items.len().div_ceil(threads).max(1);
-        let decoded: Vec<ItemResult> = std::thread::scope(|s| {
-            let handles: Vec<_> = items
-                .chunks(chunk)
-                .map(|c| s.spawn(move || c.iter().map(decode).collect::<Vec<_>>()))
-                .collect();
-            handles
-                .into_iter()
-                .flat_map(|h| h.join().unwrap_or_default())
-                .collect()
-        });
-        for (item, (mut diags, object)) in items.iter().zip(decoded) {
-            if diags.iter().any(|d| d.severity == Severity::Error) {
-                self.invalid.push(Invalid::of(item));
+    /// Adds the decoded objects in input order, setting the invalid ones aside.
+    fn add_decoded(&mut self) {
+        for item in std::mem::take(&mut self.decoded) {
+            let (mut diags, object) = item.result;
+            if let Some(invalid) = item.invalid {
+                self.invalid.push(invalid);
                 self.errors.append(&mut diags);
                 continue;
             }
@@ -551,8 +533,8 @@ impl Loader {
     }
 
     fn finish(mut self, options: LoadOptions) -> Result<Loaded, LoadError> {
-        let had_documents = !self.documents.is_empty();
-        self.decode_all();
+        let had_documents = self.documents > 0;
+        self.add_decoded();
         self.errors
             .sort_by(|a, b| (&a.file, a.line).cmp(&(&b.file, b.line)));
         if !self.errors.is_empty() && !options.skip_invalid {

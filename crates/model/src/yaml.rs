@@ -111,14 +111,24 @@ pub struct SyntaxError {
     pub message: String,
 }
 
-/// Every document of a text that could be read, and the syntax error of each one that
-/// could not (reading resumes at the next `---` line after a broken document).
-#[derive(Debug, Default)]
-pub struct Parsed {
+/// Every document of a text that could be read (or what a caller made of each, see
+/// [`map_stream`]), and the syntax error of each one that could not (reading resumes at
+/// the next `---` line after a broken document).
+#[derive(Debug)]
+pub struct Parsed<T = Document> {
     /// The documents that parsed, in order.
-    pub documents: Vec<Document>,
+    pub documents: Vec<T>,
     /// One error per broken document, in order.
     pub errors: Vec<SyntaxError>,
+}
+
+impl<T> Default for Parsed<T> {
+    fn default() -> Self {
+        Parsed {
+            documents: Vec::new(),
+            errors: Vec::new(),
+        }
+    }
 }
 
 /// Bytes that alias expansion may add, shared by all the texts of one load: every alias
@@ -171,64 +181,112 @@ pub fn parse_documents(text: &str) -> Result<Vec<Document>, SyntaxError> {
 /// Parses every document of `text`, keeping the documents that parse and an error for each
 /// one that does not. Large texts are split at document markers and parsed in parallel.
 pub fn parse_stream(text: &str, budget: &AliasBudget) -> Parsed {
-    const CHUNK: usize = 256 * 1024;
-    let threads = std::thread::available_parallelism().map_or(1, usize::from);
-    if text.len() < CHUNK || threads < 2 {
-        return parse_chunk(text, 0, budget);
-    }
-    // A line that starts with `---` begins a document wherever it appears, so the text
-    // can be cut there: each piece is whole documents.
-    let want = threads.max(text.len() / CHUNK);
-    let mut cuts = vec![0];
-    for k in 1..want {
-        let from = (text.len() * k / want).max(*cuts.last().unwrap_or(&0));
-        if let Some(pos) = next_document_marker(text, from)
-            && pos > *cuts.last().unwrap_or(&0)
-        {
-            cuts.push(pos);
+    map_stream(text, budget, &|document| document)
+}
+
+/// Parses every document of `text` as [`parse_stream`] does, handing each to `f` as soon as
+/// it is complete and keeping only what `f` makes of it: a caller that needs a document
+/// only briefly never holds them all at once.
+pub fn map_stream<T: Send>(
+    text: &str,
+    budget: &AliasBudget,
+    f: &(dyn Fn(Document) -> T + Sync),
+) -> Parsed<T> {
+    map_texts(&[text], budget, &|_, document| f(document))
+        .pop()
+        .unwrap_or_default()
+}
+
+/// [`map_stream`] for several texts at once, on every core: `f` is told which text
+/// (its index in `texts`) each document is from; the result has one entry per text.
+///
+/// Texts are cut at document markers into pieces of about 256 KiB, and each core parses
+/// one run of consecutive pieces of about equal size, so that a single large file and a
+/// directory of small ones spread alike, and each thread reuses its own memory.
+pub fn map_texts<T: Send>(
+    texts: &[&str],
+    budget: &AliasBudget,
+    f: &(dyn Fn(usize, Document) -> T + Sync),
+) -> Vec<Parsed<T>> {
+    const PIECE: usize = 256 * 1024;
+    /// A piece: the text it is from, its text, and the lines before it in that text.
+    type Piece<'t> = (usize, &'t str, usize);
+    let mut pieces: Vec<Piece<'_>> = Vec::new();
+    for (index, text) in texts.iter().enumerate() {
+        // A line that starts with `---` begins a document wherever it appears, so the
+        // text can be cut there: each piece is whole documents.
+        let (mut from, mut lines) = (0, 0);
+        while from < text.len() {
+            let to = next_document_marker(text, from + PIECE).unwrap_or(text.len());
+            pieces.push((index, &text[from..to], lines));
+            lines += text[from..to].bytes().filter(|b| *b == b'\n').count();
+            from = to;
         }
     }
-    cuts.push(text.len());
-    let pieces: Vec<(&str, usize)> = cuts
-        .windows(2)
-        .map(|w| {
-            (
-                &text[w[0]..w[1]],
-                text[..w[0]].bytes().filter(|b| *b == b'\n').count(),
-            )
-        })
-        .collect();
-    let results: Vec<Parsed> = std::thread::scope(|s| {
-        let handles: Vec<_> = pieces
-            .iter()
-            .map(|&(piece, offset)| s.spawn(move || parse_chunk(piece, offset, budget)))
-            .collect();
-        handles
-            .into_iter()
-            .zip(&pieces)
-            .map(|(h, &(_, offset))| {
-                h.join().unwrap_or_else(|_| Parsed {
-                    documents: Vec::new(),
-                    errors: vec![SyntaxError {
-                        line: offset + 1,
-                        message: "parser thread failed".into(),
-                    }],
-                })
+    let threads = std::thread::available_parallelism().map_or(1, usize::from);
+    let total: usize = pieces.iter().map(|p| p.1.len()).sum();
+    // Thread k takes the pieces that start in the k-th equal share of all the bytes.
+    let mut runs: Vec<&[Piece<'_>]> = Vec::new();
+    let (mut first, mut seen) = (0, 0);
+    for (i, piece) in pieces.iter().enumerate() {
+        if seen >= total * (runs.len() + 1) / threads && i > first {
+            runs.push(&pieces[first..i]);
+            first = i;
+        }
+        seen += piece.1.len();
+    }
+    runs.push(&pieces[first..]);
+    let parse = |run: &[Piece<'_>]| -> Vec<Parsed<T>> {
+        run.iter()
+            .map(|&(index, piece, lines)| {
+                parse_chunk(piece, lines, budget, &|document| f(index, document))
             })
             .collect()
-    });
-    let mut all = Parsed::default();
-    for mut r in results {
-        all.documents.append(&mut r.documents);
-        all.errors.append(&mut r.errors);
+    };
+    let parsed: Vec<Parsed<T>> = if runs.len() < 2 {
+        parse(&pieces)
+    } else {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = runs
+                .iter()
+                .map(|&run| (run, s.spawn(move || parse(run))))
+                .collect();
+            handles
+                .into_iter()
+                .flat_map(|(run, h)| {
+                    h.join().unwrap_or_else(|_| {
+                        run.iter()
+                            .map(|&(_, _, lines)| Parsed {
+                                documents: Vec::new(),
+                                errors: vec![SyntaxError {
+                                    line: lines + 1,
+                                    message: "parser thread failed".into(),
+                                }],
+                            })
+                            .collect()
+                    })
+                })
+                .collect()
+        })
+    };
+    let mut out: Vec<Parsed<T>> = texts.iter().map(|_| Parsed::default()).collect();
+    for (&(index, _, _), mut p) in pieces.iter().zip(parsed) {
+        out[index].documents.append(&mut p.documents);
+        out[index].errors.append(&mut p.errors);
     }
-    all
+    out
 }
 
 /// The offset of the first line at or after `from` that is a document marker (`---`
 /// followed by a space, a tab or the end of the line).
 fn next_document_marker(text: &str, from: usize) -> Option<usize> {
     let mut at = from;
+    while at < text.len() && !text.is_char_boundary(at) {
+        at += 1;
+    }
+    if at >= text.len() {
+        return None;
+    }
     while let Some(p) = text[at..].find("\n---") {
         let start = at + p + 1;
         match text.as_bytes().get(start + 3) {
@@ -241,13 +299,17 @@ fn next_document_marker(text: &str, from: usize) -> Option<usize> {
 
 /// Parses a piece of text whose first line is line `offset + 1` of the file; after a
 /// broken document, parsing starts again at the next document marker.
-fn parse_chunk(text: &str, offset: usize, budget: &AliasBudget) -> Parsed {
+fn parse_chunk<T>(
+    text: &str,
+    offset: usize,
+    budget: &AliasBudget,
+    f: &dyn Fn(Document) -> T,
+) -> Parsed<T> {
     let mut parsed = Parsed::default();
     let (mut rest, mut offset) = (text, offset);
     loop {
-        let mut builder = Builder::new(offset, budget);
-        let failure = builder.run(rest);
-        parsed.documents.append(&mut builder.documents);
+        let mut emit = |document| parsed.documents.push(f(document));
+        let failure = Builder::new(offset, budget, &mut emit).run(rest);
         let Some((error, broken_from)) = failure else {
             return parsed;
         };
@@ -269,7 +331,8 @@ fn parse_chunk(text: &str, offset: usize, budget: &AliasBudget) -> Parsed {
 }
 
 struct Builder<'b> {
-    documents: Vec<Document>,
+    /// Where each complete document goes.
+    emit: &'b mut dyn FnMut(Document),
     /// The current document, once its root node is complete (kept at its end).
     pending: Option<Document>,
     stack: Vec<Frame>,
@@ -302,9 +365,9 @@ enum Frame {
 }
 
 impl<'b> Builder<'b> {
-    fn new(offset: usize, budget: &'b AliasBudget) -> Self {
+    fn new(offset: usize, budget: &'b AliasBudget, emit: &'b mut dyn FnMut(Document)) -> Self {
         Builder {
-            documents: Vec::new(),
+            emit,
             pending: None,
             stack: Vec::new(),
             anchors: HashMap::new(),
@@ -337,7 +400,7 @@ impl<'b> Builder<'b> {
                 return Some((e, from));
             }
         }
-        self.documents.extend(self.pending.take());
+        self.emit_pending();
         None
     }
 
@@ -350,7 +413,7 @@ impl<'b> Builder<'b> {
                 self.doc_start = Some(span.start.line());
             }
             Event::DocumentEnd => {
-                self.documents.extend(self.pending.take());
+                self.emit_pending();
                 self.doc_start = None;
             }
             Event::Scalar(text, style, anchor, tag) => {
@@ -455,6 +518,13 @@ impl<'b> Builder<'b> {
             Event::StreamStart | Event::StreamEnd | Event::Nothing => {}
         }
         Ok(())
+    }
+
+    /// Hands on the current document, if it is complete.
+    fn emit_pending(&mut self) {
+        if let Some(document) = self.pending.take() {
+            (self.emit)(document);
+        }
     }
 
     fn check_depth(&self, line: usize) -> Result<(), SyntaxError> {
@@ -815,6 +885,43 @@ mod tests {
         assert_eq!(parse_documents(&bad).unwrap_err().line, 100_003);
         let parsed = parse_stream(&bad, &AliasBudget::default());
         assert_eq!(parsed.documents.len(), 20_000);
+    }
+
+    #[test]
+    fn several_texts_parse_together_each_keeping_its_documents_errors_and_lines() {
+        // Multi-byte text everywhere, so that no cut can fall inside a character.
+        let doc = |i: usize| format!("---\nkind: Pod\nmetadata:\n  name: p{i}\n  note: ünïcödé\n");
+        let big: String = (0..30_000).map(doc).collect();
+        let broken = format!("{}---\nx: [1,\n{}", doc(0), doc(1));
+        let small = doc(7);
+        let texts = [
+            big.as_str(),
+            broken.as_str(),
+            "",
+            small.as_str(),
+            big.as_str(),
+        ];
+        let parsed = map_texts(&texts, &AliasBudget::default(), &|i, d| {
+            (i, d.value["metadata"]["name"].clone(), d.line)
+        });
+        assert_eq!(parsed.len(), texts.len());
+        for (i, p) in parsed.iter().enumerate() {
+            let alone = parse_stream(texts[i], &AliasBudget::default());
+            let want: Vec<_> = alone
+                .documents
+                .iter()
+                .map(|d| (i, d.value["metadata"]["name"].clone(), d.line))
+                .collect();
+            assert_eq!(p.documents, want, "text {i}");
+            let lines = |e: &[SyntaxError]| e.iter().map(|e| e.line).collect::<Vec<_>>();
+            assert_eq!(lines(&p.errors), lines(&alone.errors), "text {i}");
+        }
+        assert_eq!(parsed[0].documents.len(), 30_000);
+        assert_eq!(parsed[0].documents[29_999].2, 5 * 29_999 + 1);
+        assert_eq!(parsed[1].documents.len(), 2);
+        assert_eq!(parsed[1].errors.len(), 1);
+        assert_eq!(parsed[1].errors[0].line, 8);
+        assert!(parsed[2].documents.is_empty() && parsed[2].errors.is_empty());
     }
 
     #[test]
