@@ -1,8 +1,13 @@
 //! A growable set of small integers (pod ids), with the set algebra selectors need.
 
-/// A set of ids.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+use std::hash::{Hash, Hasher};
+
+/// A set of ids: a run of 64-bit words, starting at word `start`, so that a set of ids
+/// close together (the pods of one namespace) costs memory for its own range only.
+#[derive(Debug, Clone, Default)]
 pub struct BitSet {
+    /// Index of the word `words[0]` stands for.
+    start: usize,
     words: Vec<u64>,
 }
 
@@ -10,6 +15,7 @@ impl BitSet {
     /// An empty set with room for ids `0..len` (it grows on insert).
     pub fn new(len: usize) -> BitSet {
         BitSet {
+            start: 0,
             words: vec![0; len.div_ceil(64)],
         }
     }
@@ -17,6 +23,7 @@ impl BitSet {
     /// The set `0..len`.
     pub fn full(len: usize) -> BitSet {
         let mut s = BitSet {
+            start: 0,
             words: vec![u64::MAX; len / 64],
         };
         if !len.is_multiple_of(64) {
@@ -25,18 +32,68 @@ impl BitSet {
         s
     }
 
+    /// Word `w` of the set (ids `64 * w ..`), zero outside the stored run.
+    pub fn word(&self, w: usize) -> u64 {
+        w.checked_sub(self.start)
+            .and_then(|i| self.words.get(i))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The stored words: the index of the first, and the words (ids `64 * w ..` in word
+    /// `w`); every word outside is zero.
+    pub fn words(&self) -> (usize, &[u64]) {
+        (self.start, &self.words)
+    }
+
+    /// One past the last word of the stored run.
+    fn end(&self) -> usize {
+        self.start + self.words.len()
+    }
+
+    /// Stores words `from..to` at least (zeros where new).
+    fn cover(&mut self, from: usize, to: usize) {
+        if from >= to {
+            return;
+        }
+        if self.words.is_empty() {
+            self.start = from;
+            self.words.resize(to - from, 0);
+            return;
+        }
+        if from < self.start {
+            let grow = self.start - from;
+            self.words.splice(0..0, std::iter::repeat_n(0, grow));
+            self.start = from;
+        }
+        if to > self.end() {
+            let len = to - self.start;
+            self.words.resize(len, 0);
+        }
+    }
+
+    /// The stored words that are not zero at either end: (index of the first, the words).
+    fn trimmed(&self) -> (usize, &[u64]) {
+        let Some(first) = self.words.iter().position(|w| *w != 0) else {
+            return (0, &[]);
+        };
+        let last = self.words.iter().rposition(|w| *w != 0).unwrap_or(first);
+        (self.start + first, &self.words[first..=last])
+    }
+
     /// Adds `i`.
     pub fn insert(&mut self, i: usize) {
         let w = i / 64;
-        if w >= self.words.len() {
-            self.words.resize(w + 1, 0);
-        }
-        self.words[w] |= 1 << (i % 64);
+        self.cover(w, w + 1);
+        self.words[w - self.start] |= 1 << (i % 64);
     }
 
     /// Removes `i`.
     pub fn remove(&mut self, i: usize) {
-        if let Some(w) = self.words.get_mut(i / 64) {
+        if let Some(w) = (i / 64)
+            .checked_sub(self.start)
+            .and_then(|w| self.words.get_mut(w))
+        {
             *w &= !(1 << (i % 64));
         }
     }
@@ -52,9 +109,7 @@ impl BitSet {
 
     /// Whether `i` is in the set.
     pub fn contains(&self, i: usize) -> bool {
-        self.words
-            .get(i / 64)
-            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+        self.word(i / 64) & (1 << (i % 64)) != 0
     }
 
     /// Moves membership of `from` to `to` (`from` ends up absent): renumbering after a removal.
@@ -64,27 +119,32 @@ impl BitSet {
         self.set(to, present);
     }
 
-    /// Keeps only members also in `other`.
+    /// Keeps only the members also in `other`.
     pub fn intersect(&mut self, other: &BitSet) {
+        let start = self.start;
         for (i, w) in self.words.iter_mut().enumerate() {
-            *w &= other.words.get(i).copied().unwrap_or(0);
+            *w &= other.word(start + i);
         }
     }
 
     /// Adds every member of `other`.
     pub fn union(&mut self, other: &BitSet) {
-        if other.words.len() > self.words.len() {
-            self.words.resize(other.words.len(), 0);
+        let (from, words) = other.trimmed();
+        if words.is_empty() {
+            return;
         }
-        for (w, o) in self.words.iter_mut().zip(&other.words) {
+        self.cover(from, from + words.len());
+        let at = from - self.start;
+        for (w, o) in self.words[at..].iter_mut().zip(words) {
             *w |= o;
         }
     }
 
     /// Removes every member of `other`.
     pub fn subtract(&mut self, other: &BitSet) {
-        for (w, o) in self.words.iter_mut().zip(&other.words) {
-            *w &= !o;
+        let start = self.start;
+        for (i, w) in self.words.iter_mut().enumerate() {
+            *w &= !other.word(start + i);
         }
     }
 
@@ -105,34 +165,35 @@ impl BitSet {
 
     /// Makes it a copy of `other` (reusing its storage).
     pub fn assign(&mut self, other: &BitSet) {
+        self.start = other.start;
         self.words.clear();
         self.words.extend_from_slice(&other.words);
     }
 
     /// Adds every member of `a` that is also in `b`.
     pub fn union_of_intersection(&mut self, a: &BitSet, b: &BitSet) {
-        let n = a.words.len().min(b.words.len());
-        if n > self.words.len() {
-            self.words.resize(n, 0);
+        let from = a.start.max(b.start);
+        let to = a.end().min(b.end());
+        if from >= to {
+            return;
         }
-        for ((w, x), y) in self.words.iter_mut().zip(&a.words).zip(&b.words) {
-            *w |= x & y;
+        self.cover(from, to);
+        let at = from - self.start;
+        for (i, w) in self.words[at..at + (to - from)].iter_mut().enumerate() {
+            *w |= a.word(from + i) & b.word(from + i);
         }
     }
 
-    /// The members as 64-bit words, member `i` at bit `i % 64` of word `i / 64`.
-    pub fn words(&self) -> &[u64] {
-        &self.words
-    }
-
-    /// The set whose members are given by `words` (as [`BitSet::words`] gives them).
+    /// The set whose members are given by `words`, member `i` at bit `i % 64` of word
+    /// `i / 64`.
     pub fn from_words(words: Vec<u64>) -> BitSet {
-        BitSet { words }
+        BitSet { start: 0, words }
     }
 
     /// The members, ascending.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.words.iter().enumerate().flat_map(|(wi, &w)| {
+        let start = self.start;
+        self.words.iter().enumerate().flat_map(move |(wi, &w)| {
             let mut w = w;
             std::iter::from_fn(move || {
                 if w == 0 {
@@ -140,9 +201,24 @@ impl BitSet {
                 }
                 let b = w.trailing_zeros() as usize;
                 w &= w - 1;
-                Some(wi * 64 + b)
+                Some((start + wi) * 64 + b)
             })
         })
+    }
+}
+
+/// Sets are equal when they have the same members, however their words are stored.
+impl PartialEq for BitSet {
+    fn eq(&self, other: &BitSet) -> bool {
+        self.trimmed() == other.trimmed()
+    }
+}
+
+impl Eq for BitSet {}
+
+impl Hash for BitSet {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.trimmed().hash(state);
     }
 }
 
@@ -155,11 +231,7 @@ pub fn transpose(rows: &[BitSet], n: usize) -> Vec<BitSet> {
     for bi in 0..w {
         for bj in 0..w {
             for (k, b) in block.iter_mut().enumerate() {
-                *b = rows
-                    .get(bi * 64 + k)
-                    .and_then(|r| r.words.get(bj))
-                    .copied()
-                    .unwrap_or(0);
+                *b = rows.get(bi * 64 + k).map_or(0, |r| r.word(bj));
             }
             transpose64(&mut block);
             for (k, b) in block.iter().enumerate() {
@@ -214,6 +286,81 @@ mod tests {
                     assert_eq!(col.contains(i), row.contains(j), "n={n} ({i}, {j})");
                 }
             }
+        }
+    }
+
+    /// Every operation against a model (a sorted set of ids) on random sets that start
+    /// anywhere, including empty ones and ones stored with zero words at either end.
+    #[test]
+    fn operations_agree_with_a_model_wherever_the_words_start() {
+        use std::collections::BTreeSet;
+        use std::hash::{BuildHasher, RandomState};
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let random = |next: &mut dyn FnMut() -> u64| -> (BitSet, BTreeSet<usize>) {
+            let base = (next() % 8) as usize * 64 + (next() % 64) as usize;
+            let span = (next() % 300) as usize;
+            let mut set = if next().is_multiple_of(4) {
+                BitSet::new((next() % 1000) as usize)
+            } else {
+                BitSet::default()
+            };
+            let mut model = BTreeSet::new();
+            for _ in 0..(next() % 40) {
+                let i = base + (next() as usize % (span + 1));
+                set.insert(i);
+                model.insert(i);
+            }
+            if let Some(&i) = model.iter().next().filter(|_| next().is_multiple_of(3)) {
+                set.remove(i);
+                model.remove(&i);
+            }
+            (set, model)
+        };
+        let hasher = RandomState::new();
+        for round in 0..3000 {
+            let (a, ma) = random(&mut next);
+            let (b, mb) = random(&mut next);
+            let members = |s: &BitSet| s.iter().collect::<BTreeSet<_>>();
+            assert_eq!(members(&a), ma, "round {round}");
+            assert_eq!(a.len(), ma.len());
+            assert_eq!(a.is_empty(), ma.is_empty());
+            for i in 0..700 {
+                assert_eq!(a.contains(i), ma.contains(&i), "round {round}, {i}");
+            }
+            let mut u = a.clone();
+            u.union(&b);
+            assert_eq!(members(&u), &ma | &mb, "union, round {round}");
+            let mut n = a.clone();
+            n.intersect(&b);
+            assert_eq!(members(&n), &ma & &mb, "intersect, round {round}");
+            let mut d = a.clone();
+            d.subtract(&b);
+            assert_eq!(members(&d), &ma - &mb, "subtract, round {round}");
+            let (c, mc) = random(&mut next);
+            let mut ui = c.clone();
+            ui.union_of_intersection(&a, &b);
+            assert_eq!(
+                members(&ui),
+                &mc | &(&ma & &mb),
+                "union_of_intersection, round {round}"
+            );
+            let mut copy = BitSet::new(5);
+            copy.assign(&b);
+            assert_eq!(copy, b);
+            // Equal members, equal sets and hashes, however stored.
+            let mut rebuilt = BitSet::new(1000);
+            for &i in &ma {
+                rebuilt.insert(i);
+            }
+            assert_eq!(rebuilt, a);
+            assert_eq!(hasher.hash_one(&rebuilt), hasher.hash_one(&a));
+            assert_eq!(a == b, ma == mb);
         }
     }
 

@@ -145,8 +145,10 @@ impl<'e> Rows<'e> {
         }
         let pods = |set: &BitSet| {
             let mut out = BitSet::new(n);
-            for (wi, (w, m)) in set.words().iter().zip(rep_mask.words()).enumerate() {
-                let mut x = w & m;
+            let (from, words) = set.words();
+            for (i, w) in words.iter().enumerate() {
+                let wi = from + i;
+                let mut x = w & rep_mask.word(wi);
                 while x != 0 {
                     let pod = wi * 64 + x.trailing_zeros() as usize;
                     out.insert(class_of_rep[pod] as usize);

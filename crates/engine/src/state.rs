@@ -315,19 +315,20 @@ impl Engine {
                 self.ip_owner.insert(*ip, Owner::Node(i));
             }
         }
-        let mut holders: HashMap<IpAddr, Vec<PodId>> = HashMap::new();
+        self.ip_owner.reserve(self.cluster.pods.len());
+        self.shared_address.clear();
+        // The first pod to hold each address; every later holder shares it with that one.
+        let mut first: HashMap<IpAddr, PodId> = HashMap::with_capacity(self.cluster.pods.len());
         for (i, p) in self.cluster.pods.iter().enumerate() {
             if !p.host_network {
                 for ip in &p.ips {
                     self.ip_owner.entry(*ip).or_insert(Owner::Pod(i));
-                    holders.entry(*ip).or_default().push(i);
+                    let holder = *first.entry(*ip).or_insert(i);
+                    if holder != i {
+                        self.shared_address.insert(holder, *ip);
+                        self.shared_address.insert(i, *ip);
+                    }
                 }
-            }
-        }
-        self.shared_address.clear();
-        for (ip, pods) in holders.iter().filter(|(_, p)| p.len() > 1) {
-            for &p in pods {
-                self.shared_address.insert(p, *ip);
             }
         }
     }
@@ -528,13 +529,13 @@ impl Engine {
         let mut egress = vec![PodPolicies::default(); n];
         // Pods 64 at a time (one word of every subject set), so that the lists being
         // appended to stay in cache.
-        let admins: Vec<(u32, &[u64], [bool; 2], AdminTier)> = self
+        let admins: Vec<(u32, &BitSet, [bool; 2], AdminTier)> = self
             .admin_order
             .iter()
             .map(|&i| {
                 let p = &self.cluster.admin_policies[i as usize];
                 let has = [Direction::Ingress, Direction::Egress].map(|d| !p.rules(d).is_empty());
-                (i, self.admins[i as usize].subject.words(), has, p.tier)
+                (i, &self.admins[i as usize].subject, has, p.tier)
             })
             .collect();
         for w in 0..n.div_ceil(64) {
@@ -551,7 +552,7 @@ impl Engine {
                 }
             }
             for (i, np) in self.nps.iter().enumerate() {
-                for pod in word_members(np.subject.words(), w, n) {
+                for pod in word_members(&np.subject, w, n) {
                     ingress[pod].network.push(i as u32);
                     egress[pod].network.push(i as u32);
                 }
@@ -627,8 +628,8 @@ impl Engine {
 }
 
 /// The members below `n` of word `w` of a set given as words.
-fn word_members(words: &[u64], w: usize, n: usize) -> impl Iterator<Item = usize> {
-    let mut x = words.get(w).copied().unwrap_or(0);
+fn word_members(set: &BitSet, w: usize, n: usize) -> impl Iterator<Item = usize> {
+    let mut x = set.word(w);
     std::iter::from_fn(move || {
         if x == 0 {
             return None;

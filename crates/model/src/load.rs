@@ -426,6 +426,8 @@ impl Loader {
         let parsed = yaml::map_texts(&texts, &yaml::AliasBudget::default(), &|i, document| {
             decode_document(&sources[i].0, document)
         });
+        self.decoded
+            .reserve(parsed.iter().map(|p| p.documents.len()).sum());
         for ((file, _), result) in sources.iter().zip(parsed) {
             self.source(file.clone(), result);
         }
