@@ -51,7 +51,8 @@ pub type PodId = usize;
 /// A peer of a NetworkPolicy rule, with its pods resolved.
 #[derive(Debug, Clone)]
 pub(crate) enum NpPeer {
-    Pods(BitSet),
+    /// Shared by every peer of the same pods (see [`PeerSets`]).
+    Pods(Arc<BitSet>),
     IpBlock(palisade_model::IpBlock),
 }
 
@@ -72,6 +73,19 @@ pub(crate) enum PolicySlot {
     Admin(u32),
 }
 
+/// The peer pod sets compiled so far, by the selectors that pick them: policies whose
+/// peers have the same selectors (thousands of policies may repeat a few) share one set,
+/// computed once.
+#[derive(Default)]
+pub(crate) struct PeerSets(HashMap<(ScopeKey, Selector), Arc<BitSet>>);
+
+/// An [`NsScope`] as a key.
+#[derive(PartialEq, Eq, Hash)]
+enum ScopeKey {
+    Named(String),
+    Selected(Selector),
+}
+
 /// A NetworkPolicy with its subject and peers resolved.
 #[derive(Debug, Clone)]
 pub(crate) struct CompiledNp {
@@ -85,8 +99,8 @@ pub(crate) struct CompiledNp {
 /// An admin peer with static selectors resolved to pod sets.
 #[derive(Debug, Clone)]
 pub(crate) enum AdminPeerC {
-    /// Pods picked statically (selector namespace match).
-    Pods(BitSet),
+    /// Pods picked statically (selector namespace match); shared as [`NpPeer::Pods`] is.
+    Pods(Arc<BitSet>),
     /// Pods whose namespace relation to the subject is checked per flow.
     Related {
         namespaces: NamespaceMatch,
@@ -202,17 +216,18 @@ impl Engine {
             e.index_pod(pod);
         }
         e.rebuild_ip_owner();
+        let mut shared = PeerSets::default();
         e.nps = e
             .cluster
             .network_policies
             .iter()
-            .map(|np| e.compile_np(np))
+            .map(|np| e.compile_np(np, &mut shared))
             .collect();
         e.admins = e
             .cluster
             .admin_policies
             .iter()
-            .map(|p| e.compile_admin(p))
+            .map(|p| e.compile_admin(p, &mut shared))
             .collect();
         e.sort_admins();
         e.build_lists();
@@ -372,12 +387,31 @@ impl Engine {
         self.pod_labels.select_within(pods, in_ns)
     }
 
+    /// [`Engine::select_pods`], shared with the peers compiled before that have the same
+    /// selectors.
+    fn shared_pods(
+        &self,
+        scope: NsScope<'_>,
+        pods: &Selector,
+        shared: &mut PeerSets,
+    ) -> Arc<BitSet> {
+        let key = match scope {
+            NsScope::Named(name) => ScopeKey::Named(name.to_string()),
+            NsScope::Selected(sel) => ScopeKey::Selected(sel.clone()),
+        };
+        shared
+            .0
+            .entry((key, pods.clone()))
+            .or_insert_with(|| Arc::new(self.select_pods(scope, pods)))
+            .clone()
+    }
+
     // ------------------------------------------------------------------ compiling policies
 
-    pub(crate) fn compile_np(&self, np: &NetworkPolicy) -> CompiledNp {
+    pub(crate) fn compile_np(&self, np: &NetworkPolicy, shared: &mut PeerSets) -> CompiledNp {
         let legacy_lists = self.options.semantics == Semantics::Legacy
             && np.api == NetworkPolicyApi::ExtensionsV1beta1;
-        let rules = |dir| {
+        let mut rules = |dir| {
             np.rules(dir)
                 .iter()
                 .map(|r| {
@@ -388,7 +422,12 @@ impl Engine {
                         .peers
                         .as_ref()
                         .filter(|p| keep_empty(p.len()))
-                        .map(|peers| peers.iter().map(|p| self.compile_np_peer(np, p)).collect());
+                        .map(|peers| {
+                            peers
+                                .iter()
+                                .map(|p| self.compile_np_peer(np, p, shared))
+                                .collect()
+                        });
                     let ports = r.ports.clone().filter(|p| keep_empty(p.len()));
                     NpRule { peers, ports }
                 })
@@ -402,12 +441,17 @@ impl Engine {
         }
     }
 
-    fn compile_np_peer(&self, np: &NetworkPolicy, peer: &NetworkPolicyPeer) -> NpPeer {
+    fn compile_np_peer(
+        &self,
+        np: &NetworkPolicy,
+        peer: &NetworkPolicyPeer,
+        shared: &mut PeerSets,
+    ) -> NpPeer {
         match peer {
             NetworkPolicyPeer::IpBlock(b) => NpPeer::IpBlock(b.clone()),
             NetworkPolicyPeer::Pods { namespaces, pods } => NpPeer::Pods(match namespaces {
-                None => self.select_pods(NsScope::Named(&np.namespace), pods),
-                Some(sel) => self.select_pods(NsScope::Selected(sel), pods),
+                None => self.shared_pods(NsScope::Named(&np.namespace), pods, shared),
+                Some(sel) => self.shared_pods(NsScope::Selected(sel), pods, shared),
             }),
         }
     }
@@ -430,12 +474,20 @@ impl Engine {
         self.is_subject(pod) && ns_ok && pods.matches(&p.labels)
     }
 
-    pub(crate) fn compile_admin(&self, policy: &AdminPolicy) -> CompiledAdmin {
-        let rules = |rules: &[AdminRule]| {
+    pub(crate) fn compile_admin(
+        &self,
+        policy: &AdminPolicy,
+        shared: &mut PeerSets,
+    ) -> CompiledAdmin {
+        let mut rules = |rules: &[AdminRule]| {
             rules
                 .iter()
                 .map(|r| AdminRuleC {
-                    peers: r.peers.iter().map(|p| self.compile_admin_peer(p)).collect(),
+                    peers: r
+                        .peers
+                        .iter()
+                        .map(|p| self.compile_admin_peer(p, shared))
+                        .collect(),
                 })
                 .collect()
         };
@@ -455,15 +507,15 @@ impl Engine {
         }
     }
 
-    fn compile_admin_peer(&self, peer: &AdminPeer) -> AdminPeerC {
+    fn compile_admin_peer(&self, peer: &AdminPeer, shared: &mut PeerSets) -> AdminPeerC {
         match peer {
-            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => {
-                AdminPeerC::Pods(self.select_pods(NsScope::Selected(ns), &Selector::everything()))
-            }
+            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => AdminPeerC::Pods(
+                self.shared_pods(NsScope::Selected(ns), &Selector::everything(), shared),
+            ),
             AdminPeer::Pods {
                 namespaces: NamespaceMatch::Selector(ns),
                 pods,
-            } => AdminPeerC::Pods(self.select_pods(NsScope::Selected(ns), pods)),
+            } => AdminPeerC::Pods(self.shared_pods(NsScope::Selected(ns), pods, shared)),
             AdminPeer::Namespaces(m) => AdminPeerC::Related {
                 namespaces: m.clone(),
                 pods: Selector::everything(),
@@ -527,8 +579,6 @@ impl Engine {
         let n = self.cluster.pods.len();
         let mut ingress = vec![PodPolicies::default(); n];
         let mut egress = vec![PodPolicies::default(); n];
-        // Pods 64 at a time (one word of every subject set), so that the lists being
-        // appended to stay in cache.
         let admins: Vec<(u32, &BitSet, [bool; 2], AdminTier)> = self
             .admin_order
             .iter()
@@ -538,23 +588,35 @@ impl Engine {
                 (i, &self.admins[i as usize].subject, has, p.tier)
             })
             .collect();
-        for w in 0..n.div_ceil(64) {
+        // A block of 64 words (4,096 pods) at a time, and of each subject set only the
+        // words it stores in the block: a namespaced policy's pods are one short run.
+        const BLOCK: usize = 64;
+        let words = n.div_ceil(64);
+        let in_block = |set: &BitSet, block: usize| {
+            let (from, stored) = set.words();
+            from.max(block)..(from + stored.len()).min(block + BLOCK).min(words)
+        };
+        for block in (0..words).step_by(BLOCK) {
             for &(i, subject, has, tier) in &admins {
-                for pod in word_members(subject, w, n) {
-                    for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
-                        if has {
-                            match tier {
-                                AdminTier::Admin => lists[pod].admin.push(i),
-                                AdminTier::Baseline => lists[pod].baseline.push(i),
+                for w in in_block(subject, block) {
+                    for pod in word_members(subject, w, n) {
+                        for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
+                            if has {
+                                match tier {
+                                    AdminTier::Admin => lists[pod].admin.push(i),
+                                    AdminTier::Baseline => lists[pod].baseline.push(i),
+                                }
                             }
                         }
                     }
                 }
             }
             for (i, np) in self.nps.iter().enumerate() {
-                for pod in word_members(&np.subject, w, n) {
-                    ingress[pod].network.push(i as u32);
-                    egress[pod].network.push(i as u32);
+                for w in in_block(&np.subject, block) {
+                    for pod in word_members(&np.subject, w, n) {
+                        ingress[pod].network.push(i as u32);
+                        egress[pod].network.push(i as u32);
+                    }
                 }
             }
         }

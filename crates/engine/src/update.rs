@@ -1,10 +1,12 @@
 //! Incremental updates: add, change or remove one object and update only what depends on
 //! it. The result equals a full [`Engine::new`] on the changed cluster (property-tested).
 
+use std::sync::Arc;
+
 use palisade_model::{AdminPeer, AdminPolicy, Namespace, NetworkPolicy, Node, Pod, PolicyKind};
 
 use crate::bitset::BitSet;
-use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PodId, PodPolicies};
+use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PeerSets, PodId, PodPolicies};
 
 /// One change to the cluster.
 #[derive(Debug, Clone)]
@@ -94,24 +96,34 @@ impl Engine {
         }
     }
 
-    /// Every compiled pod set (subjects and static peers).
-    fn for_each_set(&mut self, mut f: impl FnMut(&mut BitSet)) {
+    /// Applies `f` to every compiled pod set (subjects and static peers) that holds one of
+    /// `pods`; a peer set that policies share is copied at its first change.
+    fn change_sets_holding(&mut self, pods: &[PodId], mut f: impl FnMut(&mut BitSet)) {
+        let holds = |s: &BitSet| pods.iter().any(|&p| s.contains(p));
         for np in &mut self.nps {
-            f(&mut np.subject);
+            if holds(&np.subject) {
+                f(&mut np.subject);
+            }
             for r in np.ingress.iter_mut().chain(np.egress.iter_mut()) {
                 for p in r.peers.iter_mut().flatten() {
-                    if let NpPeer::Pods(s) = p {
-                        f(s);
+                    if let NpPeer::Pods(s) = p
+                        && holds(s)
+                    {
+                        f(Arc::make_mut(s));
                     }
                 }
             }
         }
         for a in &mut self.admins {
-            f(&mut a.subject);
+            if holds(&a.subject) {
+                f(&mut a.subject);
+            }
             for r in a.ingress.iter_mut().chain(a.egress.iter_mut()) {
                 for p in &mut r.peers {
-                    if let AdminPeerC::Pods(s) = p {
-                        f(s);
+                    if let AdminPeerC::Pods(s) = p
+                        && holds(s)
+                    {
+                        f(Arc::make_mut(s));
                     }
                 }
             }
@@ -164,8 +176,10 @@ impl Engine {
                     let bits: Vec<bool> = (0..n).map(|_| nb.next().unwrap_or(false)).collect();
                     // compiled peers mirror the model's when present (None only for empty lists)
                     for (p, b) in c.peers.iter_mut().flatten().zip(bits) {
-                        if let NpPeer::Pods(s) = p {
-                            s.set(pod, b);
+                        if let NpPeer::Pods(s) = p
+                            && s.contains(pod) != b
+                        {
+                            Arc::make_mut(s).set(pod, b);
                         }
                     }
                 }
@@ -176,7 +190,10 @@ impl Engine {
             for r in a.ingress.iter_mut().chain(a.egress.iter_mut()) {
                 for p in &mut r.peers {
                     if let AdminPeerC::Pods(s) = p {
-                        s.set(pod, ab.next().unwrap_or(false));
+                        let b = ab.next().unwrap_or(false);
+                        if s.contains(pod) != b {
+                            Arc::make_mut(s).set(pod, b);
+                        }
                     }
                 }
             }
@@ -297,14 +314,14 @@ impl Engine {
     fn remove_pod(&mut self, id: PodId) {
         self.unindex_pod(id);
         self.forget_ips(id);
-        self.for_each_set(|s| s.remove(id));
+        self.change_sets_holding(&[id], |s| s.remove(id));
         let last = self.cluster.pods.len() - 1;
         // Shared addresses are keyed by pod: recount if this pod or the one renumbered had one.
         let shared =
             self.shared_address.contains_key(&id) || self.shared_address.contains_key(&last);
         if id != last {
             // The last pod takes the freed id.
-            self.for_each_set(|s| s.renumber(last, id));
+            self.change_sets_holding(&[last], |s| s.renumber(last, id));
             let moved = self.cluster.pods[last].clone();
             self.pod_labels.renumber(last, id, &moved.labels);
             if let Some(s) = self.ns_pods.get_mut(self.pod_ns[last]) {
@@ -353,7 +370,7 @@ impl Engine {
         {
             self.remove_np(i);
         }
-        let compiled = self.compile_np(&np);
+        let compiled = self.compile_np(&np, &mut PeerSets::default());
         let i = self.nps.len() as u32;
         let pods: Vec<PodId> = compiled.subject.iter().collect();
         for &pod in &pods {
@@ -406,7 +423,7 @@ impl Engine {
         {
             self.remove_admin(i);
         }
-        let compiled = self.compile_admin(&p);
+        let compiled = self.compile_admin(&p, &mut PeerSets::default());
         let pods: Vec<PodId> = compiled.subject.iter().collect();
         self.cluster.admin_policies.push(p);
         self.admins.push(compiled);
