@@ -1,6 +1,7 @@
 //! A growable set of small integers (pod ids), with the set algebra selectors need.
 
 use std::hash::{Hash, Hasher};
+use std::ops::Range;
 
 /// A set of ids: a run of 64-bit words, starting at word `start`, so that a set of ids
 /// close together (the pods of one namespace) costs memory for its own range only.
@@ -119,32 +120,53 @@ impl BitSet {
         self.set(to, present);
     }
 
+    /// The stored words `self` and `other` both have: the same range of word indexes, as
+    /// positions in each one's words (empty when they have none in common).
+    fn overlap(&self, other: &BitSet) -> (Range<usize>, Range<usize>) {
+        let from = self.start.max(other.start);
+        let to = self.end().min(other.end());
+        if from >= to {
+            return (0..0, 0..0);
+        }
+        (
+            from - self.start..to - self.start,
+            from - other.start..to - other.start,
+        )
+    }
+
     /// Keeps only the members also in `other`.
     pub fn intersect(&mut self, other: &BitSet) {
-        let start = self.start;
-        for (i, w) in self.words.iter_mut().enumerate() {
-            *w &= other.word(start + i);
+        let (mine, theirs) = self.overlap(other);
+        for (w, o) in self.words[mine.clone()]
+            .iter_mut()
+            .zip(&other.words[theirs])
+        {
+            *w &= o;
         }
+        self.words[..mine.start].fill(0);
+        self.words[mine.end..].fill(0);
     }
 
     /// Adds every member of `other`.
     pub fn union(&mut self, other: &BitSet) {
-        let (from, words) = other.trimmed();
-        if words.is_empty() {
-            return;
+        if other.start < self.start || other.end() > self.end() {
+            let (from, words) = other.trimmed();
+            if words.is_empty() {
+                return;
+            }
+            self.cover(from, from + words.len());
         }
-        self.cover(from, from + words.len());
-        let at = from - self.start;
-        for (w, o) in self.words[at..].iter_mut().zip(words) {
+        let (mine, theirs) = self.overlap(other);
+        for (w, o) in self.words[mine].iter_mut().zip(&other.words[theirs]) {
             *w |= o;
         }
     }
 
     /// Removes every member of `other`.
     pub fn subtract(&mut self, other: &BitSet) {
-        let start = self.start;
-        for (i, w) in self.words.iter_mut().enumerate() {
-            *w &= !other.word(start + i);
+        let (mine, theirs) = self.overlap(other);
+        for (w, o) in self.words[mine].iter_mut().zip(&other.words[theirs]) {
+            *w &= !o;
         }
     }
 
@@ -172,15 +194,16 @@ impl BitSet {
 
     /// Adds every member of `a` that is also in `b`.
     pub fn union_of_intersection(&mut self, a: &BitSet, b: &BitSet) {
-        let from = a.start.max(b.start);
-        let to = a.end().min(b.end());
-        if from >= to {
+        let (in_a, in_b) = a.overlap(b);
+        if in_a.is_empty() {
             return;
         }
-        self.cover(from, to);
+        let from = a.start + in_a.start;
+        self.cover(from, from + in_a.len());
         let at = from - self.start;
-        for (i, w) in self.words[at..at + (to - from)].iter_mut().enumerate() {
-            *w |= a.word(from + i) & b.word(from + i);
+        let mine = &mut self.words[at..at + in_a.len()];
+        for ((w, x), y) in mine.iter_mut().zip(&a.words[in_a]).zip(&b.words[in_b]) {
+            *w |= x & y;
         }
     }
 
