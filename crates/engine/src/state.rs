@@ -185,8 +185,8 @@ pub struct Engine {
     pub(crate) admins: Vec<CompiledAdmin>,
     /// Admin policy indices in evaluation order.
     pub(crate) admin_order: Vec<u32>,
-    pub(crate) ingress: Vec<PodPolicies>,
-    pub(crate) egress: Vec<PodPolicies>,
+    pub(crate) ingress: Vec<Arc<PodPolicies>>,
+    pub(crate) egress: Vec<Arc<PodPolicies>>,
 }
 
 impl Engine {
@@ -574,9 +574,28 @@ impl Engine {
         self.admin_order = order;
     }
 
-    /// Builds every pod's ordered policy lists from the compiled subjects.
+    /// Builds every pod's ordered policy lists from the compiled subjects. Pods of one
+    /// namespace with the same labels and network mode are selected by the same policies:
+    /// their lists are computed once, for the first of them, and shared.
     fn build_lists(&mut self) {
         let n = self.cluster.pods.len();
+        let rep_of: Vec<PodId> = {
+            let mut first: HashMap<(usize, &palisade_model::Labels, bool), PodId> = HashMap::new();
+            (0..n)
+                .map(|pod| {
+                    let p = &self.cluster.pods[pod];
+                    *first
+                        .entry((self.pod_ns[pod], &p.labels, p.host_network))
+                        .or_insert(pod)
+                })
+                .collect()
+        };
+        let mut reps = BitSet::new(n);
+        for (pod, &rep) in rep_of.iter().enumerate() {
+            if pod == rep {
+                reps.insert(pod);
+            }
+        }
         let mut ingress = vec![PodPolicies::default(); n];
         let mut egress = vec![PodPolicies::default(); n];
         let admins: Vec<(u32, &BitSet, [bool; 2], AdminTier)> = self
@@ -599,7 +618,7 @@ impl Engine {
         for block in (0..words).step_by(BLOCK) {
             for &(i, subject, has, tier) in &admins {
                 for w in in_block(subject, block) {
-                    for pod in word_members(subject, w, n) {
+                    for pod in word_members(subject.word(w) & reps.word(w), w, n) {
                         for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
                             if has {
                                 match tier {
@@ -613,20 +632,26 @@ impl Engine {
             }
             for (i, np) in self.nps.iter().enumerate() {
                 for w in in_block(&np.subject, block) {
-                    for pod in word_members(&np.subject, w, n) {
+                    for pod in word_members(np.subject.word(w) & reps.word(w), w, n) {
                         ingress[pod].network.push(i as u32);
                         egress[pod].network.push(i as u32);
                     }
                 }
             }
         }
-        for (pod, l) in ingress.iter_mut().enumerate() {
-            l.annotation = self.annotated(pod);
+        for pod in reps.iter() {
+            ingress[pod].annotation = self.annotated(pod);
         }
-        self.ingress = ingress;
-        self.egress = egress;
-        for pod in 0..n {
+        self.ingress = ingress.into_iter().map(Arc::new).collect();
+        self.egress = egress.into_iter().map(Arc::new).collect();
+        for pod in reps.iter() {
             self.refresh_isolating(pod);
+        }
+        for (pod, &rep) in rep_of.iter().enumerate() {
+            if pod != rep {
+                self.ingress[pod] = self.ingress[rep].clone();
+                self.egress[pod] = self.egress[rep].clone();
+            }
         }
     }
 
@@ -634,10 +659,11 @@ impl Engine {
     pub(crate) fn refresh_isolating(&mut self, pod: PodId) {
         for dir in [Direction::Ingress, Direction::Egress] {
             let list = self.compute_isolating(pod, dir);
-            match dir {
-                Direction::Ingress => self.ingress[pod].isolating = list,
-                Direction::Egress => self.egress[pod].isolating = list,
-            }
+            let lists = match dir {
+                Direction::Ingress => &mut self.ingress[pod],
+                Direction::Egress => &mut self.egress[pod],
+            };
+            Arc::make_mut(lists).isolating = list;
         }
     }
 
@@ -680,18 +706,17 @@ impl Engine {
         }
         ingress.annotation = self.annotated(pod);
         if pod >= self.ingress.len() {
-            self.ingress.resize(pod + 1, PodPolicies::default());
-            self.egress.resize(pod + 1, PodPolicies::default());
+            self.ingress.resize(pod + 1, Arc::default());
+            self.egress.resize(pod + 1, Arc::default());
         }
-        self.ingress[pod] = ingress;
-        self.egress[pod] = egress;
+        self.ingress[pod] = Arc::new(ingress);
+        self.egress[pod] = Arc::new(egress);
         self.refresh_isolating(pod);
     }
 }
 
-/// The members below `n` of word `w` of a set given as words.
-fn word_members(set: &BitSet, w: usize, n: usize) -> impl Iterator<Item = usize> {
-    let mut x = set.word(w);
+/// The members below `n` of word `w` of a set, given as its bits `x`.
+fn word_members(mut x: u64, w: usize, n: usize) -> impl Iterator<Item = usize> {
     std::iter::from_fn(move || {
         if x == 0 {
             return None;

@@ -374,8 +374,8 @@ impl Engine {
         let i = self.nps.len() as u32;
         let pods: Vec<PodId> = compiled.subject.iter().collect();
         for &pod in &pods {
-            self.ingress[pod].network.push(i);
-            self.egress[pod].network.push(i);
+            Arc::make_mut(&mut self.ingress[pod]).network.push(i);
+            Arc::make_mut(&mut self.egress[pod]).network.push(i);
         }
         self.cluster.network_policies.push(np);
         self.nps.push(compiled);
@@ -397,13 +397,21 @@ impl Engine {
         };
         let removed: Vec<PodId> = self.nps[i].subject.iter().collect();
         for &pod in &removed {
-            lists(&mut self.ingress[pod], i as u32, None);
-            lists(&mut self.egress[pod], i as u32, None);
+            lists(Arc::make_mut(&mut self.ingress[pod]), i as u32, None);
+            lists(Arc::make_mut(&mut self.egress[pod]), i as u32, None);
         }
         if i != last {
             for pod in self.nps[last].subject.iter() {
-                lists(&mut self.ingress[pod], last as u32, Some(i as u32));
-                lists(&mut self.egress[pod], last as u32, Some(i as u32));
+                lists(
+                    Arc::make_mut(&mut self.ingress[pod]),
+                    last as u32,
+                    Some(i as u32),
+                );
+                lists(
+                    Arc::make_mut(&mut self.egress[pod]),
+                    last as u32,
+                    Some(i as u32),
+                );
             }
         }
         self.nps.swap_remove(i);
