@@ -34,17 +34,11 @@ impl BitSet {
     }
 
     /// Word `w` of the set (ids `64 * w ..`), zero outside the stored run.
-    pub fn word(&self, w: usize) -> u64 {
+    fn word(&self, w: usize) -> u64 {
         w.checked_sub(self.start)
             .and_then(|i| self.words.get(i))
             .copied()
             .unwrap_or(0)
-    }
-
-    /// The stored words: the index of the first, and the words (ids `64 * w ..` in word
-    /// `w`); every word outside is zero.
-    pub fn words(&self) -> (usize, &[u64]) {
-        (self.start, &self.words)
     }
 
     /// One past the last word of the stored run.
@@ -216,18 +210,35 @@ impl BitSet {
     /// The members, ascending.
     pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         let start = self.start;
-        self.words.iter().enumerate().flat_map(move |(wi, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros() as usize;
-                w &= w - 1;
-                Some((start + wi) * 64 + b)
-            })
-        })
+        self.words
+            .iter()
+            .enumerate()
+            .flat_map(move |(i, &bits)| word_members(start + i, bits))
     }
+
+    /// The members that `mask` also has, in words `words` (ids `64 * words.start ..
+    /// 64 * words.end`), ascending.
+    pub fn iter_within<'a>(
+        &'a self,
+        mask: &'a BitSet,
+        words: Range<usize>,
+    ) -> impl Iterator<Item = usize> + 'a {
+        let from = words.start.max(self.start);
+        let to = words.end.min(self.end()).max(from);
+        (from..to).flat_map(move |w| word_members(w, self.word(w) & mask.word(w)))
+    }
+}
+
+/// The ids that `bits`, word `w` of a set, holds, ascending.
+fn word_members(w: usize, mut bits: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if bits == 0 {
+            return None;
+        }
+        let b = bits.trailing_zeros() as usize;
+        bits &= bits - 1;
+        Some(w * 64 + b)
+    })
 }
 
 /// Sets are equal when they have the same members, however their words are stored.
@@ -372,6 +383,16 @@ mod tests {
                 members(&ui),
                 &mc | &(&ma & &mb),
                 "union_of_intersection, round {round}"
+            );
+            let window = (next() % 10) as usize..(next() % 10) as usize;
+            let within: BTreeSet<usize> = (&ma & &mb)
+                .into_iter()
+                .filter(|i| window.contains(&(i / 64)))
+                .collect();
+            assert_eq!(
+                a.iter_within(&b, window.clone()).collect::<BTreeSet<_>>(),
+                within,
+                "iter_within {window:?}, round {round}"
             );
             let mut copy = BitSet::new(5);
             copy.assign(&b);

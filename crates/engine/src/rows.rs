@@ -145,15 +145,8 @@ impl<'e> Rows<'e> {
         }
         let pods = |set: &BitSet| {
             let mut out = BitSet::new(n);
-            let (from, words) = set.words();
-            for (i, w) in words.iter().enumerate() {
-                let wi = from + i;
-                let mut x = w & rep_mask.word(wi);
-                while x != 0 {
-                    let pod = wi * 64 + x.trailing_zeros() as usize;
-                    out.insert(class_of_rep[pod] as usize);
-                    x &= x - 1;
-                }
+            for pod in set.iter_within(&rep_mask, 0..usize::MAX) {
+                out.insert(class_of_rep[pod] as usize);
             }
             out
         };

@@ -607,35 +607,27 @@ impl Engine {
                 (i, &self.admins[i as usize].subject, has, p.tier)
             })
             .collect();
-        // A block of 64 words (4,096 pods) at a time, and of each subject set only the
-        // words it stores in the block: a namespaced policy's pods are one short run.
+        // A block of 64 words (4,096 pods) at a time, so that the lists being appended to
+        // stay in cache; of each subject set only the words it stores in the block.
         const BLOCK: usize = 64;
-        let words = n.div_ceil(64);
-        let in_block = |set: &BitSet, block: usize| {
-            let (from, stored) = set.words();
-            from.max(block)..(from + stored.len()).min(block + BLOCK).min(words)
-        };
-        for block in (0..words).step_by(BLOCK) {
+        for block in (0..n.div_ceil(64)).step_by(BLOCK) {
+            let words = block..block + BLOCK;
             for &(i, subject, has, tier) in &admins {
-                for w in in_block(subject, block) {
-                    for pod in word_members(subject.word(w) & reps.word(w), w, n) {
-                        for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
-                            if has {
-                                match tier {
-                                    AdminTier::Admin => lists[pod].admin.push(i),
-                                    AdminTier::Baseline => lists[pod].baseline.push(i),
-                                }
+                for pod in subject.iter_within(&reps, words.clone()) {
+                    for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
+                        if has {
+                            match tier {
+                                AdminTier::Admin => lists[pod].admin.push(i),
+                                AdminTier::Baseline => lists[pod].baseline.push(i),
                             }
                         }
                     }
                 }
             }
             for (i, np) in self.nps.iter().enumerate() {
-                for w in in_block(&np.subject, block) {
-                    for pod in word_members(np.subject.word(w) & reps.word(w), w, n) {
-                        ingress[pod].network.push(i as u32);
-                        egress[pod].network.push(i as u32);
-                    }
+                for pod in np.subject.iter_within(&reps, words.clone()) {
+                    ingress[pod].network.push(i as u32);
+                    egress[pod].network.push(i as u32);
                 }
             }
         }
@@ -713,17 +705,4 @@ impl Engine {
         self.egress[pod] = Arc::new(egress);
         self.refresh_isolating(pod);
     }
-}
-
-/// The members below `n` of word `w` of a set, given as its bits `x`.
-fn word_members(mut x: u64, w: usize, n: usize) -> impl Iterator<Item = usize> {
-    std::iter::from_fn(move || {
-        if x == 0 {
-            return None;
-        }
-        let i = w * 64 + x.trailing_zeros() as usize;
-        x &= x - 1;
-        Some(i)
-    })
-    .take_while(move |&i| i < n)
 }
