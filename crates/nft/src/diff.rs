@@ -11,7 +11,7 @@ use crate::apply::UpdateStats;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
 use crate::ir::{Chain, NamedSet, Ruleset, Verdict};
-use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body};
+use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body, verdict_maps};
 
 /// Elements of one existing set or map that go and come.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,19 +73,13 @@ impl<'r> Delta<'r> {
                 Some(_) => {}
             }
         }
-        for (map_base, o, n) in [
-            ("egress", &old.egress, &new.egress),
-            ("ingress", &old.ingress, &new.ingress),
-        ] {
+        for ((name, v6, o), (_, _, n)) in verdict_maps(old).into_iter().zip(verdict_maps(new)) {
             if o == n {
                 continue;
             }
-            for v6 in [false, true] {
-                let name = format!("{map_base}{}", if v6 { 6 } else { 4 });
-                let change = map_change(name, v6, o, n);
-                if !change.is_empty() {
-                    d.maps.push(change);
-                }
+            let change = map_change(name.to_string(), v6, o, n);
+            if !change.is_empty() {
+                d.maps.push(change);
             }
         }
         for ((name, v6, o), (_, _, n)) in exempt_sets(old).into_iter().zip(exempt_sets(new)) {

@@ -15,7 +15,7 @@ use crate::NftError;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
 use crate::ir::Ruleset;
-use crate::render::{TABLE, add_rules, addr_type, base_chains, exempt_sets};
+use crate::render::{TABLE, add_rules, addr_type, base_chains, exempt_sets, verdict_maps};
 
 /// Bytes of netlink messages per batch (the socket buffers are sized to one batch).
 const BATCH_BYTES: usize = 1 << 20;
@@ -52,12 +52,7 @@ pub(crate) fn load_fresh(
 /// its chains without rules.
 fn declarations(rs: &Ruleset) -> String {
     let mut s = format!("create table {TABLE}\n");
-    for (name, v6) in [
-        ("egress4", false),
-        ("egress6", true),
-        ("ingress4", false),
-        ("ingress6", true),
-    ] {
+    for (name, v6, _) in verdict_maps(rs) {
         let _ = writeln!(
             s,
             "add map {TABLE} {name} {{ type {} : verdict; }}",
@@ -129,12 +124,7 @@ fn element_batches(rs: &Ruleset) -> Vec<Batch> {
     for set in &rs.sets {
         add(&set.name, Element::of_set(set, &set.elements));
     }
-    for (name, v6, entries) in [
-        ("egress4", false, &rs.egress),
-        ("egress6", true, &rs.egress),
-        ("ingress4", false, &rs.ingress),
-        ("ingress6", true, &rs.ingress),
-    ] {
+    for (name, v6, entries) in verdict_maps(rs) {
         let elements = entries
             .iter()
             .filter(|(ip, _)| ip.is_ipv6() == v6)

@@ -23,12 +23,7 @@ impl Ruleset {
     /// The table definition alone.
     pub fn render_table(&self) -> String {
         let mut s = format!("table {TABLE} {{\n");
-        for (name, v6, entries) in [
-            ("egress4", false, &self.egress),
-            ("egress6", true, &self.egress),
-            ("ingress4", false, &self.ingress),
-            ("ingress6", true, &self.ingress),
-        ] {
+        for (name, v6, entries) in verdict_maps(self) {
             let ty = addr_type(v6);
             let _ = writeln!(s, "  map {name} {{\n    type {ty} : verdict");
             let elems: Vec<String> = entries
@@ -131,6 +126,19 @@ pub(crate) fn base_chains() -> String {
 /// nft's type of an address of the family (`ipv4_addr` or `ipv6_addr`).
 pub(crate) fn addr_type(v6: bool) -> &'static str {
     if v6 { "ipv6_addr" } else { "ipv4_addr" }
+}
+
+/// One verdict map: its name, whether it is IPv6, and the dispatch (of both families).
+pub(crate) type VerdictMap<'r> = (&'static str, bool, &'r [(IpAddr, String)]);
+
+/// The verdict maps that send pod addresses to their class chains.
+pub(crate) fn verdict_maps(rs: &Ruleset) -> [VerdictMap<'_>; 4] {
+    [
+        ("egress4", false, &rs.egress),
+        ("egress6", true, &rs.egress),
+        ("ingress4", false, &rs.ingress),
+        ("ingress6", true, &rs.ingress),
+    ]
 }
 
 /// One exemption set: its name, whether it is IPv6, and the pairs (of both families).
