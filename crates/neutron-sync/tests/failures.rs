@@ -157,17 +157,7 @@ fn interrupted_syncs_never_open_more_than_the_old_or_new_policies() {
     for case in cases {
         let project = common::project("fail");
         let c = common::client(&url, &project);
-        let ips: Vec<IpAddr> = old_engine
-            .cluster()
-            .pods
-            .iter()
-            .flat_map(|p| p.ips.clone())
-            .collect();
-        let net = common::make_ports(&c, &ips);
-        let filter = PortFilter {
-            network_id: Some(net),
-            device_owner: None,
-        };
+        let filter = common::pod_ports(&c, &old_engine.cluster().pods);
         let options = SyncOptions {
             dry_run: false,
             ports: filter.clone(),

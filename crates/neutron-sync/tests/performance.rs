@@ -82,17 +82,7 @@ fn scenario(mode: PeerMode) {
     let loaded =
         palisade_model::load_sources([("c", cl.as_str()), ("p", p.as_str())], Default::default())
             .unwrap();
-    let ips: Vec<_> = loaded
-        .cluster
-        .pods
-        .iter()
-        .flat_map(|p| p.ips.clone())
-        .collect();
-    let net = common::make_ports(&c, &ips);
-    let filter = PortFilter {
-        network_id: Some(net),
-        device_owner: None,
-    };
+    let filter = common::pod_ports(&c, &loaded.cluster.pods);
     measure(&c, &g, mode, &filter, "first sync");
     measure(&c, &g, mode, &filter, "second sync, nothing changed");
     let pods: Vec<usize> = (0..g.cluster.len())

@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use palisade_neutron_sync::client::{Client, Credentials, Retry};
+use palisade_neutron_sync::state::PortFilter;
 use serde_json::{Value, json};
 
 /// The Neutron URL, starting the development server when none is given. `None` (with the
@@ -112,6 +113,16 @@ pub fn make_ports(c: &Client, ips: &[IpAddr]) -> String {
         c.post("ports", &json!({"ports": ports})).unwrap();
     }
     net_id
+}
+
+/// Ports for every address of `pods`, on a network of their own ([`make_ports`]), and the
+/// filter that picks exactly those ports.
+pub fn pod_ports(c: &Client, pods: &[palisade_model::Pod]) -> PortFilter {
+    let ips: Vec<IpAddr> = pods.iter().flat_map(|p| p.ips.clone()).collect();
+    PortFilter {
+        network_id: Some(make_ports(c, &ips)),
+        device_owner: None,
+    }
 }
 
 /// A loopback proxy in front of `upstream` that answers a request with `status` (and a
