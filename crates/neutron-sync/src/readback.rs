@@ -1,7 +1,9 @@
 //! Neutron's groups and ports read back as a [`Translation`], so the Neutron-semantics
 //! evaluator ([`palisade_neutron::SgEvaluator`]) can decide connections on what Neutron
 //! actually holds. Groups are named by their ids (remote groups refer to ids), and each
-//! port stands in the binding list under its id.
+//! port stands in the binding list under its id. A group's rules are a set in Neutron,
+//! listed in no fixed order; rules, groups and ports are read back sorted, so two reads of
+//! the same state are equal.
 
 use std::collections::BTreeSet;
 
@@ -32,6 +34,7 @@ pub fn read_back(client: &Client, filter: &PortFilter) -> Result<Translation, Ap
                 }
             }
         }
+        rules.sort();
         security_groups.push(SecurityGroup {
             name: g.id,
             tags: g.tags,
@@ -39,7 +42,8 @@ pub fn read_back(client: &Client, filter: &PortFilter) -> Result<Translation, Ap
             security_group_rules: rules,
         });
     }
-    let ports = ports
+    security_groups.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut ports: Vec<PortBinding> = ports
         .into_iter()
         .filter(|p| !p.fixed_ips.is_empty())
         .map(|p| PortBinding {
@@ -48,6 +52,7 @@ pub fn read_back(client: &Client, filter: &PortFilter) -> Result<Translation, Ap
             security_groups: p.security_groups.into_iter().collect::<BTreeSet<_>>(),
         })
         .collect();
+    ports.sort_by(|a, b| a.pod.cmp(&b.pod));
     Ok(Translation {
         security_groups,
         ports,
