@@ -15,6 +15,8 @@ use palisade_model::{Action, Direction, Protocol};
 
 use crate::NftError;
 use crate::ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
+use crate::peer_names::PeerSpecs;
+use crate::shadow;
 
 /// Compiles the pods of `node` (every pod when `None`) into a ruleset.
 pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError> {
@@ -113,7 +115,20 @@ pub fn compile_after(
         }
     }
     rs.chains = b.chains.into_values().collect();
-    rs.sets = b.interner.sets.into_values().collect();
+    // Sets only shadowed rules used are not written.
+    let used: BTreeSet<&str> = rs
+        .chains
+        .iter()
+        .flat_map(|c| &c.rules)
+        .flat_map(|r| &r.matches)
+        .filter_map(|m| match m {
+            Match::Set { set, .. } => Some(set.as_str()),
+            _ => None,
+        })
+        .collect();
+    rs.sets = (b.interner.sets.into_values())
+        .filter(|s| used.contains(s.name.as_str()))
+        .collect();
     rs.logs = b.logs.entries;
     Ok(rs)
 }
@@ -146,9 +161,10 @@ struct Builder<'c> {
 }
 
 impl Builder<'_> {
-    /// Stores a chain under `prefix` and a digest of its rules (a chain with the same rules
-    /// is stored once); returns its name.
+    /// Stores a chain of the reachable ones of `rules` under `prefix` and a digest of them
+    /// (a chain with the same rules is stored once); returns its name.
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
+        let rules = shadow::reachable(rules);
         let text: Vec<String> = rules.iter().map(crate::render::rule_text).collect();
         let mut name = format!("{prefix}{}", digest(&text.join("\n")));
         loop {
@@ -223,7 +239,7 @@ impl Builder<'_> {
                 // Allow, and a baseline Pass (which falls through to the default: allowed)
                 _ => (Verdict::Return, None),
             };
-            let what = self.specs.of(r, peer);
+            let what = self.specs.of(r);
             expand(
                 r,
                 peer,
@@ -238,7 +254,7 @@ impl Builder<'_> {
         let mut np_rules = Vec::new();
         if prog.isolated {
             for r in &prog.network {
-                let what = self.specs.of(r, peer);
+                let what = self.specs.of(r);
                 expand(
                     r,
                     peer,
@@ -274,7 +290,7 @@ impl Builder<'_> {
                 Action::Pass => Verdict::Goto(np.clone()),
             };
             let log = Some(self.logs.rule(Tier::Admin, &r.rule));
-            let what = self.specs.of(r, peer);
+            let what = self.specs.of(r);
             expand(r, peer, verdict, log, &what, &mut self.interner, &mut main);
         }
         main.push(Rule {
@@ -405,65 +421,6 @@ impl Interner {
             elements: nets,
         });
         name
-    }
-}
-
-/// What a rule's peer set stands for: the rule's peers as written (with the namespace a
-/// NetworkPolicy's pod selectors are relative to, when one is), so that rules with the same
-/// peers share one set.
-struct PeerSpecs<'c> {
-    network: HashMap<(&'c str, &'c str), &'c palisade_model::NetworkPolicy>,
-    admin: HashMap<(palisade_model::PolicyKind, &'c str), &'c palisade_model::AdminPolicy>,
-}
-
-impl<'c> PeerSpecs<'c> {
-    fn new(cluster: &'c palisade_model::Cluster) -> PeerSpecs<'c> {
-        PeerSpecs {
-            network: cluster
-                .network_policies
-                .iter()
-                .map(|p| ((p.namespace.as_str(), p.name.as_str()), p))
-                .collect(),
-            admin: cluster
-                .admin_policies
-                .iter()
-                .map(|p| ((p.kind, p.name.as_str()), p))
-                .collect(),
-        }
-    }
-
-    /// The text a set of `r`'s peers (matched in `field`) is named after.
-    fn of(&self, r: &ConcreteRule, field: Field) -> String {
-        let m = &r.rule;
-        let (reference, i) = (&m.policy.reference, m.index as usize);
-        let spec = match &reference.namespace {
-            Some(ns) => self
-                .network
-                .get(&(ns.as_str(), reference.name.as_str()))
-                .and_then(|p| p.rules(m.direction).get(i))
-                .map(|rule| {
-                    // Only a peer without a namespaceSelector depends on the namespace.
-                    let relative = rule.peers.iter().flatten().any(|p| {
-                        matches!(
-                            p,
-                            palisade_model::NetworkPolicyPeer::Pods {
-                                namespaces: None,
-                                ..
-                            }
-                        )
-                    });
-                    let ns = if relative { ns.as_str() } else { "" };
-                    format!("{ns:?} {:?}", rule.peers)
-                }),
-            None => self
-                .admin
-                .get(&(reference.kind, reference.name.as_str()))
-                .and_then(|p| p.rules(m.direction).get(i))
-                .map(|rule| format!("{:?}", rule.peers)),
-        };
-        // A rule not found by name (never: the engine compiled it) is named after itself.
-        let spec = spec.unwrap_or_else(|| format!("{reference:?} {:?} {i}", m.direction));
-        format!("peers {field:?} {spec}")
     }
 }
 

@@ -27,7 +27,9 @@ mod ir;
 mod load;
 mod lookup;
 mod netlink;
+mod peer_names;
 mod render;
+mod shadow;
 mod stats;
 
 pub use apply::{
