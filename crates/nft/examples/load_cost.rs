@@ -48,7 +48,9 @@ fn main() {
     );
     for round in 1..=rounds {
         let one = fresh_namespace(|ns| {
-            ns.nft_f(&script);
+            if std::env::var_os("STAGED_ONLY").is_none() {
+                ns.nft_f(&script);
+            }
         });
         let staged =
             fresh_namespace(|ns| palisade_nft::load_in_stages(&ruleset, Some(&ns.0)).unwrap());

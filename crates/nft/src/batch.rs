@@ -91,7 +91,7 @@ const DATA_VERDICT: u16 = 2;
 const VERDICT_CODE: u16 = 1;
 const VERDICT_CHAIN: u16 = 2;
 /// `NFT_JUMP` and `NFT_GOTO` (negative verdict codes, sent as big-endian 32-bit).
-const JUMP: i32 = -3;
+pub(crate) const JUMP: i32 = -3;
 pub(crate) const GOTO: i32 = -4;
 /// Elements per message: a nest's length is 16 bits.
 const ELEMENTS_PER_MESSAGE: usize = 256;
@@ -343,14 +343,6 @@ impl Batch {
                 m.string(CHAIN_NAME, chain);
             },
         );
-    }
-
-    /// Appends the rule `goto to` to `chain`.
-    pub fn add_goto(&mut self, chain: &str, to: &str) {
-        let what = format!("add rule {TABLE} {chain} goto {to}");
-        self.new_rule(chain, what, |list| {
-            expr::immediate_verdict(list, GOTO, Some(to));
-        });
     }
 
     /// Appends `rule` to `chain` (after the anonymous sets its lists need); `rule` must
@@ -613,7 +605,14 @@ mod tests {
             &[Element::jump(IpAddr::from([10, 0, 0, 1]), "eabc")],
         );
         b.flush_chain("eabc");
-        b.add_goto("eabc", "axyz");
+        b.add_rule(
+            "eabc",
+            &Rule {
+                matches: vec![],
+                verdict: crate::ir::Verdict::Goto("axyz".into()),
+                log: None,
+            },
+        );
         let (bytes, messages) = b.bytes();
         assert_eq!(messages.len(), 3);
         // Walk the messages by their lengths: begin, three, end, nothing left over.

@@ -184,13 +184,10 @@ impl Builder<'_> {
         name
     }
 
-    /// Stores a class's own chain, `name`, which continues in `entry`; returns its name.
-    fn named_chain(&mut self, mut name: String, entry: String) -> String {
-        let rules = vec![Rule {
-            matches: vec![],
-            verdict: Verdict::Goto(entry),
-            log: None,
-        }];
+    /// Stores a class's own chain, `name`, with the rules `entry` (see [`Builder::side`]);
+    /// returns its name.
+    fn named_chain(&mut self, mut name: String, entry: Vec<Rule>) -> String {
+        let rules = entry;
         while self.chains.contains_key(&name) {
             name.push('x'); // two classes with one digest
         }
@@ -205,9 +202,19 @@ impl Builder<'_> {
     }
 
     /// The chains of one side program: the admin tier (`a…`, with the connection-start
-    /// check; allow = `return`, deny = `drop`, pass = `goto n…`), NetworkPolicy isolation
-    /// (`n…`: allow-list, then `drop`) and the baseline (`b…`). Returns the first.
-    fn side(&mut self, dir: Direction, prog: &SideProgram) -> String {
+    /// check; allow = `accept`, deny = `drop`, pass = `return`), NetworkPolicy isolation
+    /// (`n…`: allow-list, then `drop`) and the baseline (`b…`). Returns the rules of the
+    /// class's entry chain: `jump a…` then `goto n…`.
+    ///
+    /// A pass returns to the entry chain, which continues in `n…`, so that however many
+    /// pass rules an admin chain has, one rule reaches `n…`: the kernel's loop check walks
+    /// a chain once for every rule and map element that reaches it.
+    fn side(&mut self, dir: Direction, prog: &SideProgram) -> Vec<Rule> {
+        let entry = |verdict| Rule {
+            matches: vec![],
+            verdict,
+            log: None,
+        };
         let peer = if dir == Direction::Egress {
             Field::Daddr
         } else {
@@ -230,7 +237,7 @@ impl Builder<'_> {
                 verdict: Verdict::Drop,
                 log: Some(log),
             });
-            return self.content_chain('a', main);
+            return vec![entry(Verdict::Goto(self.content_chain('a', main)))];
         }
         let mut bl_rules = Vec::new();
         for r in &prog.baseline {
@@ -285,20 +292,16 @@ impl Builder<'_> {
         let np = self.content_chain('n', np_rules);
         for r in &prog.admin {
             let verdict = match r.rule.action {
-                Action::Allow => Verdict::Return,
+                Action::Allow => Verdict::Accept,
                 Action::Deny => Verdict::Drop,
-                Action::Pass => Verdict::Goto(np.clone()),
+                Action::Pass => Verdict::Return,
             };
             let log = Some(self.logs.rule(Tier::Admin, &r.rule));
             let what = self.specs.of(r);
             expand(r, peer, verdict, log, &what, &mut self.interner, &mut main);
         }
-        main.push(Rule {
-            matches: vec![],
-            verdict: Verdict::Goto(np),
-            log: None,
-        });
-        self.content_chain('a', main)
+        let admin = self.content_chain('a', main);
+        vec![entry(Verdict::Jump(admin)), entry(Verdict::Goto(np))]
     }
 }
 

@@ -10,7 +10,7 @@ use ipnet::IpNet;
 use crate::apply::UpdateStats;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
-use crate::ir::{Chain, NamedSet, Ruleset, Verdict};
+use crate::ir::{Chain, NamedSet, Ruleset};
 use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body, verdict_maps};
 
 /// Elements of one existing set or map that go and come.
@@ -274,21 +274,19 @@ fn element_lines<T>(s: &mut String, change: &ElementChange<T>, text: impl Fn(&[T
     }
 }
 
-/// A chain whose only rule continues in another chain: a class's entry chain.
-pub(crate) fn goto_only(chain: &Chain) -> Option<&str> {
-    match chain.rules.as_slice() {
-        [rule] if rule.matches.is_empty() && rule.log.is_none() => match &rule.verdict {
-            Verdict::Goto(to) => Some(to),
-            _ => None,
-        },
-        _ => None,
-    }
+/// Whether every rule of `chain` only continues in another chain, as a class's entry
+/// chain does.
+pub(crate) fn entry_only(chain: &Chain) -> bool {
+    chain
+        .rules
+        .iter()
+        .all(|r| r.matches.is_empty() && r.log.is_none() && r.verdict.target().is_some())
 }
 
 impl Delta<'_> {
     /// The change as a preparation script and one netlink transaction, when every chain
-    /// the kernel already holds is either unchanged, gone, or a class entry chain whose
-    /// one rule now continues elsewhere; `None` otherwise.
+    /// the kernel already holds is either unchanged, gone, or a class entry chain that now
+    /// continues elsewhere; `None` otherwise.
     ///
     /// When every rule of every new chain can go as netlink expressions (see `expr.rs`),
     /// the new sets with their elements and the new chains with their rules open the
@@ -323,9 +321,13 @@ impl Delta<'_> {
             batch.add_elements(&change.name, &elements(&change.added));
         }
         for chain in &self.rewritten {
-            let to = goto_only(chain)?;
+            if !entry_only(chain) {
+                return None;
+            }
             batch.flush_chain(&chain.name);
-            batch.add_goto(&chain.name, to);
+            for rule in &chain.rules {
+                batch.add_rule(&chain.name, rule);
+            }
         }
         for change in &self.maps {
             let keys: Vec<Element> = change

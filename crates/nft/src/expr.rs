@@ -10,8 +10,8 @@
 use palisade_model::Protocol;
 
 use crate::batch::{
-    ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, GOTO, LIST_ELEM, TYPE_INET_SERVICE, TYPE_IPV4_ADDR,
-    TYPE_IPV6_ADDR, octets, verdict,
+    ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, GOTO, JUMP, LIST_ELEM, TYPE_INET_SERVICE,
+    TYPE_IPV4_ADDR, TYPE_IPV6_ADDR, octets, verdict,
 };
 use crate::ir::{Field, Match, Rule, Verdict};
 use crate::render::LOG_GROUP;
@@ -56,6 +56,7 @@ const NFT_CMP_LTE: u32 = 3;
 const NFT_CMP_GTE: u32 = 5;
 const NFT_LOOKUP_F_INV: u32 = 1;
 const NF_DROP: i32 = 0;
+const NF_ACCEPT: i32 = 1;
 const NFT_RETURN: i32 = -5;
 const NFPROTO_IPV4: u8 = 2;
 const NFPROTO_IPV6: u8 = 10;
@@ -247,8 +248,10 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
     }
     let (code, chain) = match &rule.verdict {
         Verdict::Return => (NFT_RETURN, None),
+        Verdict::Accept => (NF_ACCEPT, None),
         Verdict::Drop => (NF_DROP, None),
         Verdict::Goto(c) => (GOTO, Some(c.as_str())),
+        Verdict::Jump(c) => (JUMP, Some(c.as_str())),
     };
     immediate_verdict(list, code, chain);
 }

@@ -52,12 +52,26 @@ pub enum Match {
 /// What a matching rule does.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Verdict {
-    /// Back to the calling base chain (this side allows).
+    /// Back to the chain that jumped here, or to the base chain (this side allows).
     Return,
+    /// This side allows: its base chain ends (the other side has a base chain of its own).
+    Accept,
     /// Drop the packet.
     Drop,
-    /// Continue in another chain (by name).
+    /// Continue in another chain (by name), not coming back.
     Goto(String),
+    /// Run another chain (by name), then go on with the next rule when it returns.
+    Jump(String),
+}
+
+impl Verdict {
+    /// The chain this verdict continues in.
+    pub fn target(&self) -> Option<&str> {
+        match self {
+            Verdict::Goto(c) | Verdict::Jump(c) => Some(c),
+            _ => None,
+        }
+    }
 }
 
 /// One rule.

@@ -76,26 +76,39 @@ struct Tables<'r> {
     sets: HashMap<&'r str, &'r [ipnet::IpNet]>,
 }
 
+/// One side: the class chain `name` and the chains it continues in, as the kernel runs
+/// them (a `jump` comes back to the rule after it; `return` and the end of a chain go back
+/// to where the last jump came from, or end the side, which then allows).
 fn run(t: &Tables<'_>, name: &str, p: &Packet) -> Flow {
-    let mut current = name;
-    'chain: loop {
-        let Some(chain) = t.chains.get(current) else {
-            return Flow::Continue;
-        };
-        for rule in &chain.rules {
-            if matches(t, rule, p) {
-                match &rule.verdict {
-                    Verdict::Return => return Flow::Continue,
-                    Verdict::Drop => return Flow::Drop(rule.log),
-                    Verdict::Goto(next) => {
-                        current = next;
-                        continue 'chain;
-                    }
+    // (chain, index of its next rule) of the chains a jump will return to
+    let mut stack: Vec<(&Chain, usize)> = Vec::new();
+    let mut at = t.chains.get(name).map(|c| (*c, 0));
+    while let Some((chain, start)) = at.take() {
+        let mut next = None;
+        for (i, rule) in chain.rules.iter().enumerate().skip(start) {
+            if !matches(t, rule, p) {
+                continue;
+            }
+            match &rule.verdict {
+                Verdict::Return => {}
+                Verdict::Accept => return Flow::Continue,
+                Verdict::Drop => return Flow::Drop(rule.log),
+                Verdict::Goto(to) => next = Some(to),
+                Verdict::Jump(to) => {
+                    stack.push((chain, i + 1));
+                    next = Some(to);
                 }
             }
+            break;
         }
-        return Flow::Continue;
+        at = match next {
+            // a chain that does not exist continues as if it were empty
+            Some(to) => t.chains.get(to.as_str()).map(|c| (*c, 0)),
+            None => None,
+        }
+        .or_else(|| stack.pop());
     }
+    Flow::Continue
 }
 
 fn matches(t: &Tables<'_>, rule: &Rule, p: &Packet) -> bool {

@@ -76,51 +76,66 @@ impl Ruleset {
         s += "  chain forward {\n    type filter hook forward priority filter; policy accept;\n";
         s += "    ct state established,related accept\n";
         for (ip, chain) in &self.ingress {
-            let fam = if ip.is_ipv6() { "ip6" } else { "ip" };
-            // The rules met from the class chain on: conditional gotos (admin Pass) are left
-            // out, unconditional ones followed.
-            let mut next = self.chain(chain);
-            while let Some(c) = next.take() {
-                for r in &c.rules {
-                    let verdict = match &r.verdict {
-                        Verdict::Return => "accept",
-                        Verdict::Drop => "drop",
-                        Verdict::Goto(to) => {
-                            if r.matches.is_empty() {
-                                next = self.chain(to);
-                            }
-                            continue;
-                        }
-                    };
-                    let _ = writeln!(s, "    {fam} daddr {ip} {} {verdict}", matches_text(r));
-                }
-            }
+            let prefix = format!("{} daddr {ip}", if ip.is_ipv6() { "ip6" } else { "ip" });
+            self.linear_rules(chain, false, &prefix, &mut s);
         }
         s += "  }\n}\n";
         s
     }
+
+    /// The rules met from `chain` on, for [`Ruleset::render_linear`]: unconditional jumps and
+    /// gotos followed, conditional ones and conditional returns from a jumped-to chain
+    /// (admin Pass) left out, a return elsewhere (an allow) written as `accept`.
+    fn linear_rules(&self, chain: &str, jumped: bool, prefix: &str, s: &mut String) {
+        let Some(c) = self.chain(chain) else {
+            return;
+        };
+        for r in &c.rules {
+            let unconditional = r.matches.is_empty();
+            let verdict = match &r.verdict {
+                Verdict::Accept => "accept",
+                Verdict::Drop => "drop",
+                Verdict::Return if !jumped => "accept",
+                Verdict::Return if unconditional => return,
+                Verdict::Goto(to) if unconditional => {
+                    return self.linear_rules(to, jumped, prefix, s);
+                }
+                Verdict::Jump(to) if unconditional => {
+                    self.linear_rules(to, true, prefix, s);
+                    continue;
+                }
+                Verdict::Return | Verdict::Goto(_) | Verdict::Jump(_) => continue,
+            };
+            let _ = writeln!(s, "    {prefix} {} {verdict}", matches_text(r));
+        }
+    }
 }
 
-/// The base chains (`forward`, `input`, `output`), as they appear inside the table: tracked
+/// The base chains, one per hook and side, as they appear inside the table: tracked
 /// connections pass, then each pod address not exempt for its peer goes to its class's
-/// chain through the verdict maps.
+/// chain through a verdict map. A side that allows ends its own base chain only: in the
+/// forward hook the egress side (`forward_egress`) runs first, then the ingress side
+/// (`forward_ingress`, the next priority); `input` has the egress side only (a pod to this
+/// node's host), `output` the ingress side only.
 pub(crate) fn base_chains() -> String {
-    let base = |hook: &str, egress: bool, ingress: bool| {
+    let base = |name: &str, hook: &str, priority: &str, egress: bool| {
         let mut c = format!(
-            "  chain {hook} {{\n    type filter hook {hook} priority filter; policy accept;\n"
+            "  chain {name} {{\n    type filter hook {hook} priority {priority}; policy accept;\n"
         );
         c += "    ct state established,related accept\n    ct state invalid drop\n";
         if egress {
             c += "    ip saddr . ip daddr != @egress_exempt4 ip saddr vmap @egress4\n";
             c += "    ip6 saddr . ip6 daddr != @egress_exempt6 ip6 saddr vmap @egress6\n";
-        }
-        if ingress {
+        } else {
             c += "    ip daddr . ip saddr != @ingress_exempt4 ip daddr vmap @ingress4\n";
             c += "    ip6 daddr . ip6 saddr != @ingress_exempt6 ip6 daddr vmap @ingress6\n";
         }
         c + "  }\n"
     };
-    base("forward", true, true) + &base("input", true, false) + &base("output", false, true)
+    base("forward_egress", "forward", "filter", true)
+        + &base("forward_ingress", "forward", "filter + 1", false)
+        + &base("input", "input", "filter", true)
+        + &base("output", "output", "filter", false)
 }
 
 /// nft's type of an address of the family (`ipv4_addr` or `ipv6_addr`).
@@ -258,8 +273,10 @@ pub(crate) fn rule_text(r: &Rule) -> String {
     }
     t += &match &r.verdict {
         Verdict::Return => "return".to_string(),
+        Verdict::Accept => "accept".to_string(),
         Verdict::Drop => "drop".to_string(),
         Verdict::Goto(c) => format!("goto {c}"),
+        Verdict::Jump(c) => format!("jump {c}"),
     };
     t
 }

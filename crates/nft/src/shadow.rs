@@ -1,6 +1,6 @@
-//! Rules no packet can reach: every rule ends in a verdict (`return`, `drop`, `goto`), so a
-//! rule whose conditions imply those of an earlier rule in the same chain only ever sees
-//! packets that rule has already decided.
+//! Rules no packet can reach: a rule whose conditions imply those of an earlier rule in the
+//! same chain that ends in a verdict (anything but `jump`, after which the chain goes on)
+//! only ever sees packets that rule has already decided.
 //!
 //! The test is structural: the same named set, the same protocol, ports within the earlier
 //! rule's ports, inline prefixes within the earlier rule's prefixes. It never compares a
@@ -9,13 +9,16 @@
 
 use ipnet::IpNet;
 
-use crate::ir::{Match, Rule};
+use crate::ir::{Match, Rule, Verdict};
 
 /// `rules` without those an earlier rule shadows, in order.
 pub(crate) fn reachable(rules: Vec<Rule>) -> Vec<Rule> {
     let mut kept: Vec<Rule> = Vec::with_capacity(rules.len());
     for rule in rules {
-        if !kept.iter().any(|earlier| covers(earlier, &rule)) {
+        let shadowed = kept
+            .iter()
+            .any(|earlier| !matches!(earlier.verdict, Verdict::Jump(_)) && covers(earlier, &rule));
+        if !shadowed {
             kept.push(rule);
         }
     }
@@ -153,6 +156,9 @@ mod tests {
                 Verdict::Return,
                 14,
             ),
+            // a jump comes back: what follows is reached
+            rule(vec![set("d")], Verdict::Jump("j".into()), 18),
+            rule(vec![set("d")], Verdict::Drop, 19),
             rule(vec![], Verdict::Goto("n".into()), 15),
             // after an unconditional rule nothing is reached
             rule(vec![set("c")], Verdict::Drop, 16),
@@ -160,7 +166,7 @@ mod tests {
         ];
         assert_eq!(
             logs(&reachable(rules)),
-            vec![0, 2, 4, 5, 7, 8, 9, 11, 13, 14, 15]
+            vec![0, 2, 4, 5, 7, 8, 9, 11, 13, 14, 18, 19, 15]
         );
     }
 }
