@@ -184,10 +184,9 @@ impl Builder<'_> {
         name
     }
 
-    /// Stores a class's own chain, `name`, with the rules `entry` (see [`Builder::side`]);
+    /// Stores a class's own chain, `name`, with the entry `rules` [`Builder::side`] gave;
     /// returns its name.
-    fn named_chain(&mut self, mut name: String, entry: Vec<Rule>) -> String {
-        let rules = entry;
+    fn named_chain(&mut self, mut name: String, rules: Vec<Rule>) -> String {
         while self.chains.contains_key(&name) {
             name.push('x'); // two classes with one digest
         }

@@ -3,10 +3,11 @@
 //!
 //! [`compile`] turns each pod's [`palisade_engine::SideProgram`]s into chains reached
 //! through verdict maps keyed by pod address (`egress4/6` by source, `ingress4/6` by
-//! destination), so the per-packet cost does not grow with the number of pods. Each side is
-//! three chains: exemptions and the admin tier (accept = `return`, deny = `drop`, pass =
-//! `goto …_np`), NetworkPolicy isolation (allow-list then `drop`), baseline. Connections,
-//! not packets: `ct state established,related accept` comes first. Every drop and admin
+//! destination), so the per-packet cost does not grow with the number of pods. A class's
+//! entry chain jumps to its admin tier (allow = `accept`, deny = `drop`, pass = `return`),
+//! then goes on to NetworkPolicy isolation (allow-list then `drop`) and the baseline; each
+//! side has base chains of its own. Connections, not packets:
+//! `ct state established,related accept` comes first. Every drop and admin
 //! decision is counted and logged to nflog group 100 with a `pal-<id>` prefix that
 //! [`Ruleset::log_prefixes`] maps back to the engine's decision (tier, policy and rule, or
 //! the isolating policies).
