@@ -67,10 +67,8 @@ impl<'c> PeerSpecs<'c> {
 /// One peer as what it selects.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Peer {
-    /// The pods a pod selector picks in one named namespace.
-    InNamespace(String, String),
-    /// The pods a pod selector picks in the namespaces a namespace selector picks.
-    InNamespaces(String, String),
+    /// The pods a pod selector picks in some namespaces.
+    Pods(Scope, String),
     /// A CIDR without its exceptions.
     Block(String),
     /// What the canonical spelling does not cover (peers relative to the subject's
@@ -78,30 +76,52 @@ enum Peer {
     Other(String),
 }
 
+impl Peer {
+    /// The text a set name is a digest of: spelled out here, not left to `Debug`, so that
+    /// names stay the same from one build to the next.
+    fn spelling(&self) -> String {
+        match self {
+            Peer::Pods(Scope::Named(ns), pods) => format!("InNamespace({ns:?}, {pods:?})"),
+            Peer::Pods(Scope::Selected(ns), pods) => format!("InNamespaces({ns:?}, {pods:?})"),
+            Peer::Block(b) => format!("Block({b:?})"),
+            Peer::Other(o) => format!("Other({o:?})"),
+        }
+    }
+}
+
+/// Which namespaces a pod peer looks in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Scope {
+    /// One namespace, by name (a NetworkPolicy's own).
+    Named(String),
+    /// Those a namespace selector picks.
+    Selected(String),
+}
+
 fn network_peer(namespace: &str, peer: &NetworkPolicyPeer) -> Peer {
     match peer {
         NetworkPolicyPeer::Pods {
             namespaces: None,
             pods,
-        } => Peer::InNamespace(namespace.to_string(), selector(pods)),
+        } => Peer::Pods(Scope::Named(namespace.to_string()), selector(pods)),
         NetworkPolicyPeer::Pods {
             namespaces: Some(ns),
             pods,
-        } => Peer::InNamespaces(selector(ns), selector(pods)),
+        } => Peer::Pods(Scope::Selected(selector(ns)), selector(pods)),
         NetworkPolicyPeer::IpBlock(b) => block(&b.cidr, &b.except),
     }
 }
 
 fn admin_peer(peer: &AdminPeer) -> Vec<Peer> {
     match peer {
-        AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => vec![Peer::InNamespaces(
-            selector(ns),
+        AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => vec![Peer::Pods(
+            Scope::Selected(selector(ns)),
             selector(&Selector::everything()),
         )],
         AdminPeer::Pods {
             namespaces: NamespaceMatch::Selector(ns),
             pods,
-        } => vec![Peer::InNamespaces(selector(ns), selector(pods))],
+        } => vec![Peer::Pods(Scope::Selected(selector(ns)), selector(pods))],
         AdminPeer::Networks(nets) => nets.iter().map(|n| block(n, &[])).collect(),
         other => vec![Peer::Other(format!("{other:?}"))],
     }
@@ -120,17 +140,13 @@ fn union(peers: Vec<Peer>) -> String {
     let kept: Vec<String> = peers
         .iter()
         .filter(|p| match p {
-            Peer::InNamespace(ns, pods) => {
+            Peer::Pods(scope, pods) => {
                 pods == &everything
-                    || !peers.contains(&Peer::InNamespace(ns.clone(), everything.clone()))
-            }
-            Peer::InNamespaces(ns, pods) => {
-                pods == &everything
-                    || !peers.contains(&Peer::InNamespaces(ns.clone(), everything.clone()))
+                    || !peers.contains(&Peer::Pods(scope.clone(), everything.clone()))
             }
             _ => true,
         })
-        .map(|p| format!("{p:?}"))
+        .map(Peer::spelling)
         .collect();
     format!("peers {}", kept.join("; "))
 }
@@ -160,7 +176,7 @@ fn selector(s: &Selector) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{Peer, selector, union};
+    use super::{Peer, Scope, selector, union};
     use palisade_model::{Requirement, Selector, SelectorOp};
 
     fn labels(pairs: &[(&str, &str)]) -> Selector {
@@ -230,44 +246,44 @@ mod tests {
         // repeated and reordered peers
         assert_eq!(
             union(vec![
-                Peer::InNamespaces(prod(), all()),
-                Peer::InNamespace("a".into(), web()),
-                Peer::InNamespaces(prod(), all()),
+                Peer::Pods(Scope::Selected(prod()), all()),
+                Peer::Pods(Scope::Named("a".into()), web()),
+                Peer::Pods(Scope::Selected(prod()), all()),
             ]),
             union(vec![
-                Peer::InNamespace("a".into(), web()),
-                Peer::InNamespaces(prod(), all()),
+                Peer::Pods(Scope::Named("a".into()), web()),
+                Peer::Pods(Scope::Selected(prod()), all()),
             ])
         );
         // a peer of some pods of namespaces whose pods another peer selects entirely
         assert_eq!(
             union(vec![
-                Peer::InNamespaces(prod(), web()),
-                Peer::InNamespaces(prod(), all()),
+                Peer::Pods(Scope::Selected(prod()), web()),
+                Peer::Pods(Scope::Selected(prod()), all()),
             ]),
-            union(vec![Peer::InNamespaces(prod(), all())])
+            union(vec![Peer::Pods(Scope::Selected(prod()), all())])
         );
         assert_eq!(
             union(vec![
-                Peer::InNamespace("a".into(), all()),
-                Peer::InNamespace("a".into(), web()),
+                Peer::Pods(Scope::Named("a".into()), all()),
+                Peer::Pods(Scope::Named("a".into()), web()),
             ]),
-            union(vec![Peer::InNamespace("a".into(), all())])
+            union(vec![Peer::Pods(Scope::Named("a".into()), all())])
         );
         // but not across namespaces, or between a named namespace and a selector
         assert_ne!(
             union(vec![
-                Peer::InNamespace("a".into(), all()),
-                Peer::InNamespace("b".into(), web()),
+                Peer::Pods(Scope::Named("a".into()), all()),
+                Peer::Pods(Scope::Named("b".into()), web()),
             ]),
-            union(vec![Peer::InNamespace("a".into(), all())])
+            union(vec![Peer::Pods(Scope::Named("a".into()), all())])
         );
         assert_ne!(
             union(vec![
-                Peer::InNamespaces(prod(), all()),
-                Peer::InNamespace("a".into(), web()),
+                Peer::Pods(Scope::Selected(prod()), all()),
+                Peer::Pods(Scope::Named("a".into()), web()),
             ]),
-            union(vec![Peer::InNamespaces(prod(), all())])
+            union(vec![Peer::Pods(Scope::Selected(prod()), all())])
         );
     }
 }
