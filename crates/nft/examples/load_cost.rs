@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 
 use ct::Netns;
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [node, rounds, paths @ ..] = args.as_slice() else {

@@ -64,16 +64,17 @@ pub fn compile_after(
         host_addrs,
         ..Ruleset::default()
     };
-    let both = [
+    // The two sides are independent: one thread each.
+    let (egress, ingress) = std::thread::scope(|s| {
+        let ingress = s.spawn(|| engine.side_classes(&pods, Direction::Ingress));
+        let egress = engine.side_classes(&pods, Direction::Egress);
+        let ingress = ingress.join();
         (
-            Direction::Egress,
-            engine.side_classes(&pods, Direction::Egress),
-        ),
-        (
-            Direction::Ingress,
-            engine.side_classes(&pods, Direction::Ingress),
-        ),
-    ];
+            egress,
+            ingress.unwrap_or_else(|e| std::panic::resume_unwind(e)),
+        )
+    });
+    let both = [(Direction::Egress, egress), (Direction::Ingress, ingress)];
     // Log ids in pod order (each pod's egress side, then its ingress side), so that they
     // do not depend on how the pods fall into classes.
     let mut seen = [
