@@ -5,12 +5,13 @@
 //! (the rules are in `yaml/scalar.rs`), and remember where every field came from so that every later error can name its line. Duplicate mapping keys are
 //! refused, and alias expansion is bounded by an [`AliasBudget`].
 
+mod block;
 mod scalar;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use saphyr_parser::{Event, Parser, ScalarStyle, Span, Tag};
+use saphyr_parser::{Event, Parser, ScalarStyle, Tag};
 use serde_json::{Map, Value};
 
 use scalar::Resolved;
@@ -239,7 +240,7 @@ pub fn map_texts<T: Send>(
     let parse = |run: &[Piece<'_>]| -> Vec<Parsed<T>> {
         run.iter()
             .map(|&(index, piece, lines)| {
-                parse_chunk(piece, lines, budget, &|document| f(index, document))
+                parse_chunk(piece, lines, budget, &|document| f(index, document), true)
             })
             .collect()
     };
@@ -298,18 +299,20 @@ fn next_document_marker(text: &str, from: usize) -> Option<usize> {
 }
 
 /// Parses a piece of text whose first line is line `offset + 1` of the file; after a
-/// broken document, parsing starts again at the next document marker.
+/// broken document, parsing starts again at the next document marker. With `block`, the
+/// documents of the block subset are read by the fast reader (`yaml/block.rs`).
 fn parse_chunk<T>(
     text: &str,
     offset: usize,
     budget: &AliasBudget,
     f: &dyn Fn(Document) -> T,
+    block: bool,
 ) -> Parsed<T> {
     let mut parsed = Parsed::default();
     let (mut rest, mut offset) = (text, offset);
     loop {
         let mut emit = |document| parsed.documents.push(f(document));
-        let failure = Builder::new(offset, budget, &mut emit).run(rest);
+        let failure = Builder::new(offset, budget, &mut emit, block).run(rest);
         let Some((error, broken_from)) = failure else {
             return parsed;
         };
@@ -344,6 +347,8 @@ struct Builder<'b> {
     doc_start: Option<usize>,
     /// Lines before the parsed text (when a file is parsed in pieces).
     offset: usize,
+    /// Whether the fast reader reads what it can (else the full parser reads everything).
+    block: bool,
 }
 
 enum Frame {
@@ -365,8 +370,14 @@ enum Frame {
 }
 
 impl<'b> Builder<'b> {
-    fn new(offset: usize, budget: &'b AliasBudget, emit: &'b mut dyn FnMut(Document)) -> Self {
+    fn new(
+        offset: usize,
+        budget: &'b AliasBudget,
+        emit: &'b mut dyn FnMut(Document),
+        block: bool,
+    ) -> Self {
         Builder {
+            block,
             emit,
             pending: None,
             stack: Vec::new(),
@@ -379,38 +390,70 @@ impl<'b> Builder<'b> {
     }
 
     /// Builds the documents of `text`; on an error, the error and the local line the broken
-    /// document started on.
+    /// document started on. Documents of the block subset are read by the fast reader, the
+    /// rest (from the first document it does not read) by the full parser.
     fn run(&mut self, text: &str) -> Option<(SyntaxError, usize)> {
-        for event in Parser::new_from_str(text) {
-            let result = event
-                .map_err(|e| SyntaxError {
-                    line: e.marker().line() + self.offset,
-                    message: e.info().to_string(),
-                })
-                .and_then(|(event, span)| self.event(event, span));
-            if let Err(mut e) = result {
-                let from = self.doc_start.unwrap_or(e.line - self.offset);
-                if from + self.offset != e.line {
-                    e.message = format!(
-                        "{} (in the document starting at line {})",
-                        e.message,
-                        from + self.offset
-                    );
+        if !self.block {
+            return self.run_full(text, 0);
+        }
+        let mut reader = block::Reader::new(text);
+        while let Some(next) = reader.next_document() {
+            match next {
+                block::Next::Document(events) => {
+                    for (event, line) in events {
+                        if let Err(e) = self.event(event, line) {
+                            return Some(self.broken(e));
+                        }
+                    }
                 }
-                return Some((e, from));
+                block::Next::GaveUp { offset, line } => {
+                    return self.run_full(&text[offset..], line - 1);
+                }
             }
         }
         self.emit_pending();
         None
     }
 
-    fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), SyntaxError> {
-        let line = span.start.line() + self.offset;
+    /// [`Builder::run`] with the full parser, for the part of the text after its first
+    /// `before` lines.
+    fn run_full(&mut self, text: &str, before: usize) -> Option<(SyntaxError, usize)> {
+        for event in Parser::new_from_str(text) {
+            let result = event
+                .map_err(|e| SyntaxError {
+                    line: e.marker().line() + before + self.offset,
+                    message: e.info().to_string(),
+                })
+                .and_then(|(event, span)| self.event(event, span.start.line() + before));
+            if let Err(e) = result {
+                return Some(self.broken(e));
+            }
+        }
+        self.emit_pending();
+        None
+    }
+
+    /// An error, naming the line its document started on, and that (local) line.
+    fn broken(&self, mut e: SyntaxError) -> (SyntaxError, usize) {
+        let from = self.doc_start.unwrap_or(e.line - self.offset);
+        if from + self.offset != e.line {
+            e.message = format!(
+                "{} (in the document starting at line {})",
+                e.message,
+                from + self.offset
+            );
+        }
+        (e, from)
+    }
+
+    /// Takes one event, starting on line `local` of the text.
+    fn event(&mut self, event: Event<'_>, local: usize) -> Result<(), SyntaxError> {
+        let line = local + self.offset;
         match event {
             Event::DocumentStart(_) => {
                 self.anchors.clear();
                 self.doc_line = line;
-                self.doc_start = Some(span.start.line());
+                self.doc_start = Some(local);
             }
             Event::DocumentEnd => {
                 self.emit_pending();
@@ -943,6 +986,229 @@ mod tests {
             (".nan", serde_json::json!(null)),
         ] {
             assert_eq!(plain_scalar(text), want, "{text}");
+        }
+    }
+
+    /// What a reading of `text` gives, as comparable text: each document (value, line,
+    /// lines of every node) and each error; and whether the fast reader read it all.
+    fn reading(text: &str, block: bool) -> (Vec<String>, Vec<(usize, String)>) {
+        let parsed = parse_chunk(
+            text,
+            0,
+            &AliasBudget::default(),
+            &|d| format!("{:?} {} {:?}", d.value, d.line, d.lines),
+            block,
+        );
+        let errors = parsed.errors.into_iter().map(|e| (e.line, e.message));
+        (parsed.documents, errors.collect())
+    }
+
+    /// The fast reader and the full parser give the same documents, lines and errors.
+    fn readers_agree(text: &str) {
+        assert_eq!(reading(text, true), reading(text, false), "{text:?}");
+    }
+
+    /// Whether the fast reader reads every document of `text` itself.
+    fn read_fast(text: &str) -> bool {
+        let mut reader = block::Reader::new(text);
+        std::iter::from_fn(|| reader.next_document())
+            .all(|next| matches!(next, block::Next::Document(_)))
+    }
+
+    #[test]
+    fn the_fast_reader_reads_manifests_as_the_full_parser_does() {
+        let manifest = "# a comment\napiVersion: v1\nkind: Pod\nmetadata:\n  name: web-1  # trailing\n  namespace: 'shop'\n  labels:\n    app.kubernetes.io/name: \"web\"\n    tier: it''s\n  annotations: {}\nspec:\n  containers:\n  - name: c\n    image: nginx:1.27\n    ports:\n    - containerPort: 8080\n      name: http\n      protocol: TCP\n    -\n    - []\n  hostNetwork: false\n  list:\n  - - nested\nstatus:\n  podIP: 10.0.0.1\n  podIPs:\n  - ip: 10.0.0.1\n  - ip: fd00::1\n";
+        let manifest = manifest.replace("  list:\n  - - nested\n", "");
+        assert!(read_fast(&manifest));
+        readers_agree(&manifest);
+        let two = format!("---\n{manifest}---\n\n---\n# only a comment\n---\n{manifest}");
+        assert!(read_fast(&two));
+        readers_agree(&two);
+        // What the fast reader leaves to the full parser, alone and among documents it reads.
+        for other in [
+            "a: &x 1\nb: *x\n",
+            "a: !!str 1\n",
+            "a: |\n  text\n",
+            "a: [1, 2]\n",
+            "a: {b: 1}\n",
+            "a: \"x\\ty\"\n",
+            "a: b\n  c\n",
+            "a:\n  plain\n",
+            "a:\tb\n",
+            "a: b\r\n",
+            "%YAML 1.2\n---\na: 1\n",
+            "a: 1\n...\n",
+            "- - x\n",
+            "? a\n: b\n",
+            "a: b: c\n",
+            "a: 'open\n",
+            "a: 1\n b: 2\n",
+            "--- a\n",
+            "\u{feff}a: 1\n",
+            "a: \u{85}\n",
+        ] {
+            assert!(!read_fast(other), "{other:?}");
+            readers_agree(other);
+            readers_agree(&format!("{manifest}---\n{other}---\n{manifest}"));
+        }
+    }
+
+    /// Every manifest in the repository reads alike both ways.
+    #[test]
+    fn the_fast_reader_agrees_on_the_repository_manifests() {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let name = entry.file_name();
+                if name.to_string_lossy().starts_with('.') || name == "target" {
+                    continue;
+                }
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path
+                    .extension()
+                    .is_some_and(|x| x == "yaml" || x == "yml" || x == "json")
+                {
+                    out.push(path);
+                }
+            }
+        }
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let mut files = Vec::new();
+        walk(&root, &mut files);
+        assert!(files.len() > 50, "{} files", files.len());
+        let mut fast = 0;
+        for file in &files {
+            let text = std::fs::read_to_string(file).unwrap();
+            readers_agree(&text);
+            fast += usize::from(read_fast(&text));
+        }
+        // Most hand-written ones use flow mappings (`{name: x}`), which the full parser reads.
+        assert!(fast >= 10, "{fast} of {} read fast", files.len());
+    }
+
+    mod fast_reader {
+        use proptest::prelude::*;
+
+        /// Lines of the block subset and of what lies just outside it.
+        fn line() -> impl Strategy<Value = String> {
+            let indent = prop::sample::select(vec![0usize, 0, 1, 2, 2, 3, 4, 6]);
+            let key = prop::sample::select(vec![
+                "a",
+                "b",
+                "kind",
+                "\"q\"",
+                "'s''t'",
+                "yes",
+                "010",
+                "a:b",
+                "http://h:1/x",
+                "-k",
+                "<<",
+                "~",
+                "a b",
+                "ü",
+                "k#x",
+                "?x",
+                "'a'",
+                "\"\"",
+                "a ",
+                "[k]",
+                "{k}",
+                "&k a",
+            ]);
+            let value = prop::sample::select(vec![
+                "1",
+                "-1",
+                "0x1F",
+                "yes",
+                "~",
+                "\"\"",
+                "''",
+                "\"a\\\"b\"",
+                "'it''s'",
+                "x # c",
+                "x#y",
+                "a, b",
+                "a]",
+                "{}",
+                "[]",
+                "[1]",
+                "{ }",
+                "&a v",
+                "*a",
+                "!!str 1",
+                "|",
+                ">",
+                "\tx",
+                "x\t",
+                "é",
+                "\u{85}",
+                "a: b",
+                "a:",
+                "x  ",
+                "-",
+                "- x",
+                "@x",
+                "`x",
+                "%x",
+                "'open",
+                "\"open",
+                "\"a\" b",
+                "'a' # c",
+                "[] x",
+                "{}#",
+                ".5",
+                "2024-01-02",
+                "--x",
+                ":x",
+                "?",
+                "x\r",
+            ]);
+            let fragment = prop_oneof![
+                (key.clone(), value.clone()).prop_map(|(k, v)| format!("{k}: {v}")),
+                key.clone().prop_map(|k| format!("{k}:")),
+                value.clone().prop_map(|v| format!("- {v}")),
+                (key.clone(), value.clone()).prop_map(|(k, v)| format!("- {k}: {v}")),
+                key.prop_map(|k| format!("- {k}:")),
+                value.prop_map(|v| v.to_string()),
+                prop::sample::select(vec![
+                    "-",
+                    "---",
+                    "--- # c",
+                    "--- x",
+                    "# c",
+                    "",
+                    "...",
+                    "%YAML 1.2",
+                    "- -",
+                    "- # c",
+                    "a:  # c",
+                    "\t",
+                    "  ",
+                ])
+                .prop_map(str::to_string),
+            ];
+            (indent, fragment).prop_map(|(n, f)| format!("{}{f}", " ".repeat(n)))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(4000))]
+
+            #[test]
+            fn the_fast_reader_agrees_with_the_full_parser(
+                lines in prop::collection::vec(line(), 1..14),
+                newline_at_end in any::<bool>(),
+            ) {
+                let mut text = lines.join("\n");
+                if newline_at_end {
+                    text.push('\n');
+                }
+                super::readers_agree(&text);
+            }
         }
     }
 }
