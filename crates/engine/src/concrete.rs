@@ -10,6 +10,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use palisade_model::{Action, AdminPeer, AdminPort, Direction, PortSpec, Protocol};
 
+use crate::bitset::BitSet;
 use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, PolicySlot};
 use crate::verdict::{PolicyInfo, RuleMatch};
 
@@ -244,6 +245,29 @@ impl Engine {
         })
     }
 
+    /// The addresses owned by the pods of `sets` (a rule's pod peers), computed once per
+    /// union of sets.
+    fn union_addrs<'a>(
+        &self,
+        sets: impl Iterator<Item = &'a Arc<BitSet>>,
+        cache: &ProgramCache,
+    ) -> Arc<BTreeSet<IpAddr>> {
+        let mut sets: Vec<&Arc<BitSet>> = sets.collect();
+        sets.sort_by_key(|s| Arc::as_ptr(s));
+        sets.dedup_by_key(|s| Arc::as_ptr(s));
+        let key: Vec<usize> = sets.iter().map(|s| Arc::as_ptr(s) as usize).collect();
+        if let Some(hit) = cache.unions.borrow().get(&key) {
+            return hit.clone();
+        }
+        let addrs = address_set(
+            sets.iter()
+                .flat_map(|s| self.pod_addrs(s.iter(), cache))
+                .collect(),
+        );
+        cache.unions.borrow_mut().insert(key, addrs.clone());
+        addrs
+    }
+
     /// Whether pod `i` owns `ip` (no node, and no earlier pod, has it).
     fn owns(&self, i: PodId, ip: &IpAddr) -> bool {
         self.ip_owner.get(ip) == Some(&Owner::Pod(i))
@@ -324,20 +348,18 @@ impl Engine {
                     match &c.peers {
                         None => PeerAddrs::any(),
                         Some(list) => {
-                            let mut addrs = Vec::new();
-                            let mut blocks = Vec::new();
-                            for peer in list {
-                                match peer {
-                                    NpPeer::Pods(set) => {
-                                        addrs.extend(self.pod_addrs(set.iter(), cache))
-                                    }
-                                    NpPeer::IpBlock(b) => blocks.push((b.cidr, b.except.clone())),
-                                }
-                            }
+                            let pods = list.iter().filter_map(|peer| match peer {
+                                NpPeer::Pods(set) => Some(set),
+                                NpPeer::IpBlock(_) => None,
+                            });
+                            let blocks = list.iter().filter_map(|peer| match peer {
+                                NpPeer::IpBlock(b) => Some((b.cidr, b.except.clone())),
+                                NpPeer::Pods(_) => None,
+                            });
                             PeerAddrs {
                                 any: false,
-                                addrs: address_set(addrs),
-                                blocks,
+                                addrs: self.union_addrs(pods, cache),
+                                blocks: blocks.collect(),
                             }
                         }
                     }
@@ -416,6 +438,24 @@ impl Engine {
                 .iter()
                 .any(|p| matches!(p, AdminPeerC::Related { .. }));
             let compute = || {
+                if c.peers
+                    .iter()
+                    .all(|p| !matches!(p, AdminPeerC::Related { .. } | AdminPeerC::Nodes(_)))
+                {
+                    let pods = c.peers.iter().filter_map(|peer| match peer {
+                        AdminPeerC::Pods(set) => Some(set),
+                        _ => None,
+                    });
+                    let blocks = c.peers.iter().filter_map(|peer| match peer {
+                        AdminPeerC::Networks(nets) => Some(nets.iter().map(|n| (*n, Vec::new()))),
+                        _ => None,
+                    });
+                    return PeerAddrs {
+                        any: false,
+                        addrs: self.union_addrs(pods, cache),
+                        blocks: blocks.flatten().collect(),
+                    };
+                }
                 let mut addrs = Vec::new();
                 let mut blocks = Vec::new();
                 for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
@@ -535,6 +575,10 @@ struct ProgramCache {
     owns_all: OnceCell<Vec<bool>>,
     rules: RefCell<HashMap<RuleKey, PeerAddrs>>,
     named: RefCell<HashMap<NamedKey, Vec<PortAlt>>>,
+    /// The addresses of a union of shared pod sets, by the sets (their addresses: the
+    /// engine holds every set while a cache is in use): rules of many policies repeat a
+    /// few peers.
+    unions: RefCell<HashMap<Vec<usize>, Arc<BTreeSet<IpAddr>>>>,
 }
 
 impl ProgramCache {

@@ -320,13 +320,18 @@ fn digest(text: &str) -> String {
 /// used, so an address is never reused) and whether it is matched as the source.
 type SetKey = (*const BTreeSet<IpAddr>, bool);
 
+/// The matches for a set's addresses, one per family present.
+type FamilyMatches = Vec<(bool, Match)>;
+
 /// Address matches: computed once per shared address set (by identity), stored as named
 /// sets when long. A named set is named after what it stands for (a rule's peers, or the
 /// pods a named port resolves on), not after its content: when a pod joins or leaves it,
 /// its elements change in place and the chains that use it stay as they are.
 #[derive(Default)]
 struct Interner {
-    by_set: HashMap<SetKey, Vec<(bool, Match)>>,
+    /// Per shared set, the matches made of it for each thing it stood for (rules with
+    /// different peers may share a set of addresses; each names its own).
+    by_set: HashMap<SetKey, Vec<(String, FamilyMatches)>>,
     sets: BTreeMap<String, NamedSet>,
 }
 
@@ -340,12 +345,13 @@ impl Interner {
         what: &str,
     ) -> Vec<(bool, Match)> {
         let key = (Arc::as_ptr(addrs), field == Field::Saddr);
-        if let Some(hit) = self.by_set.get(&key) {
+        let seen = self.by_set.get(&key).into_iter().flatten();
+        if let Some((_, hit)) = seen.into_iter().find(|(w, _)| w == what) {
             return hit.clone();
         }
         let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
         let out = self.prefixes(nets, field, true, what);
-        self.by_set.insert(key, out.clone());
+        (self.by_set.entry(key).or_default()).push((what.to_string(), out.clone()));
         out
     }
 
