@@ -160,9 +160,15 @@ fn reconcile_loop(mut reconciler: Reconciler, mut rx: mpsc::UnboundedReceiver<Ev
         }
         match reconciler.handle(batch, seen) {
             Ok(o) if o.committed => {
+                let ms = |d: std::time::Duration| d.as_millis() as u64;
                 tracing::info!(
                     changes = o.changes,
-                    elapsed_ms = seen.elapsed().as_millis() as u64,
+                    elapsed_ms = ms(seen.elapsed()),
+                    store_ms = ms(o.store),
+                    engine_ms = ms(o.engine),
+                    compile_ms = ms(o.compile),
+                    transaction_ms = ms(o.transaction),
+                    conntrack_ms = ms(o.conntrack),
                     "ruleset updated"
                 );
             }
