@@ -397,10 +397,11 @@ impl<'b> Builder<'b> {
             return self.run_full(text, 0);
         }
         let mut reader = block::Reader::new(text);
-        while let Some(next) = reader.next_document() {
+        let mut events = Vec::new();
+        while let Some(next) = reader.next_document(&mut events) {
             match next {
-                block::Next::Document(events) => {
-                    for (event, line) in events {
+                block::Next::Document => {
+                    for (event, line) in events.drain(..) {
                         if let Err(e) = self.event(event, line) {
                             return Some(self.broken(e));
                         }
@@ -1011,8 +1012,9 @@ mod tests {
     /// Whether the fast reader reads every document of `text` itself.
     fn read_fast(text: &str) -> bool {
         let mut reader = block::Reader::new(text);
-        std::iter::from_fn(|| reader.next_document())
-            .all(|next| matches!(next, block::Next::Document(_)))
+        let mut events = Vec::new();
+        std::iter::from_fn(|| reader.next_document(&mut events))
+            .all(|next| matches!(next, block::Next::Document))
     }
 
     #[test]

@@ -17,10 +17,10 @@ use saphyr_parser::{Event, ScalarStyle};
 /// One event and the line (1-based, in the text read) it starts on.
 pub(super) type Located<'t> = (Event<'t>, usize);
 
-/// The events of one document, or where the reader gave up.
-pub(super) enum Next<'t> {
-    /// A whole document's events (none for an empty document).
-    Document(Vec<Located<'t>>),
+/// One document read, or where the reader gave up.
+pub(super) enum Next {
+    /// A whole document, its events in the caller's buffer (none for an empty document).
+    Document,
     /// Read no further: the document that starts at this byte offset, on this line
     /// (1-based), is for the full parser.
     GaveUp { offset: usize, line: usize },
@@ -61,8 +61,10 @@ impl<'t> Reader<'t> {
         }
     }
 
-    /// The next document; `None` at the end of the text.
-    pub(super) fn next_document(&mut self) -> Option<Next<'t>> {
+    /// The next document, its events put in `events` (emptied first); `None` at the end
+    /// of the text.
+    pub(super) fn next_document(&mut self, events: &mut Vec<Located<'t>>) -> Option<Next> {
+        events.clear();
         if self.at >= self.text.len() {
             return None;
         }
@@ -71,13 +73,12 @@ impl<'t> Reader<'t> {
             let mut doc = Document {
                 reader: self,
                 peeked: None,
-                events: Vec::new(),
+                events,
             };
-            doc.read(explicit.then_some(line))?;
-            Ok(doc.events)
+            doc.read(explicit.then_some(line))
         });
         match read {
-            Ok(events) => Some(Next::Document(events)),
+            Ok(()) => Some(Next::Document),
             Err(GiveUp) => {
                 // Nothing after this is read here.
                 self.at = self.text.len();
@@ -178,7 +179,7 @@ struct Document<'r, 't> {
     reader: &'r mut Reader<'t>,
     /// A line looked at and not yet consumed.
     peeked: Option<Line<'t>>,
-    events: Vec<Located<'t>>,
+    events: &'r mut Vec<Located<'t>>,
 }
 
 impl<'t> Document<'_, 't> {
