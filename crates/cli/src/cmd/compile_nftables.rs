@@ -31,5 +31,7 @@ pub fn run(engine: &Engine, node: Option<&str>, format: Format) -> Result<(), Cl
             writeln!(out, "#   {prefix}: {}", name.to_string().replace('\n', " "))?;
         }
     }
+    // As the engine (see `compile::run`): the process ends with this command.
+    std::mem::forget((ruleset, text));
     Ok(())
 }
