@@ -20,7 +20,9 @@ pub(crate) fn decode<T: DeserializeOwned + Serialize>(
     value: &Value,
     unknown: Severity,
 ) -> Option<T> {
-    match serde_path_to_error::deserialize::<_, T>(value) {
+    // Decoding without tracking the path is much cheaper; the path is only needed to
+    // report an error, so a failure is decoded again, tracked.
+    match T::deserialize(value).or_else(|_| serde_path_to_error::deserialize::<_, T>(value)) {
         Ok(v) => {
             if let Ok(back) = serde_json::to_value(&v) {
                 for field in unknown_fields(value, &back, "") {
