@@ -11,12 +11,11 @@
 use std::io;
 use std::net::IpAddr;
 
-use ipnet::IpNet;
 use netlink_packet_core::NetlinkPayload;
 
 use crate::NftError;
 use crate::expr;
-use crate::ir::{NamedSet, Rule};
+use crate::ir::{AddrRange, NamedSet, Rule};
 use crate::netlink::{netfilter_messages, socket};
 use crate::render::{TABLE, rule_text};
 
@@ -139,20 +138,17 @@ impl Element {
         Element::key(key)
     }
 
-    /// The elements of `nets` in `set` (an interval set stores each prefix as its start and
-    /// the address after it).
-    pub fn of_set(set: &NamedSet, nets: &[IpNet]) -> Vec<Self> {
+    /// The elements of `ranges` in `set` (an interval set stores each range as its start
+    /// and the address after it).
+    pub fn of_set(set: &NamedSet, ranges: &[AddrRange]) -> Vec<Self> {
         if set.interval {
-            nets.iter().flat_map(Element::interval).collect()
+            ranges
+                .iter()
+                .flat_map(|r| Element::span(octets(r.first), octets(r.last)))
+                .collect()
         } else {
-            nets.iter().map(|n| Element::host(n.addr())).collect()
+            ranges.iter().map(|r| Element::host(r.first)).collect()
         }
-    }
-
-    /// A prefix of an interval set: its first address, and the address after its last
-    /// unless it runs to the end of the address space.
-    pub fn interval(net: &IpNet) -> Vec<Self> {
-        Element::span(octets(net.network()), octets(net.broadcast()))
     }
 
     /// The inclusive range `first..=last` of big-endian keys in an interval set: its
@@ -572,26 +568,34 @@ impl Attrs<'_> {
 
 #[cfg(test)]
 mod tests {
+    use ipnet::IpNet;
+
     use super::*;
 
     fn net(s: &str) -> IpNet {
         s.parse().unwrap_or_else(|e| panic!("{s}: {e}"))
     }
 
+    /// A prefix's elements in an interval set.
+    fn interval(p: &str) -> Vec<Element> {
+        let n = net(p);
+        Element::span(octets(n.network()), octets(n.broadcast()))
+    }
+
     #[test]
     fn a_prefix_is_its_start_and_the_address_after_it() {
-        let e = Element::interval(&net("10.0.0.0/8"));
+        let e = interval("10.0.0.0/8");
         assert_eq!(e.len(), 2);
         assert_eq!((e[0].key.as_slice(), e[0].end), (&[10, 0, 0, 0][..], false));
         assert_eq!((e[1].key.as_slice(), e[1].end), (&[11, 0, 0, 0][..], true));
-        let host = Element::interval(&net("1.2.3.255/32"));
+        let host = interval("1.2.3.255/32");
         assert_eq!(host[1].key, vec![1, 2, 4, 0]);
     }
 
     #[test]
     fn a_prefix_reaching_the_top_of_the_address_space_is_open() {
         for p in ["0.0.0.0/0", "255.0.0.0/8", "ffff::/16", "::/0"] {
-            let e = Element::interval(&net(p));
+            let e = interval(p);
             assert_eq!(e.len(), 1, "{p}");
             assert!(e[0].open && !e[0].end, "{p}");
         }

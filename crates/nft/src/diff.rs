@@ -5,12 +5,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use ipnet::IpNet;
-
 use crate::apply::UpdateStats;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
-use crate::ir::{Chain, NamedSet, Ruleset};
+use crate::ir::{AddrRange, Chain, NamedSet, Ruleset};
 use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body, verdict_maps};
 
 /// Elements of one existing set or map that go and come.
@@ -30,7 +28,7 @@ pub(crate) struct Delta<'r> {
     /// Sets only the new ruleset has (created with their elements).
     pub new_sets: Vec<&'r NamedSet>,
     /// Address sets both have whose elements changed, with the set as it becomes.
-    pub set_elements: Vec<(&'r NamedSet, ElementChange<IpNet>)>,
+    pub set_elements: Vec<(&'r NamedSet, ElementChange<AddrRange>)>,
     /// Chains only the new ruleset has.
     pub new_chains: Vec<&'r Chain>,
     /// Chains both have whose rules changed, as they become.
@@ -62,7 +60,7 @@ impl<'r> Delta<'r> {
                 continue;
             };
             if was.elements != set.elements {
-                let change = element_change(&set.name, &was.elements, &set.elements);
+                let change = element_change(&set.name, &was.ranges(), &set.ranges());
                 d.set_elements.push((set, change));
             }
         }
@@ -136,7 +134,7 @@ impl<'r> Delta<'r> {
             add_set(&mut s, set);
         }
         for (_, change) in &self.set_elements {
-            element_lines(&mut s, change, |nets| elements_text(nets));
+            element_lines(&mut s, change, elements_text);
         }
         for chain in &self.new_chains {
             let _ = writeln!(s, "add chain {TABLE} {}", chain.name);
@@ -304,7 +302,7 @@ impl Delta<'_> {
         if by_netlink {
             for set in &self.new_sets {
                 batch.add_set(set);
-                batch.add_elements(&set.name, &Element::of_set(set, &set.elements));
+                batch.add_elements(&set.name, &Element::of_set(set, &set.ranges()));
             }
             for chain in &self.new_chains {
                 batch.add_chain(&chain.name);
@@ -316,7 +314,7 @@ impl Delta<'_> {
             }
         }
         for (set, change) in &self.set_elements {
-            let elements = |nets: &[IpNet]| Element::of_set(set, nets);
+            let elements = |ranges: &[AddrRange]| Element::of_set(set, ranges);
             batch.delete_elements(&change.name, &elements(&change.removed));
             batch.add_elements(&change.name, &elements(&change.added));
         }

@@ -102,11 +102,88 @@ pub struct NamedSet {
     pub name: String,
     /// IPv6 (else IPv4).
     pub v6: bool,
-    /// An interval set (`flags interval`: its elements are non-overlapping prefixes), else a
-    /// hash set of host addresses.
+    /// An interval set (`flags interval`), else a hash set of host addresses.
     pub interval: bool,
-    /// Prefixes (host prefixes for single addresses).
+    /// Non-overlapping prefixes (host prefixes for single addresses). An interval set holds
+    /// them as [`NamedSet::ranges`].
     pub elements: Vec<IpNet>,
+}
+
+impl NamedSet {
+    /// The elements as the kernel holds them: for an interval set, the prefixes with
+    /// adjacent ones merged into ranges (consecutive pod addresses rarely align to a
+    /// prefix: 10.0.0.1–10.0.0.6 is four prefixes but one range, and every element costs
+    /// the kernel alike); for a hash set, one single-address range per host.
+    pub fn ranges(&self) -> Vec<AddrRange> {
+        let mut out: Vec<AddrRange> = Vec::new();
+        let mut nets = self.elements.clone();
+        nets.sort();
+        for net in nets {
+            let next = AddrRange {
+                first: net.network(),
+                last: net.broadcast(),
+            };
+            match out.last_mut() {
+                Some(r) if self.interval && r.adjoins(&next) => r.last = r.last.max(next.last),
+                _ => out.push(next),
+            }
+        }
+        out
+    }
+}
+
+/// An inclusive range of addresses of one family: one element of a set as the kernel holds
+/// it (an interval set's start and end, or a hash set's address when `first == last`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AddrRange {
+    /// The first address.
+    pub first: IpAddr,
+    /// The last address.
+    pub last: IpAddr,
+}
+
+impl AddrRange {
+    /// Whether `next` (starting at or after this range's start) overlaps this range or
+    /// starts right after it.
+    fn adjoins(&self, next: &AddrRange) -> bool {
+        match (self.last, next.first) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => u32::from(a)
+                .checked_add(1)
+                .is_none_or(|after| u32::from(b) <= after),
+            (IpAddr::V6(a), IpAddr::V6(b)) => u128::from(a)
+                .checked_add(1)
+                .is_none_or(|after| u128::from(b) <= after),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for AddrRange {
+    /// nft's spelling: an address, a prefix when the range is exactly one, else `first-last`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.first == self.last {
+            return write!(f, "{}", self.first);
+        }
+        let (first, last, bits) = match (self.first, self.last) {
+            (IpAddr::V4(a), IpAddr::V4(b)) => {
+                (u128::from(u32::from(a)), u128::from(u32::from(b)), 32)
+            }
+            (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a), u128::from(b), 128),
+            _ => return write!(f, "{}-{}", self.first, self.last),
+        };
+        // A prefix: the size is a power of two and the first address is aligned to it.
+        let size = (last - first).wrapping_add(1);
+        let whole = first == 0 && size == 0 && bits == 128;
+        if whole || (size.is_power_of_two() && first % size == 0) {
+            let len = if whole {
+                0
+            } else {
+                bits - size.trailing_zeros()
+            };
+            return write!(f, "{}/{len}", self.first);
+        }
+        write!(f, "{}-{}", self.first, self.last)
+    }
 }
 
 /// The whole `inet palisade` table.
@@ -188,5 +265,76 @@ impl serde::Serialize for LoggedDecision {
         m.serialize_entry("tier", &self.tier)?;
         m.serialize_entry("decision", &self.decision)?;
         m.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(interval: bool, nets: &[&str]) -> NamedSet {
+        NamedSet {
+            name: "s".into(),
+            v6: false,
+            interval,
+            elements: nets
+                .iter()
+                .map(|n| n.parse().unwrap_or_else(|e| panic!("{n}: {e}")))
+                .collect(),
+        }
+    }
+
+    fn text(ranges: &[AddrRange]) -> Vec<String> {
+        ranges.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn an_interval_set_merges_adjacent_prefixes_into_ranges() {
+        let s = set(
+            true,
+            &[
+                "10.0.0.6/32",
+                "10.0.0.1/32",
+                "10.0.0.2/31",
+                "10.0.0.4/31",
+                "10.0.1.0/24",
+                "10.0.2.0/24",
+                "10.0.4.0/32",
+            ],
+        );
+        assert_eq!(
+            text(&s.ranges()),
+            ["10.0.0.1-10.0.0.6", "10.0.1.0-10.0.2.255", "10.0.4.0"]
+        );
+        // Prefixes that stay prefixes keep their spelling, up to the top of the space.
+        let s = set(
+            true,
+            &[
+                "10.0.0.0/25",
+                "10.0.0.128/25",
+                "255.255.255.255/32",
+                "255.255.255.254/32",
+            ],
+        );
+        assert_eq!(text(&s.ranges()), ["10.0.0.0/24", "255.255.255.254/31"]);
+        assert_eq!(
+            text(&set(true, &["0.0.0.0/1", "128.0.0.0/1"]).ranges()),
+            ["0.0.0.0/0"]
+        );
+        let v6 = NamedSet {
+            v6: true,
+            ..set(true, &[])
+        };
+        let v6 = NamedSet {
+            elements: vec![
+                "::/1".parse().unwrap_or_else(|e| panic!("{e}")),
+                "8000::/1".parse().unwrap_or_else(|e| panic!("{e}")),
+            ],
+            ..v6
+        };
+        assert_eq!(text(&v6.ranges()), ["::/0"]);
+        // A hash set holds each address apart.
+        let h = set(false, &["10.0.0.2/32", "10.0.0.1/32"]);
+        assert_eq!(text(&h.ranges()), ["10.0.0.1", "10.0.0.2"]);
     }
 }

@@ -39,7 +39,7 @@ pub use apply::{
 pub use compile::{compile, compile_after};
 pub use conntrack::cut_forbidden;
 pub use diff::update_script;
-pub use ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
+pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
 pub use netlink::netfilter_messages;
 pub use render::{LOG_GROUP, TABLE};

@@ -122,7 +122,7 @@ fn element_batches(rs: &Ruleset) -> Vec<Batch> {
         }
     };
     for set in &rs.sets {
-        add(&set.name, Element::of_set(set, &set.elements));
+        add(&set.name, Element::of_set(set, &set.ranges()));
     }
     for (name, v6, entries) in verdict_maps(rs) {
         let elements = entries

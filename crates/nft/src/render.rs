@@ -4,7 +4,7 @@
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use crate::ir::{Field, Match, Rule, Ruleset, Verdict};
+use crate::ir::{AddrRange, Field, Match, Rule, Ruleset, Verdict};
 
 /// The table's name and family.
 pub const TABLE: &str = "inet palisade";
@@ -175,22 +175,13 @@ pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
     if set.interval {
         parts.push("flags interval".into());
     }
-    parts.push(format!("elements = {{ {} }}", elements_text(&set.elements)));
+    parts.push(format!("elements = {{ {} }}", elements_text(&set.ranges())));
     parts.join(sep)
 }
 
-/// Set elements as nft text: an address for a host prefix, else the prefix.
-pub(crate) fn elements_text<'a>(nets: impl IntoIterator<Item = &'a ipnet::IpNet>) -> String {
-    let elems: Vec<String> = nets
-        .into_iter()
-        .map(|n| {
-            if n.prefix_len() == n.max_prefix_len() {
-                n.addr().to_string()
-            } else {
-                n.to_string()
-            }
-        })
-        .collect();
+/// Set elements as nft text.
+pub(crate) fn elements_text(ranges: &[AddrRange]) -> String {
+    let elems: Vec<String> = ranges.iter().map(ToString::to_string).collect();
     elems.join(", ")
 }
 

@@ -42,7 +42,7 @@ impl Ruleset {
             chains: self.chains.len(),
             rules: self.chains.iter().map(|c| c.rules.len()).sum(),
             sets: self.sets.len(),
-            set_elements: self.sets.iter().map(|s| s.elements.len()).sum(),
+            set_elements: self.sets.iter().map(|s| s.ranges().len()).sum(),
             log_ids: self.logs.len(),
             script_bytes: None,
         }
@@ -90,7 +90,11 @@ mod tests {
                 name: "s4".into(),
                 v6: false,
                 interval: true,
-                elements: vec!["10.0.0.0/24".parse().unwrap_or_else(|e| panic!("{e}")); 2],
+                // Two ranges: the first two prefixes adjoin.
+                elements: ["10.0.0.0/24", "10.0.1.0/24", "10.0.3.0/24"]
+                    .iter()
+                    .map(|n| n.parse().unwrap_or_else(|e| panic!("{e}")))
+                    .collect(),
             }],
             egress: vec![(ip("10.0.0.1"), "a1".into())],
             ingress: vec![(ip("10.0.0.1"), "a1".into())],
