@@ -1211,6 +1211,14 @@ mod tests {
                 }
                 super::readers_agree(&text);
             }
+
+            /// Any text at all of YAML's significant characters: the same readings.
+            #[test]
+            fn the_fast_reader_agrees_on_any_text(
+                text in "[a-c0-9:#'\"\\{}\\[\\],&*!|>%@?\\-. \n\t\r~é]{0,80}",
+            ) {
+                super::readers_agree(&text);
+            }
         }
     }
 }
