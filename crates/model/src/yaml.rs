@@ -968,6 +968,26 @@ mod tests {
         assert!(parsed[2].documents.is_empty() && parsed[2].errors.is_empty());
     }
 
+    /// The fast reader recurses: it leaves deep documents to the full parser, which refuses
+    /// them.
+    #[test]
+    fn deep_block_nesting_is_an_error_not_a_crash() {
+        for depth in [MAX_DEPTH - 1, MAX_DEPTH + 1, 3000] {
+            let mapping: String = (0..depth)
+                .map(|i| format!("{}a:\n", " ".repeat(i)))
+                .collect();
+            let sequence: String = (0..depth)
+                .map(|i| format!("{}-\n", " ".repeat(i)))
+                .collect();
+            for text in [mapping, sequence] {
+                readers_agree(&text);
+                assert_eq!(read_fast(&text), depth < MAX_DEPTH, "{depth}");
+                let result = parse_documents(&text);
+                assert_eq!(result.is_ok(), depth < MAX_DEPTH, "{depth}: {result:?}");
+            }
+        }
+    }
+
     #[test]
     fn deep_nesting_is_an_error_not_a_crash() {
         let text = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));

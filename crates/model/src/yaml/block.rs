@@ -74,6 +74,7 @@ impl<'t> Reader<'t> {
                 reader: self,
                 peeked: None,
                 events,
+                depth: 0,
             };
             doc.read(explicit.then_some(line))
         });
@@ -180,6 +181,9 @@ struct Document<'r, 't> {
     /// A line looked at and not yet consumed.
     peeked: Option<Line<'t>>,
     events: &'r mut Vec<Located<'t>>,
+    /// Collections open (deeper documents are the full parser's, which refuses them; this
+    /// reader recurses, and must not run out of stack).
+    depth: usize,
 }
 
 impl<'t> Document<'_, 't> {
@@ -212,6 +216,15 @@ impl<'t> Document<'_, 't> {
         self.peeked.take().ok_or(GiveUp)
     }
 
+    /// One more collection open.
+    fn deeper(&mut self) -> Read<()> {
+        self.depth += 1;
+        if self.depth > super::MAX_DEPTH {
+            return Err(GiveUp);
+        }
+        Ok(())
+    }
+
     /// A block collection whose first line (already peeked) is at `indent`.
     fn block(&mut self, indent: usize) -> Read<()> {
         let Some(line) = self.peek()? else {
@@ -230,6 +243,7 @@ impl<'t> Document<'_, 't> {
     /// A block sequence whose entries are at `indent`.
     fn sequence(&mut self, indent: usize) -> Read<()> {
         let first = self.peek()?.ok_or(GiveUp)?;
+        self.deeper()?;
         self.events.push((Event::SequenceStart(0, None), first.no));
         while let Some(line) = self.peek()? {
             if line.indent < indent {
@@ -264,12 +278,14 @@ impl<'t> Document<'_, 't> {
             }
         }
         self.events.push((Event::SequenceEnd, self.reader.line));
+        self.depth -= 1;
         Ok(())
     }
 
     /// A block mapping whose keys are at `indent`.
     fn mapping(&mut self, indent: usize) -> Read<()> {
         let first = self.peek()?.ok_or(GiveUp)?;
+        self.deeper()?;
         self.events.push((Event::MappingStart(0, None), first.no));
         while let Some(line) = self.peek()? {
             if line.indent < indent {
@@ -295,6 +311,7 @@ impl<'t> Document<'_, 't> {
             }
         }
         self.events.push((Event::MappingEnd, self.reader.line));
+        self.depth -= 1;
         Ok(())
     }
 
