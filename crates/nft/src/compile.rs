@@ -345,13 +345,16 @@ impl Interner {
         what: &str,
     ) -> Vec<(bool, Match)> {
         let key = (Arc::as_ptr(addrs), field == Field::Saddr);
-        let seen = self.by_set.get(&key).into_iter().flatten();
-        if let Some((_, hit)) = seen.into_iter().find(|(w, _)| w == what) {
+        let mut seen = self.by_set.get(&key).into_iter().flatten();
+        if let Some((_, hit)) = seen.find(|(w, _)| w == what) {
             return hit.clone();
         }
         let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
         let out = self.prefixes(nets, field, true, what);
-        (self.by_set.entry(key).or_default()).push((what.to_string(), out.clone()));
+        self.by_set
+            .entry(key)
+            .or_default()
+            .push((what.to_string(), out.clone()));
         out
     }
 
