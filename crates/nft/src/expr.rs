@@ -3,9 +3,10 @@
 //! the same rule loaded by `nft -f`.
 //!
 //! A list of prefixes or ports becomes an anonymous set, created in the same batch just
-//! before its rule ([`anonymous_sets`]). The one form not encoded ([`encodable`] is false)
-//! is a match on a single prefix that does not end on a byte boundary (or `/0`), which
-//! `nft` writes with a mask; such a rule goes through `nft -f`.
+//! before its rule ([`anonymous_sets`]). A single prefix that does not end on a byte
+//! boundary is the whole address under a mask, as `nft` writes it. The one form not
+//! encoded ([`encodable`] is false) is a match on `/0` alone; such a rule goes through
+//! `nft -f`.
 
 use palisade_model::Protocol;
 
@@ -65,7 +66,7 @@ const NFPROTO_IPV6: u8 = 10;
 pub(crate) fn encodable(rule: &Rule) -> bool {
     rule.matches.iter().all(|m| match m {
         Match::Addr { nets, .. } => match nets.as_slice() {
-            [net] => net.prefix_len() > 0 && net.prefix_len() % 8 == 0,
+            [net] => net.prefix_len() > 0,
             _ => true,
         },
         _ => true,
@@ -184,10 +185,24 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
                 family(list, *v6, &mut family_checked);
                 let op = if *negate { NFT_CMP_NEQ } else { NFT_CMP_EQ };
                 match nets.as_slice() {
-                    [net] => {
+                    [net] if net.prefix_len() % 8 == 0 => {
                         let bytes = usize::from(net.prefix_len() / 8);
                         address(list, *field, *v6, bytes);
                         cmp(list, op, &octets(net.network())[..bytes]);
+                    }
+                    [net] => {
+                        // The whole address, masked to the prefix.
+                        let mask = octets(net.netmask());
+                        address(list, *field, *v6, mask.len());
+                        expr(list, "bitwise", |a| {
+                            a.u32(BITWISE_SREG, REG);
+                            a.u32(BITWISE_DREG, REG);
+                            a.u32(BITWISE_OP, 0);
+                            a.u32(BITWISE_LEN, u32::try_from(mask.len()).unwrap_or(u32::MAX));
+                            a.nest(BITWISE_MASK, |d| d.bytes(DATA_VALUE, &mask));
+                            a.nest(BITWISE_XOR, |d| d.bytes(DATA_VALUE, &vec![0; mask.len()]));
+                        });
+                        cmp(list, op, &octets(net.network()));
                     }
                     _ => {
                         address(list, *field, *v6, if *v6 { 16 } else { 4 });

@@ -187,9 +187,9 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
     );
     in_force("after a refused netlink batch");
 
-    // The same, with a new chain whose rule netlink does not carry (a prefix that does not
-    // end on a byte boundary): the new chains are prepared by nft -f first, and taken away
-    // again when the batch is refused.
+    // The same, with a new chain whose rule netlink does not carry (a match on every
+    // address, `/0`): the new chains are prepared by nft -f first, and taken away again
+    // when the batch is refused.
     let new_chain = dangling
         .chains
         .iter_mut()
@@ -201,7 +201,7 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
             matches: vec![palisade_nft::Match::Addr {
                 field: palisade_nft::Field::Saddr,
                 v6: false,
-                nets: vec!["10.0.0.0/20".parse().unwrap()],
+                nets: vec!["0.0.0.0/0".parse().unwrap()],
                 negate: false,
             }],
             verdict: Verdict::Return,

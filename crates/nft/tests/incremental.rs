@@ -418,6 +418,22 @@ fn lists() -> Ruleset {
             ],
             None,
         ),
+        // Single prefixes that do not end on a byte boundary: masked.
+        rule(
+            vec![
+                addr(Field::Saddr, false, &["10.1.37.24/29"], false),
+                addr(Field::Daddr, false, &["172.16.0.0/12"], true),
+            ],
+            Some(3),
+        ),
+        rule(
+            vec![addr(Field::Daddr, true, &["fd00:0:0:8::/61"], false)],
+            None,
+        ),
+        rule(
+            vec![addr(Field::Saddr, true, &["2001:db8::/33"], true)],
+            None,
+        ),
     ];
     rs
 }
