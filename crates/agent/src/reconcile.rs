@@ -14,7 +14,7 @@ use palisade_nft::{NftError, Ruleset};
 
 use crate::metrics::Metrics;
 use crate::source::Event;
-use crate::store::{Scope, Store};
+use crate::store::{Scope, Store, Update};
 
 /// What the reconciler needs to know about where it runs.
 #[derive(Debug, Clone, Default)]
@@ -102,9 +102,9 @@ impl Reconciler {
         if first {
             state.engine = Some(Engine::new(self.store.cluster(), Options::default()));
         } else if let Some(engine) = state.engine.as_mut() {
-            for (change, scope) in &changes {
+            for (update, scope) in &changes {
                 if *scope == Scope::Enforced {
-                    engine.apply(change.clone());
+                    engine.apply(update.change());
                     enforced_changed = true;
                 }
             }
@@ -124,20 +124,15 @@ impl Reconciler {
     }
 
     /// Keeps the staged view (enforced plus staged policies) in step, or drops it.
-    fn follow_staged(
-        &self,
-        state: &mut State,
-        changes: &[(palisade_engine::Change, Scope)],
-        rebuild: bool,
-    ) {
+    fn follow_staged(&self, state: &mut State, changes: &[(Update, Scope)], rebuild: bool) {
         if !self.store.has_staged() {
             state.staged = None;
             return;
         }
         match state.staged.as_mut() {
             Some(staged) if !rebuild => {
-                for (change, _) in changes {
-                    staged.apply(change.clone());
+                for (update, _) in changes {
+                    staged.apply(update.change());
                 }
             }
             _ => {

@@ -105,6 +105,28 @@ impl Object {
     }
 }
 
+/// A change to the engines as the store holds it: an object in force stays shared with
+/// the store until an engine takes a copy ([`Update::change`]), so a change no engine
+/// applies (those of the first sync, whose engine is built from [`Store::cluster`]) is
+/// never copied.
+#[derive(Debug, Clone)]
+pub enum Update {
+    /// The object now in force.
+    Upsert(Arc<Object>),
+    /// Any other change (a removal, a namespace).
+    Change(Change),
+}
+
+impl Update {
+    /// The change, for an engine to apply.
+    pub fn change(&self) -> Change {
+        match self {
+            Update::Upsert(object) => Object::clone(object).upsert(),
+            Update::Change(change) => change.clone(),
+        }
+    }
+}
+
 fn removal(key: &Key) -> Change {
     match key.clone() {
         Key::Namespace(name) => Change::RemoveNamespace(name),
@@ -153,7 +175,7 @@ pub struct Store {
 
 impl Store {
     /// Applies one source event, returning the engine changes it implies, in order.
-    pub fn handle(&mut self, event: Event) -> Vec<(Change, Scope)> {
+    pub fn handle(&mut self, event: Event) -> Vec<(Update, Scope)> {
         let touched = match event {
             Event::Put(texts) => self.put(texts),
             Event::Remove(ids) => ids.iter().flat_map(|id| self.drop_text(id)).collect(),
@@ -404,7 +426,7 @@ impl Store {
 
     /// The engine changes that bring the touched keys to what is now in force, with the
     /// namespaces they need first and the namespaces no longer needed last.
-    fn changes(&mut self, touched: BTreeSet<Key>) -> Vec<(Change, Scope)> {
+    fn changes(&mut self, touched: BTreeSet<Key>) -> Vec<(Update, Scope)> {
         let mut out = Vec::new();
         let mut namespaces = BTreeSet::new();
         for key in touched {
@@ -438,13 +460,13 @@ impl Store {
                 Some(object) => {
                     self.applied.insert(key.clone(), object.clone());
                     if !matches!(key, Key::Namespace(_)) {
-                        out.push((Object::clone(&object).upsert(), scope));
+                        out.push((Update::Upsert(object), scope));
                     }
                 }
                 None => {
                     self.applied.remove(&key);
                     if !matches!(key, Key::Namespace(_)) {
-                        out.push((removal(&key), scope));
+                        out.push((Update::Change(removal(&key)), scope));
                     }
                 }
             }
@@ -468,12 +490,15 @@ impl Store {
             match want {
                 Some(ns) => {
                     self.namespaces.insert(name, ns.clone());
-                    first.push((Change::UpsertNamespace(ns), Scope::Enforced));
+                    first.push((Update::Change(Change::UpsertNamespace(ns)), Scope::Enforced));
                 }
                 None => {
                     self.namespaces.remove(&name);
                     self.users.remove(&name);
-                    last.push((Change::RemoveNamespace(name), Scope::Enforced));
+                    last.push((
+                        Update::Change(Change::RemoveNamespace(name)),
+                        Scope::Enforced,
+                    ));
                 }
             }
         }

@@ -44,9 +44,9 @@ impl Follower {
         let engine = self
             .engine
             .get_or_insert_with(|| Engine::new(Default::default(), Options::default()));
-        for (change, scope) in changes {
+        for (update, scope) in changes {
             match scope {
-                Scope::Enforced => engine.apply(change),
+                Scope::Enforced => engine.apply(update.change()),
                 Scope::Staged => self.staged_changes += 1,
             }
         }
