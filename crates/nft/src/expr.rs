@@ -192,16 +192,9 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
                     }
                     [net] => {
                         // The whole address, masked to the prefix.
-                        let mask = octets(net.netmask());
-                        address(list, *field, *v6, mask.len());
-                        expr(list, "bitwise", |a| {
-                            a.u32(BITWISE_SREG, REG);
-                            a.u32(BITWISE_DREG, REG);
-                            a.u32(BITWISE_OP, 0);
-                            a.u32(BITWISE_LEN, u32::try_from(mask.len()).unwrap_or(u32::MAX));
-                            a.nest(BITWISE_MASK, |d| d.bytes(DATA_VALUE, &mask));
-                            a.nest(BITWISE_XOR, |d| d.bytes(DATA_VALUE, &vec![0; mask.len()]));
-                        });
+                        let netmask = octets(net.netmask());
+                        address(list, *field, *v6, netmask.len());
+                        mask(list, &netmask);
                         cmp(list, op, &octets(net.network()));
                     }
                     _ => {
@@ -242,14 +235,7 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
                 l4proto(list, Protocol::Tcp);
                 payload(list, NFT_PAYLOAD_TRANSPORT_HEADER, 13, 1);
                 // flags & (fin|syn|rst|ack) != syn
-                expr(list, "bitwise", |a| {
-                    a.u32(BITWISE_SREG, REG);
-                    a.u32(BITWISE_DREG, REG);
-                    a.u32(BITWISE_OP, 0);
-                    a.u32(BITWISE_LEN, 1);
-                    a.nest(BITWISE_MASK, |d| d.bytes(DATA_VALUE, &[0x17]));
-                    a.nest(BITWISE_XOR, |d| d.bytes(DATA_VALUE, &[0]));
-                });
+                mask(list, &[0x17]);
                 cmp(list, NFT_CMP_NEQ, &[0x02]);
             }
         }
@@ -365,6 +351,18 @@ fn payload(list: &mut Attrs, base: u32, offset: u32, len: usize) {
         a.u32(PAYLOAD_BASE, base);
         a.u32(PAYLOAD_OFFSET, offset);
         a.u32(PAYLOAD_LEN, u32::try_from(len).unwrap_or(u32::MAX));
+    });
+}
+
+/// `bitwise reg 1 = (reg 1 & mask) ^ 0`.
+fn mask(list: &mut Attrs, mask: &[u8]) {
+    expr(list, "bitwise", |a| {
+        a.u32(BITWISE_SREG, REG);
+        a.u32(BITWISE_DREG, REG);
+        a.u32(BITWISE_OP, 0);
+        a.u32(BITWISE_LEN, u32::try_from(mask.len()).unwrap_or(u32::MAX));
+        a.nest(BITWISE_MASK, |d| d.bytes(DATA_VALUE, mask));
+        a.nest(BITWISE_XOR, |d| d.bytes(DATA_VALUE, &vec![0; mask.len()]));
     });
 }
 
