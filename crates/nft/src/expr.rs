@@ -14,7 +14,7 @@ use crate::batch::{
     ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, GOTO, JUMP, LIST_ELEM, TYPE_INET_SERVICE,
     TYPE_IPV4_ADDR, TYPE_IPV6_ADDR, octets, verdict,
 };
-use crate::ir::{Field, Match, Rule, Verdict};
+use crate::ir::{Field, Match, Rule, Verdict, join_spans};
 use crate::render::LOG_GROUP;
 
 // NFTA_EXPR_*, NFTA_META_*, NFTA_CMP_*, NFTA_PAYLOAD_*, NFTA_BITWISE_*, NFTA_LOOKUP_*,
@@ -257,20 +257,19 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
     immediate_verdict(list, code, chain);
 }
 
-/// Sorted inclusive spans with the adjacent and overlapping ones joined, as `nft` merges
-/// the elements of an anonymous interval set.
+/// Sorted inclusive spans of big-endian keys of `len` bytes with the adjacent and
+/// overlapping ones joined, as `nft` merges the elements of an anonymous interval set.
 fn merged(spans: &[(Vec<u8>, Vec<u8>)], len: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
     let number = |key: &[u8]| key.iter().fold(0u128, |n, &b| (n << 8) | u128::from(b));
     let key = |n: u128| n.to_be_bytes()[16 - len..].to_vec();
-    let mut out: Vec<(u128, u128)> = Vec::new();
-    for (first, last) in spans {
-        let (first, last) = (number(first), number(last));
-        match out.last_mut() {
-            Some((_, end)) if first <= end.saturating_add(1) => *end = (*end).max(last),
-            _ => out.push((first, last)),
-        }
-    }
-    out.into_iter().map(|(a, b)| (key(a), key(b))).collect()
+    join_spans(
+        spans
+            .iter()
+            .map(|(first, last)| (number(first), number(last))),
+    )
+    .into_iter()
+    .map(|(a, b)| (key(a), key(b)))
+    .collect()
 }
 
 /// `immediate reg 0 <verdict>`.

@@ -1,6 +1,6 @@
 //! The ruleset as data: what `render` writes for `nft -f` and what `lookup` interprets.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnet::IpNet;
 use palisade_model::Protocol;
@@ -115,21 +115,52 @@ impl NamedSet {
     /// prefix: 10.0.0.1–10.0.0.6 is four prefixes but one range, and every element costs
     /// the kernel alike); for a hash set, one single-address range per host.
     pub fn ranges(&self) -> Vec<AddrRange> {
-        let mut out: Vec<AddrRange> = Vec::new();
-        let mut nets = self.elements.clone();
-        nets.sort();
-        for net in nets {
-            let next = AddrRange {
-                first: net.network(),
-                last: net.broadcast(),
-            };
-            match out.last_mut() {
-                Some(r) if self.interval && r.adjoins(&next) => r.last = r.last.max(next.last),
-                _ => out.push(next),
-            }
+        let mut spans: Vec<(u128, u128)> = self
+            .elements
+            .iter()
+            .map(|n| (number(n.network()), number(n.broadcast())))
+            .collect();
+        spans.sort_unstable();
+        if self.interval {
+            spans = join_spans(spans);
         }
-        out
+        let address = |n: u128| -> IpAddr {
+            if self.v6 {
+                Ipv6Addr::from(n).into()
+            } else {
+                Ipv4Addr::from(u32::try_from(n).unwrap_or(u32::MAX)).into()
+            }
+        };
+        spans
+            .into_iter()
+            .map(|(first, last)| AddrRange {
+                first: address(first),
+                last: address(last),
+            })
+            .collect()
     }
+}
+
+/// An address as a number (an IPv4 address in the low 32 bits).
+fn number(ip: IpAddr) -> u128 {
+    match ip {
+        IpAddr::V4(a) => u128::from(u32::from(a)),
+        IpAddr::V6(a) => u128::from(a),
+    }
+}
+
+/// Sorted inclusive spans of keys with the overlapping and adjacent ones joined: the
+/// elements of an interval set as the kernel holds them (and as `nft` merges an anonymous
+/// one).
+pub(crate) fn join_spans(sorted: impl IntoIterator<Item = (u128, u128)>) -> Vec<(u128, u128)> {
+    let mut out: Vec<(u128, u128)> = Vec::new();
+    for (first, last) in sorted {
+        match out.last_mut() {
+            Some((_, end)) if first <= end.saturating_add(1) => *end = (*end).max(last),
+            _ => out.push((first, last)),
+        }
+    }
+    out
 }
 
 /// An inclusive range of addresses of one family: one element of a set as the kernel holds
@@ -142,35 +173,14 @@ pub struct AddrRange {
     pub last: IpAddr,
 }
 
-impl AddrRange {
-    /// Whether `next` (starting at or after this range's start) overlaps this range or
-    /// starts right after it.
-    fn adjoins(&self, next: &AddrRange) -> bool {
-        match (self.last, next.first) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => u32::from(a)
-                .checked_add(1)
-                .is_none_or(|after| u32::from(b) <= after),
-            (IpAddr::V6(a), IpAddr::V6(b)) => u128::from(a)
-                .checked_add(1)
-                .is_none_or(|after| u128::from(b) <= after),
-            _ => false,
-        }
-    }
-}
-
 impl std::fmt::Display for AddrRange {
     /// nft's spelling: an address, a prefix when the range is exactly one, else `first-last`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.first == self.last {
             return write!(f, "{}", self.first);
         }
-        let (first, last, bits) = match (self.first, self.last) {
-            (IpAddr::V4(a), IpAddr::V4(b)) => {
-                (u128::from(u32::from(a)), u128::from(u32::from(b)), 32)
-            }
-            (IpAddr::V6(a), IpAddr::V6(b)) => (u128::from(a), u128::from(b), 128),
-            _ => return write!(f, "{}-{}", self.first, self.last),
-        };
+        let bits = if self.first.is_ipv6() { 128 } else { 32 };
+        let (first, last) = (number(self.first), number(self.last));
         // A prefix: the size is a power of two and the first address is aligned to it.
         let size = (last - first).wrapping_add(1);
         let whole = first == 0 && size == 0 && bits == 128;
