@@ -248,6 +248,22 @@ fn the_agent_follows_its_directory() {
         ("deny-x.yaml", DENY_X.to_string()),
     ];
     check(&lab, &state, "after start");
+    // The first commit's log line says where its time went, stage by stage.
+    let agent_log = lab.agent_log();
+    let updated = agent_log
+        .lines()
+        .find(|l| l.contains("ruleset updated"))
+        .unwrap_or_else(|| panic!("no 'ruleset updated' line in\n{agent_log}"));
+    for field in [
+        "elapsed_ms",
+        "store_ms",
+        "engine_ms",
+        "compile_ms",
+        "transaction_ms",
+        "conntrack_ms",
+    ] {
+        assert!(updated.contains(field), "{field} missing: {updated}");
+    }
     // The probes denied by deny-x were logged: one line names y/a → x/a and the policy.
     let log = std::fs::read_to_string(lab.decisions(&lab.nodes[0].1)).unwrap();
     let line = log

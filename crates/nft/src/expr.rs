@@ -372,3 +372,37 @@ fn cmp(list: &mut Attrs, op: u32, value: &[u8]) {
         a.nest(CMP_DATA, |d| d.bytes(DATA_VALUE, value));
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::encodable;
+    use crate::ir::{Field, Match, Rule, Verdict};
+
+    /// A single prefix goes by netlink whatever its length (masked when it does not end on
+    /// a byte boundary), except `/0` alone.
+    #[test]
+    fn every_single_prefix_but_the_whole_space_is_encoded() {
+        for (net, want) in [
+            ("10.0.0.0/8", true),
+            ("10.0.0.1/32", true),
+            ("10.1.37.24/29", true),
+            ("172.16.0.0/12", true),
+            ("fd00:0:0:8::/61", true),
+            ("0.0.0.0/0", false),
+            ("::/0", false),
+        ] {
+            let nets = vec![net.parse().unwrap_or_else(|e| panic!("{net}: {e}"))];
+            let rule = Rule {
+                matches: vec![Match::Addr {
+                    field: Field::Saddr,
+                    v6: net.contains(':'),
+                    nets,
+                    negate: false,
+                }],
+                verdict: Verdict::Return,
+                log: None,
+            };
+            assert_eq!(encodable(&rule), want, "{net}");
+        }
+    }
+}
