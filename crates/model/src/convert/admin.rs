@@ -693,23 +693,15 @@ fn selector(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Selector> {
     } else {
         v
     };
-    match serde_path_to_error::deserialize::<_, LabelSelector>(v) {
-        Ok(s) => {
-            if let Ok(back) = serde_json::to_value(&s) {
-                for field in super::unknown_fields(v, &back, path) {
-                    ctx.error(&field, format!("unknown field {field:?}"));
-                }
+    match super::decode_strict::<LabelSelector>(v, path) {
+        Ok((s, unknown)) => {
+            for field in unknown {
+                ctx.error(&field, format!("unknown field {field:?}"));
             }
             Some(validate::selector(ctx, path, &s))
         }
-        Err(e) => {
-            let inner = e.path().to_string();
-            let p = if inner == "." {
-                path.to_string()
-            } else {
-                join(path, &inner)
-            };
-            ctx.error(&p, e.into_inner().to_string());
+        Err((at, message)) => {
+            ctx.error(&at, message);
             None
         }
     }
