@@ -7,6 +7,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::NftError;
+use crate::batch::table_exists;
 use crate::conntrack::cut_forbidden;
 use crate::diff::Delta;
 use crate::ir::Ruleset;
@@ -58,10 +59,10 @@ pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
     run_nft(&["-c"], script, netns)
 }
 
-/// Loads `ruleset` as the table: where there is no table yet, in stages
-/// ([`load_in_stages`]; measured faster than one transaction at every size, from the
-/// 3-node example to 88,000 elements and rules); otherwise the table is replaced in one
-/// transaction.
+/// Loads `ruleset` as the table: where there is no table yet (one netlink request tells),
+/// in stages ([`load_in_stages`]; measured faster than one transaction at every size, from
+/// the 3-node example to 88,000 elements and rules); otherwise the table is replaced in one
+/// `nft -f` transaction.
 pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
     if table_exists(netns)? {
         nft(&ruleset.render(), netns)
@@ -70,36 +71,17 @@ pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
     }
 }
 
-/// Loads `ruleset` into a namespace that has no `inet palisade` table, in stages that no
-/// packet sees until the last: the table, sets, maps and chains declared (`nft -f`), every
-/// element and every rule by netlink batches (the few rules netlink does not carry by
-/// `nft -f`), then the base chains that hook the table in (`nft -f`). A refused stage
-/// deletes the partial table again. Fails, leaving it alone, where the table exists.
+/// Loads `ruleset` into a namespace that has no `inet palisade` table, in netlink batches
+/// that no packet sees until the last: the table, sets, maps and chains declared, every
+/// element, every rule (the few rules netlink does not carry by `nft -f`), then the base
+/// chains that hook the table in. A refused stage deletes the partial table again. Fails,
+/// leaving it alone, where the table exists.
 pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
     load_fresh(
         ruleset,
         |script| nft(script, netns),
         |batch| batch.send(netns),
     )
-}
-
-/// Whether the namespace has an `inet palisade` table (`nft list tables` reads names only).
-fn table_exists(netns: Option<&str>) -> Result<bool, NftError> {
-    let spawn_err = |e| NftError::Spawn("nft list tables".into(), e);
-    let out = command(netns, "nft")
-        .args(["list", "tables", "inet"])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(spawn_err)?;
-    if !out.status.success() {
-        return Err(NftError::Rejected(
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        ));
-    }
-    let wanted = format!("table {TABLE}");
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .any(|l| l.trim() == wanted))
 }
 
 /// Removes the table (if present).

@@ -14,6 +14,7 @@ use std::net::IpAddr;
 use netlink_packet_core::NetlinkPayload;
 
 use crate::NftError;
+use crate::base::{BaseChain, ESTABLISHED_RELATED, INVALID};
 use crate::expr;
 use crate::ir::{AddrRange, NamedSet, Rule};
 use crate::netlink::{netfilter_messages, socket};
@@ -24,6 +25,8 @@ const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
 const NFPROTO_INET: u8 = 1;
 
+const NFT_MSG_NEWTABLE: u16 = 0;
+const NFT_MSG_GETTABLE: u16 = 1;
 const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_DELCHAIN: u16 = 5;
 const NFT_MSG_NEWRULE: u16 = 6;
@@ -35,15 +38,25 @@ const NFT_MSG_DELSETELEM: u16 = 14;
 
 const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
+const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_CREATE: u16 = 0x400;
 const NLM_F_APPEND: u16 = 0x800;
 const NLA_F_NESTED: u16 = 0x8000;
 
 /// `NFTA_LIST_ELEM`, the one attribute of list nests.
 pub(crate) const LIST_ELEM: u16 = 1;
-// NFTA_CHAIN_*, NFTA_RULE_*, NFTA_SET_*, NFTA_SET_ELEM_LIST_*.
+// NFTA_TABLE_*, NFTA_CHAIN_*, NFTA_HOOK_*, NFTA_RULE_*, NFTA_SET_*, NFTA_SET_ELEM_LIST_*.
+const TABLE_NAME: u16 = 1;
+const TABLE_FLAGS: u16 = 2;
 const CHAIN_TABLE: u16 = 1;
 const CHAIN_NAME: u16 = 3;
+const CHAIN_HOOK: u16 = 4;
+const CHAIN_POLICY: u16 = 5;
+const CHAIN_TYPE: u16 = 7;
+const HOOK_NUMBER: u16 = 1;
+const HOOK_PRIORITY: u16 = 2;
+/// `NF_ACCEPT`, a base chain's policy.
+const POLICY_ACCEPT: u32 = 1;
 const RULE_TABLE: u16 = 1;
 const RULE_CHAIN: u16 = 2;
 const RULE_EXPRESSIONS: u16 = 4;
@@ -52,10 +65,15 @@ const SET_NAME: u16 = 2;
 const SET_FLAGS: u16 = 3;
 const SET_KEY_TYPE: u16 = 4;
 const SET_KEY_LEN: u16 = 5;
+const SET_DATA_TYPE: u16 = 6;
+const SET_DATA_LEN: u16 = 7;
 const SET_ID: u16 = 10;
 const SET_USERDATA: u16 = 13;
-/// `NFT_SET_INTERVAL`.
+/// `NFT_SET_INTERVAL`, `NFT_SET_MAP`.
 const SET_INTERVAL: u32 = 4;
+const SET_MAP: u32 = 8;
+/// The data type of a verdict map (`NFT_DATA_VERDICT`).
+const DATA_TYPE_VERDICT: u32 = 0xffff_ff00;
 /// nft's data types `ipv4_addr`, `ipv6_addr` and `inet_service`.
 pub(crate) const TYPE_IPV4_ADDR: u32 = 7;
 pub(crate) const TYPE_IPV6_ADDR: u32 = 8;
@@ -63,6 +81,11 @@ pub(crate) const TYPE_INET_SERVICE: u32 = 13;
 /// nft's set user data `NFTNL_UDATA_SET_KEYBYTEORDER` = `BYTEORDER_BIG_ENDIAN` (type,
 /// length, host-order u32), as nft writes it for address sets.
 const ADDRESS_SET_USERDATA: [u8; 6] = [0, 4, 2, 0, 0, 0];
+/// The user data nft writes for `type ipv4_addr : verdict` (and IPv6): key and data byte
+/// order, and that the data is not an interval.
+const VERDICT_MAP_USERDATA: [u8; 18] = [0, 4, 2, 0, 0, 0, 1, 4, 0, 0, 0, 0, 6, 4, 0, 0, 0, 0];
+/// The user data nft writes for `type ipv4_addr . ipv4_addr` (and IPv6).
+const ADDRESS_PAIR_USERDATA: [u8; 16] = [0, 4, 0, 0, 0, 0, 3, 8, 0, 4, 13, 0, 0, 0, 1, 0];
 const ELEM_LIST_TABLE: u16 = 1;
 const ELEM_LIST_SET: u16 = 2;
 const ELEM_LIST_ELEMENTS: u16 = 3;
@@ -272,7 +295,7 @@ impl Batch {
     /// Creates the (empty) address set `set` as `nft` does for `add set` with its type and
     /// flags; its elements are added separately.
     pub fn add_set(&mut self, set: &NamedSet) {
-        let id = u32::try_from(self.messages.len() + 1).unwrap_or(u32::MAX);
+        let id = self.next_seq();
         self.message(
             NFT_MSG_NEWSET,
             NLM_F_CREATE,
@@ -281,15 +304,8 @@ impl Batch {
                 m.string(SET_TABLE, table_name());
                 m.string(SET_NAME, &set.name);
                 m.u32(SET_FLAGS, if set.interval { SET_INTERVAL } else { 0 });
-                m.u32(
-                    SET_KEY_TYPE,
-                    if set.v6 {
-                        TYPE_IPV6_ADDR
-                    } else {
-                        TYPE_IPV4_ADDR
-                    },
-                );
-                m.u32(SET_KEY_LEN, if set.v6 { 16 } else { 4 });
+                m.u32(SET_KEY_TYPE, address_type(set.v6));
+                m.u32(SET_KEY_LEN, address_len(set.v6));
                 m.u32(SET_ID, id);
                 m.bytes(SET_USERDATA, &ADDRESS_SET_USERDATA);
             },
@@ -299,7 +315,7 @@ impl Batch {
     /// Creates and fills an anonymous set for one rule, as `nft` does for a list in a
     /// rule's text; returns its id in this batch, by which the rule's lookup names it.
     pub fn anonymous_set(&mut self, set: &expr::AnonymousSet) -> u32 {
-        let id = u32::try_from(self.messages.len() + 1).unwrap_or(u32::MAX);
+        let id = self.next_seq();
         let flags = SET_ANONYMOUS_CONSTANT | if set.interval { SET_INTERVAL } else { 0 };
         let what = format!("anonymous set of {} elements", set.elements.len());
         self.message(NFT_MSG_NEWSET, NLM_F_CREATE, what.clone(), |m| {
@@ -326,6 +342,97 @@ impl Batch {
             });
         }
         id
+    }
+
+    /// Creates the table, refused (with the whole batch) where it exists: nft's `create
+    /// table`.
+    pub fn create_table(&mut self) {
+        self.message(
+            NFT_MSG_NEWTABLE,
+            NLM_F_CREATE | NLM_F_EXCL,
+            format!("create table {TABLE}"),
+            |m| {
+                m.string(TABLE_NAME, table_name());
+                m.u32(TABLE_FLAGS, 0);
+            },
+        );
+    }
+
+    /// Creates the (empty) verdict map `map` keyed by addresses of one family, as `nft`
+    /// does for `add map … { type ipv4_addr : verdict; }`.
+    pub fn add_verdict_map(&mut self, map: &str, v6: bool) {
+        let id = self.next_seq();
+        self.message(
+            NFT_MSG_NEWSET,
+            NLM_F_CREATE,
+            format!("add map {TABLE} {map}"),
+            |m| {
+                m.string(SET_TABLE, table_name());
+                m.string(SET_NAME, map);
+                m.u32(SET_FLAGS, SET_MAP);
+                m.u32(SET_KEY_TYPE, address_type(v6));
+                m.u32(SET_KEY_LEN, address_len(v6));
+                m.u32(SET_DATA_TYPE, DATA_TYPE_VERDICT);
+                m.u32(SET_DATA_LEN, 0);
+                m.u32(SET_ID, id);
+                m.bytes(SET_USERDATA, &VERDICT_MAP_USERDATA);
+            },
+        );
+    }
+
+    /// Creates the (empty) set `set` of address pairs of one family, as `nft` does for
+    /// `add set … { type ipv4_addr . ipv4_addr; }`.
+    pub fn add_pair_set(&mut self, set: &str, v6: bool) {
+        let id = self.next_seq();
+        self.message(
+            NFT_MSG_NEWSET,
+            NLM_F_CREATE,
+            format!("add set {TABLE} {set}"),
+            |m| {
+                m.string(SET_TABLE, table_name());
+                m.string(SET_NAME, set);
+                m.u32(SET_FLAGS, 0);
+                // nft's concatenated type: each part's type, 6 bits apiece.
+                m.u32(SET_KEY_TYPE, (address_type(v6) << 6) | address_type(v6));
+                m.u32(SET_KEY_LEN, 2 * address_len(v6));
+                m.u32(SET_ID, id);
+                m.bytes(SET_USERDATA, &ADDRESS_PAIR_USERDATA);
+            },
+        );
+    }
+
+    /// Creates the base chain `chain` with its rules (see `base.rs`).
+    pub fn add_base_chain(&mut self, chain: &BaseChain) {
+        let name = chain.name;
+        let hook = chain.hook;
+        self.message(
+            NFT_MSG_NEWCHAIN,
+            NLM_F_CREATE,
+            format!("add chain {TABLE} {name} (hook {})", hook.name()),
+            |m| {
+                m.string(CHAIN_TABLE, table_name());
+                m.string(CHAIN_NAME, name);
+                m.string(CHAIN_TYPE, "filter");
+                m.u32(CHAIN_POLICY, POLICY_ACCEPT);
+                m.nest(CHAIN_HOOK, |h| {
+                    h.u32(HOOK_NUMBER, hook.number());
+                    h.u32(HOOK_PRIORITY, chain.after_filter as u32);
+                });
+            },
+        );
+        let what = |rule: &str| format!("add rule {TABLE} {name} {rule}");
+        self.new_rule(name, what("ct state established,related accept"), |l| {
+            expr::ct_state(l, ESTABLISHED_RELATED, true);
+        });
+        self.new_rule(name, what("ct state invalid drop"), |l| {
+            expr::ct_state(l, INVALID, false);
+        });
+        for v6 in [false, true] {
+            let (_, map) = chain.dispatch(v6);
+            self.new_rule(name, what(&format!("… vmap @{map}")), |l| {
+                expr::dispatch(l, chain, v6);
+            });
+        }
     }
 
     /// Creates the (regular, empty) chain `chain`.
@@ -498,6 +605,49 @@ impl Batch {
     }
 }
 
+/// Whether the namespace (`netns` when given) has the `inet palisade` table: one
+/// `NFT_MSG_GETTABLE` request, answered with the table or with `ENOENT`.
+pub(crate) fn table_exists(netns: Option<&str>) -> Result<bool, NftError> {
+    let io_err = |e: io::Error| NftError::Spawn("an nf_tables netlink request".into(), e);
+    let mut request = Batch {
+        buf: Vec::new(),
+        messages: Vec::new(),
+    };
+    request.message(NFT_MSG_GETTABLE, 0, format!("get table {TABLE}"), |m| {
+        m.string(TABLE_NAME, table_name());
+    });
+    let socket = socket(netns).map_err(io_err)?;
+    socket.send(&request.buf, 0).map_err(io_err)?;
+    let mut recv = vec![0u8; 64 * 1024];
+    let n = socket.recv(&mut &mut recv[..], 0).map_err(io_err)?;
+    // The first reply decides: the table itself (its acknowledgement follows), or an error.
+    let reply = netfilter_messages(&recv[..n.min(recv.len())]).next();
+    let Some(Ok(NetlinkPayload::Error(e))) = reply.map(|m| m.map(|m| m.payload)) else {
+        return Ok(true);
+    };
+    match e.code {
+        None => Ok(true),
+        Some(code) => {
+            let errno = io::Error::from_raw_os_error(-code.get());
+            if errno.kind() == io::ErrorKind::NotFound {
+                Ok(false)
+            } else {
+                Err(NftError::Rejected(format!("get table {TABLE}: {errno}")))
+            }
+        }
+    }
+}
+
+/// nft's data type of an address of the family.
+fn address_type(v6: bool) -> u32 {
+    if v6 { TYPE_IPV6_ADDR } else { TYPE_IPV4_ADDR }
+}
+
+/// Bytes of an address of the family.
+fn address_len(v6: bool) -> u32 {
+    if v6 { 16 } else { 4 }
+}
+
 /// `palisade` of `inet palisade`.
 fn table_name() -> &'static str {
     TABLE.split_once(' ').map_or(TABLE, |(_, name)| name)
@@ -641,6 +791,34 @@ mod tests {
                 NFNL_MSG_BATCH_END
             ]
         );
+    }
+
+    #[test]
+    fn a_table_is_found_only_where_it_exists() {
+        use std::process::Command;
+        let root = Command::new("id")
+            .arg("-u")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+        if !root {
+            eprintln!("skipped: needs root for a network namespace");
+            return;
+        }
+        let ns = format!("palisade-table-{}", std::process::id());
+        let run = |args: &[&str]| {
+            let out = Command::new("ip").args(args).output();
+            assert!(out.is_ok_and(|o| o.status.success()), "ip {args:?}");
+        };
+        run(&["netns", "add", &ns]);
+        let exists = || table_exists(Some(&ns)).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!exists());
+        run(&["netns", "exec", &ns, "nft", "add table inet other"]);
+        assert!(!exists());
+        run(&["netns", "exec", &ns, "nft", "add table ip palisade"]);
+        assert!(!exists(), "another family's table of the same name");
+        run(&["netns", "exec", &ns, "nft", "add table inet palisade"]);
+        assert!(exists());
+        run(&["netns", "del", &ns]);
     }
 
     #[test]

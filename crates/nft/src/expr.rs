@@ -10,6 +10,7 @@
 
 use palisade_model::Protocol;
 
+use crate::base::BaseChain;
 use crate::batch::{
     ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, GOTO, JUMP, LIST_ELEM, TYPE_INET_SERVICE,
     TYPE_IPV4_ADDR, TYPE_IPV6_ADDR, octets, verdict,
@@ -38,15 +39,25 @@ const BITWISE_XOR: u16 = 5;
 const BITWISE_OP: u16 = 6;
 const LOOKUP_SET: u16 = 1;
 const LOOKUP_SREG: u16 = 2;
+const LOOKUP_DREG: u16 = 3;
 const LOOKUP_SET_ID: u16 = 4;
 const LOOKUP_FLAGS: u16 = 5;
 const LOG_GROUP_ATTR: u16 = 1;
 const LOG_PREFIX: u16 = 2;
 const IMMEDIATE_DREG: u16 = 1;
+const CT_DREG: u16 = 1;
+const CT_KEY: u16 = 2;
 const IMMEDIATE_DATA: u16 = 2;
 
 /// Register 1 (`NFT_REG_1`); register 0 holds the verdict.
 const REG: u32 = 1;
+/// The verdict register (`NFT_REG_VERDICT`).
+const VERDICT_REG: u32 = 0;
+/// Where the second part of a concatenation goes: after an IPv4 address, the next 32-bit
+/// register (`NFT_REG32_01`); after an IPv6 address, the next 128-bit one (`NFT_REG_2`).
+const CONCAT_REG_V4: u32 = 9;
+const CONCAT_REG_V6: u32 = 2;
+const NFT_CT_STATE: u32 = 0;
 const NFT_META_NFPROTO: u32 = 15;
 const NFT_META_L4PROTO: u32 = 16;
 const NFT_PAYLOAD_NETWORK_HEADER: u32 = 1;
@@ -257,6 +268,46 @@ pub(crate) fn rule_expressions(list: &mut Attrs, rule: &Rule, sets: &[u32]) {
     immediate_verdict(list, code, chain);
 }
 
+/// `ct state <bits> accept|drop`: the connection state, masked, is not zero.
+pub(crate) fn ct_state(list: &mut Attrs, bits: u32, accept: bool) {
+    expr(list, "ct", |a| {
+        a.u32(CT_KEY, NFT_CT_STATE);
+        a.u32(CT_DREG, REG);
+    });
+    // The state is a host-order 32-bit word.
+    mask(list, &bits.to_ne_bytes());
+    cmp(list, NFT_CMP_NEQ, &[0; 4]);
+    immediate_verdict(list, if accept { NF_ACCEPT } else { NF_DROP }, None);
+}
+
+/// A base chain's dispatch for one family: `<key> . <peer> != @<exempt> <key> vmap
+/// @<map>`.
+pub(crate) fn dispatch(list: &mut Attrs, chain: &BaseChain, v6: bool) {
+    let (key, peer) = chain.fields();
+    let (exempt, map) = chain.dispatch(v6);
+    let len = if v6 { 16 } else { 4 };
+    family(list, v6, &mut false);
+    address(list, key, v6, len);
+    address_into(
+        list,
+        if v6 { CONCAT_REG_V6 } else { CONCAT_REG_V4 },
+        peer,
+        v6,
+        len,
+    );
+    expr(list, "lookup", |a| {
+        a.u32(LOOKUP_SREG, REG);
+        a.string(LOOKUP_SET, exempt);
+        a.u32(LOOKUP_FLAGS, NFT_LOOKUP_F_INV);
+    });
+    address(list, key, v6, len);
+    expr(list, "lookup", |a| {
+        a.u32(LOOKUP_SREG, REG);
+        a.string(LOOKUP_SET, map);
+        a.u32(LOOKUP_DREG, VERDICT_REG);
+    });
+}
+
 /// Sorted inclusive spans of big-endian keys of `len` bytes with the adjacent and
 /// overlapping ones joined, as `nft` merges the elements of an anonymous interval set.
 fn merged(spans: &[(Vec<u8>, Vec<u8>)], len: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
@@ -328,13 +379,18 @@ fn l4proto(list: &mut Attrs, p: Protocol) {
 
 /// The first `len` bytes of the source or destination address into the register.
 fn address(list: &mut Attrs, field: Field, v6: bool, len: usize) {
+    address_into(list, REG, field, v6, len);
+}
+
+/// [`address`] into register `dreg`.
+fn address_into(list: &mut Attrs, dreg: u32, field: Field, v6: bool, len: usize) {
     let offset = match (v6, field) {
         (false, Field::Saddr) => 12,
         (false, Field::Daddr) => 16,
         (true, Field::Saddr) => 8,
         (true, Field::Daddr) => 24,
     };
-    payload(list, NFT_PAYLOAD_NETWORK_HEADER, offset, len);
+    payload_into(list, dreg, NFT_PAYLOAD_NETWORK_HEADER, offset, len);
 }
 
 fn meta(list: &mut Attrs, key: u32) {
@@ -345,8 +401,13 @@ fn meta(list: &mut Attrs, key: u32) {
 }
 
 fn payload(list: &mut Attrs, base: u32, offset: u32, len: usize) {
+    payload_into(list, REG, base, offset, len);
+}
+
+/// [`payload`] into register `dreg`.
+fn payload_into(list: &mut Attrs, dreg: u32, base: u32, offset: u32, len: usize) {
     expr(list, "payload", |a| {
-        a.u32(PAYLOAD_DREG, REG);
+        a.u32(PAYLOAD_DREG, dreg);
         a.u32(PAYLOAD_BASE, base);
         a.u32(PAYLOAD_OFFSET, offset);
         a.u32(PAYLOAD_LEN, u32::try_from(len).unwrap_or(u32::MAX));

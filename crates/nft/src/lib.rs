@@ -19,6 +19,7 @@
 //! talk to the kernel. See `docs/nftables.md`.
 
 mod apply;
+mod base;
 mod batch;
 mod compile;
 mod conntrack;

@@ -1,21 +1,20 @@
 //! Loading a whole ruleset into a network namespace that has no Palisade table yet, in
-//! stages instead of one `nft -f` transaction.
+//! stages of netlink batches instead of one `nft -f` transaction.
 //!
 //! Until the base chains exist, the table hooks into nothing, so no packet sees the stages
 //! in between: the namespace goes from "no table" (every packet passes) to the whole
 //! ruleset at once, as with one transaction. The stages avoid the costs that grow with the
 //! size of one transaction: nft's parsing and interval processing of every element and
-//! rule (both go as netlink batches, see `batch.rs` and `expr.rs`), and the kernel's walk
+//! rule (see `batch.rs` and `expr.rs`), and the kernel's walk
 //! of the whole open transaction for each rule that refers to a set (the batches are
 //! about 1 MB each, and the sets are committed before the rules that use them).
 
-use std::fmt::Write;
-
 use crate::NftError;
+use crate::base::BASE_CHAINS;
 use crate::batch::{Batch, Element};
 use crate::expr::encodable;
 use crate::ir::Ruleset;
-use crate::render::{TABLE, add_rules, addr_type, base_chains, exempt_sets, verdict_maps};
+use crate::render::{TABLE, add_rules, exempt_sets, verdict_maps};
 
 /// Bytes of netlink messages per batch (the socket buffers are sized to one batch).
 const BATCH_BYTES: usize = 1 << 20;
@@ -29,7 +28,7 @@ pub(crate) fn load_fresh(
     send: impl Fn(Batch) -> Result<(), NftError>,
 ) -> Result<(), NftError> {
     // One transaction, refused as a whole where the table exists (which is left alone).
-    nft(&declarations(ruleset))?;
+    send(declarations(ruleset))?;
     let stages = || -> Result<(), NftError> {
         for batch in element_batches(ruleset) {
             send(batch)?;
@@ -41,7 +40,11 @@ pub(crate) fn load_fresh(
         if !script.is_empty() {
             nft(&script)?;
         }
-        nft(&format!("table {TABLE} {{\n{}}}\n", base_chains()))
+        let mut hooks = Batch::new();
+        for chain in &BASE_CHAINS {
+            hooks.add_base_chain(chain);
+        }
+        send(hooks)
     };
     stages().inspect_err(|_| {
         let _ = nft(&format!("delete table {TABLE}\n"));
@@ -50,35 +53,22 @@ pub(crate) fn load_fresh(
 
 /// The table (created: refused when it exists), its sets and maps without elements, and
 /// its chains without rules.
-fn declarations(rs: &Ruleset) -> String {
-    let mut s = format!("create table {TABLE}\n");
+fn declarations(rs: &Ruleset) -> Batch {
+    let mut batch = Batch::new();
+    batch.create_table();
     for (name, v6, _) in verdict_maps(rs) {
-        let _ = writeln!(
-            s,
-            "add map {TABLE} {name} {{ type {} : verdict; }}",
-            addr_type(v6)
-        );
+        batch.add_verdict_map(name, v6);
     }
     for (name, v6, _) in exempt_sets(rs) {
-        let _ = writeln!(
-            s,
-            "add set {TABLE} {name} {{ type {0} . {0}; }}",
-            addr_type(v6)
-        );
+        batch.add_pair_set(name, v6);
     }
     for set in &rs.sets {
-        let flags = if set.interval { " flags interval;" } else { "" };
-        let _ = writeln!(
-            s,
-            "add set {TABLE} {} {{ type {};{flags} }}",
-            set.name,
-            addr_type(set.v6)
-        );
+        batch.add_set(set);
     }
     for chain in &rs.chains {
-        let _ = writeln!(s, "add chain {TABLE} {}", chain.name);
+        batch.add_chain(&chain.name);
     }
-    s
+    batch
 }
 
 /// Batches of about [`BATCH_BYTES`] each.

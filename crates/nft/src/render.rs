@@ -4,6 +4,7 @@
 use std::fmt::Write;
 use std::net::IpAddr;
 
+use crate::base::{base_chains, exempt_set, verdict_map};
 use crate::ir::{AddrRange, Field, Match, Rule, Ruleset, Verdict};
 
 /// The table's name and family.
@@ -111,33 +112,6 @@ impl Ruleset {
     }
 }
 
-/// The base chains, one per hook and side, as they appear inside the table: tracked
-/// connections pass, then each pod address not exempt for its peer goes to its class's
-/// chain through a verdict map. A side that allows ends its own base chain only: in the
-/// forward hook the egress side (`forward_egress`) runs first, then the ingress side
-/// (`forward_ingress`, the next priority); `input` has the egress side only (a pod to this
-/// node's host), `output` the ingress side only.
-pub(crate) fn base_chains() -> String {
-    let base = |name: &str, hook: &str, priority: &str, egress: bool| {
-        let mut c = format!(
-            "  chain {name} {{\n    type filter hook {hook} priority {priority}; policy accept;\n"
-        );
-        c += "    ct state established,related accept\n    ct state invalid drop\n";
-        if egress {
-            c += "    ip saddr . ip daddr != @egress_exempt4 ip saddr vmap @egress4\n";
-            c += "    ip6 saddr . ip6 daddr != @egress_exempt6 ip6 saddr vmap @egress6\n";
-        } else {
-            c += "    ip daddr . ip saddr != @ingress_exempt4 ip daddr vmap @ingress4\n";
-            c += "    ip6 daddr . ip6 saddr != @ingress_exempt6 ip6 daddr vmap @ingress6\n";
-        }
-        c + "  }\n"
-    };
-    base("forward_egress", "forward", "filter", true)
-        + &base("forward_ingress", "forward", "filter + 1", false)
-        + &base("input", "input", "filter", true)
-        + &base("output", "output", "filter", false)
-}
-
 /// nft's type of an address of the family (`ipv4_addr` or `ipv6_addr`).
 pub(crate) fn addr_type(v6: bool) -> &'static str {
     if v6 { "ipv6_addr" } else { "ipv4_addr" }
@@ -149,10 +123,10 @@ pub(crate) type VerdictMap<'r> = (&'static str, bool, &'r [(IpAddr, String)]);
 /// The verdict maps that send pod addresses to their class chains.
 pub(crate) fn verdict_maps(rs: &Ruleset) -> [VerdictMap<'_>; 4] {
     [
-        ("egress4", false, &rs.egress),
-        ("egress6", true, &rs.egress),
-        ("ingress4", false, &rs.ingress),
-        ("ingress6", true, &rs.ingress),
+        (verdict_map(true, false), false, &rs.egress),
+        (verdict_map(true, true), true, &rs.egress),
+        (verdict_map(false, false), false, &rs.ingress),
+        (verdict_map(false, true), true, &rs.ingress),
     ]
 }
 
@@ -162,10 +136,10 @@ pub(crate) type ExemptSet<'r> = (&'static str, bool, &'r [(IpAddr, IpAddr)]);
 /// The sets of exempt (pod address, peer) pairs.
 pub(crate) fn exempt_sets(rs: &Ruleset) -> [ExemptSet<'_>; 4] {
     [
-        ("egress_exempt4", false, &rs.egress_exempt),
-        ("egress_exempt6", true, &rs.egress_exempt),
-        ("ingress_exempt4", false, &rs.ingress_exempt),
-        ("ingress_exempt6", true, &rs.ingress_exempt),
+        (exempt_set(true, false), false, &rs.egress_exempt),
+        (exempt_set(true, true), true, &rs.egress_exempt),
+        (exempt_set(false, false), false, &rs.ingress_exempt),
+        (exempt_set(false, true), true, &rs.ingress_exempt),
     ]
 }
 
