@@ -100,6 +100,7 @@ def main():
     docs = manifests()
     for text in docs:
         write("load_yaml", text)
+        write("yaml_readers", text)
         write("nft_render", text)
         write("neutron", text)
         try:

@@ -761,6 +761,29 @@ pub fn plain_scalar(text: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// One reading of a text as comparable text: each document (its value, line and the lines
+/// of every node) and each error (line, message).
+#[doc(hidden)]
+pub type Reading = (Vec<String>, Vec<(usize, String)>);
+
+/// The readings of `text` with the fast reader (from which the full parser takes over
+/// where the text leaves the subset) and with the full parser alone: equal for every text.
+/// Public for the fuzz target that checks it.
+#[doc(hidden)]
+pub fn readings(text: &str) -> [Reading; 2] {
+    [true, false].map(|block| {
+        let parsed = parse_chunk(
+            text,
+            0,
+            &AliasBudget::default(),
+            &|d| format!("{:?} {} {:?}", d.value, d.line, d.lines),
+            block,
+        );
+        let errors = parsed.errors.into_iter().map(|e| (e.line, e.message));
+        (parsed.documents, errors.collect())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1014,23 +1037,10 @@ mod tests {
         }
     }
 
-    /// What a reading of `text` gives, as comparable text: each document (value, line,
-    /// lines of every node) and each error; and whether the fast reader read it all.
-    fn reading(text: &str, block: bool) -> (Vec<String>, Vec<(usize, String)>) {
-        let parsed = parse_chunk(
-            text,
-            0,
-            &AliasBudget::default(),
-            &|d| format!("{:?} {} {:?}", d.value, d.line, d.lines),
-            block,
-        );
-        let errors = parsed.errors.into_iter().map(|e| (e.line, e.message));
-        (parsed.documents, errors.collect())
-    }
-
     /// The fast reader and the full parser give the same documents, lines and errors.
     fn readers_agree(text: &str) {
-        assert_eq!(reading(text, true), reading(text, false), "{text:?}");
+        let [fast, full] = readings(text);
+        assert_eq!(fast, full, "{text:?}");
     }
 
     /// Whether the fast reader reads every document of `text` itself.
