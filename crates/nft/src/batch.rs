@@ -629,10 +629,13 @@ pub(crate) fn table_exists(netns: Option<&str>) -> Result<bool, NftError> {
         None => Ok(true),
         Some(code) => {
             let errno = io::Error::from_raw_os_error(-code.get());
-            if errno.kind() == io::ErrorKind::NotFound {
-                Ok(false)
-            } else {
-                Err(NftError::Rejected(format!("get table {TABLE}: {errno}")))
+            match errno.kind() {
+                io::ErrorKind::NotFound => Ok(false),
+                io::ErrorKind::PermissionDenied => Err(NftError::Spawn(
+                    format!("`nft list table {TABLE}` (needs root or CAP_NET_ADMIN)"),
+                    errno,
+                )),
+                _ => Err(NftError::Spawn(format!("`nft list table {TABLE}`"), errno)),
             }
         }
     }

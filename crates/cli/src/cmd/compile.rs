@@ -6,7 +6,7 @@ use crate::error::CliError;
 /// Arguments of `compile`.
 #[derive(Debug, clap::Args)]
 #[command(
-    after_help = "Examples:\n  palisade compile --target nftables -f examples/xyz --node node-1\n  palisade compile --target nftables -f cluster/ --stats\n  palisade compile --target neutron -f cluster/ -f policies/ -o json"
+    after_help = "Examples:\n  palisade compile --target nftables -f examples/xyz --node node-1\n  palisade compile --target nftables -f cluster/ --stats\n  sudo palisade compile --target nftables -f cluster/ --node \"$(hostname)\" --apply\n  palisade compile --target neutron -f cluster/ -f policies/ -o json"
 )]
 pub struct Args {
     #[command(flatten)]
@@ -25,6 +25,12 @@ pub struct Args {
     /// bytes) instead of the ruleset.
     #[arg(long)]
     pub stats: bool,
+    /// nftables (root): load the ruleset into this network namespace's nftables instead
+    /// of printing it — in stages where there is no `inet palisade` table yet, else
+    /// replacing the table in one transaction — then delete the tracked connections it
+    /// forbids; prints what was loaded.
+    #[arg(long)]
+    pub apply: bool,
     #[command(flatten)]
     pub neutron: super::compile_neutron::Flags,
 }
@@ -88,9 +94,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
             "--stats: only with --target nftables, and without -o".into(),
         ));
     }
+    if args.apply
+        && (!matches!(args.target, Target::Nftables) || args.output.is_some() || args.stats)
+    {
+        return Err(CliError::Usage(
+            "--apply: only with --target nftables, and without -o or --stats".into(),
+        ));
+    }
     let engine = args.input.engine()?;
     let result = match args.target {
         Target::Nftables if args.stats => stats(&engine, args.node.as_deref()),
+        Target::Nftables if args.apply => {
+            super::compile_nftables::apply(&engine, args.node.as_deref())
+        }
         Target::Nftables => super::compile_nftables::run(&engine, args.node.as_deref(), format),
         Target::Neutron => super::compile_neutron::run(&engine, &args.neutron, format),
     };
@@ -102,10 +118,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
 
 /// Prints the size of the nftables ruleset for the pods of `node` (all pods by default).
 fn stats(engine: &palisade_engine::Engine, node: Option<&str>) -> Result<(), CliError> {
-    let ruleset = palisade_nft::compile(engine, node).map_err(|e| match e {
-        palisade_nft::NftError::UnknownNode(_) => CliError::Usage(e.to_string()),
-        other => CliError::Nft(other),
-    })?;
+    let ruleset = super::compile_nftables::ruleset(engine, node)?;
     use std::io::Write;
     write!(std::io::stdout().lock(), "{}", ruleset.stats())?;
     Ok(())
