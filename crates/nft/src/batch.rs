@@ -1,6 +1,8 @@
-//! One nf_tables transaction sent over netlink, for the parts of an update that change
-//! objects the kernel already holds: set and map elements, class entry chains, and the
-//! deletion of what is no longer used.
+//! One nf_tables transaction sent over netlink: the stages of a first load (the table and
+//! its declarations, elements, rules, the base chains), and the parts of an update that
+//! change objects the kernel already holds (set and map elements, class entry chains, the
+//! deletion of what is no longer used); and the one request that asks whether the table
+//! exists.
 //!
 //! `nft -f` first reads the table back from the kernel, and any element command makes
 //! nftables 1.0 read the elements of every interval set: at 10,000 pods that read, not the
@@ -84,7 +86,8 @@ const ADDRESS_SET_USERDATA: [u8; 6] = [0, 4, 2, 0, 0, 0];
 /// The user data nft writes for `type ipv4_addr : verdict` (and IPv6): key and data byte
 /// order, and that the data is not an interval.
 const VERDICT_MAP_USERDATA: [u8; 18] = [0, 4, 2, 0, 0, 0, 1, 4, 0, 0, 0, 0, 6, 4, 0, 0, 0, 0];
-/// The user data nft writes for `type ipv4_addr . ipv4_addr` (and IPv6).
+/// The user data nft writes for `type ipv4_addr . ipv4_addr` (and IPv6), as nftables 1.0
+/// sends it (`nft --debug=mnl`).
 const ADDRESS_PAIR_USERDATA: [u8; 16] = [0, 4, 0, 0, 0, 0, 3, 8, 0, 4, 13, 0, 0, 0, 1, 0];
 const ELEM_LIST_TABLE: u16 = 1;
 const ELEM_LIST_SET: u16 = 2;

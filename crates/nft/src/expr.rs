@@ -1,6 +1,6 @@
-//! A rule of the IR as the nf_tables expressions `nft` sends for its text (as
-//! `nft --debug=netlink` prints them), so that a rule loaded by netlink lists exactly as
-//! the same rule loaded by `nft -f`.
+//! A rule of the IR, and each rule of a base chain, as the nf_tables expressions `nft`
+//! sends for its text (as `nft --debug=netlink` prints them), so that a rule loaded by
+//! netlink lists exactly as the same rule loaded by `nft -f`.
 //!
 //! A list of prefixes or ports becomes an anonymous set, created in the same batch just
 //! before its rule ([`anonymous_sets`]). A single prefix that does not end on a byte
@@ -19,7 +19,7 @@ use crate::ir::{Field, Match, Rule, Verdict, join_spans};
 use crate::render::LOG_GROUP;
 
 // NFTA_EXPR_*, NFTA_META_*, NFTA_CMP_*, NFTA_PAYLOAD_*, NFTA_BITWISE_*, NFTA_LOOKUP_*,
-// NFTA_LOG_*, NFTA_IMMEDIATE_*.
+// NFTA_LOG_*, NFTA_IMMEDIATE_*, NFTA_CT_*.
 const EXPR_NAME: u16 = 1;
 const EXPR_DATA: u16 = 2;
 const META_DREG: u16 = 1;
@@ -45,9 +45,9 @@ const LOOKUP_FLAGS: u16 = 5;
 const LOG_GROUP_ATTR: u16 = 1;
 const LOG_PREFIX: u16 = 2;
 const IMMEDIATE_DREG: u16 = 1;
+const IMMEDIATE_DATA: u16 = 2;
 const CT_DREG: u16 = 1;
 const CT_KEY: u16 = 2;
-const IMMEDIATE_DATA: u16 = 2;
 
 /// Register 1 (`NFT_REG_1`); register 0 holds the verdict.
 const REG: u32 = 1;

@@ -51,9 +51,10 @@ pub(crate) fn decode_strict<T: DeserializeOwned>(
             Ok((v, unknown))
         }
         // Decoding without tracking the path is much cheaper; the path is only needed to
-        // report an error, so a failure is decoded again, tracked.
-        Err(_) => match serde_path_to_error::deserialize::<_, T>(value) {
-            Ok(v) => Ok((v, Vec::new())),
+        // report an error, so a failure is decoded again, tracked (the same decoder fails
+        // again; should it not, the first error still stands, at `path`).
+        Err(first) => match serde_path_to_error::deserialize::<_, T>(value) {
+            Ok(_) => Err((path.to_string(), first.to_string())),
             Err(e) => {
                 let inner = e.path().to_string();
                 let at = match (inner.as_str(), path) {
