@@ -21,11 +21,21 @@ pub fn load(text: &str, skip_invalid: bool) -> Result<Loaded, LoadError> {
 }
 
 /// Loads `text` strictly and with `skip_invalid`, checks that the two agree, and returns
-/// the lenient result (which always succeeds for in-memory input).
+/// the lenient result (empty for an input with nothing to load, which both refuse alike).
 pub fn load_both(text: &str) -> Loaded {
     let strict = load(text, false);
     let lenient = match load(text, true) {
         Ok(l) => l,
+        // Nothing to read (no document, or no object of a kind Palisade reads, and nothing
+        // invalid) is refused with one error, with or without skipping.
+        Err(LoadError::Invalid(diags)) => {
+            assert_eq!(diags.len(), 1, "skip_invalid refused more than an empty input: {diags:?}");
+            match &strict {
+                Err(LoadError::Invalid(same)) => assert_eq!(same, &diags),
+                _ => panic!("skip_invalid refused what strict loading accepted: {diags:?}"),
+            }
+            return Loaded::default();
+        }
         Err(e) => panic!("skip_invalid loading failed: {e}"),
     };
     match &strict {
