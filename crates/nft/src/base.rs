@@ -9,6 +9,7 @@
 //! (`Batch::add_base_chain`).
 
 use crate::ir::Field;
+use crate::render::address_text;
 
 /// A netfilter hook of the `inet` family.
 #[derive(Debug, Clone, Copy)]
@@ -117,15 +118,9 @@ impl BaseChain {
         c += "    ct state established,related accept\n    ct state invalid drop\n";
         let (key, peer) = self.fields();
         for v6 in [false, true] {
-            let family = if v6 { "ip6" } else { "ip" };
             let (exempt, map) = self.dispatch(v6);
-            let [key, peer] = [key, peer].map(|f| match f {
-                Field::Saddr => "saddr",
-                Field::Daddr => "daddr",
-            });
-            c += &format!(
-                "    {family} {key} . {family} {peer} != @{exempt} {family} {key} vmap @{map}\n"
-            );
+            let [key, peer] = [key, peer].map(|f| address_text(f, v6));
+            c += &format!("    {key} . {peer} != @{exempt} {key} vmap @{map}\n");
         }
         c + "  }\n"
     }

@@ -298,19 +298,13 @@ impl Batch {
     /// Creates the (empty) address set `set` as `nft` does for `add set` with its type and
     /// flags; its elements are added separately.
     pub fn add_set(&mut self, set: &NamedSet) {
-        let id = self.next_seq();
-        self.message(
-            NFT_MSG_NEWSET,
-            NLM_F_CREATE,
+        self.new_set(
             format!("add set {TABLE} {}", set.name),
-            |m| {
-                m.string(SET_TABLE, table_name());
-                m.string(SET_NAME, &set.name);
-                m.u32(SET_FLAGS, if set.interval { SET_INTERVAL } else { 0 });
-                m.u32(SET_KEY_TYPE, address_type(set.v6));
-                m.u32(SET_KEY_LEN, address_len(set.v6));
-                m.u32(SET_ID, id);
-                m.bytes(SET_USERDATA, &ADDRESS_SET_USERDATA);
+            &set.name,
+            SetKind {
+                flags: if set.interval { SET_INTERVAL } else { 0 },
+                userdata: &ADDRESS_SET_USERDATA,
+                ..SetKind::addresses(set.v6)
             },
         );
     }
@@ -318,20 +312,19 @@ impl Batch {
     /// Creates and fills an anonymous set for one rule, as `nft` does for a list in a
     /// rule's text; returns its id in this batch, by which the rule's lookup names it.
     pub fn anonymous_set(&mut self, set: &expr::AnonymousSet) -> u32 {
-        let id = self.next_seq();
-        let flags = SET_ANONYMOUS_CONSTANT | if set.interval { SET_INTERVAL } else { 0 };
         let what = format!("anonymous set of {} elements", set.elements.len());
-        self.message(NFT_MSG_NEWSET, NLM_F_CREATE, what.clone(), |m| {
-            m.string(SET_TABLE, table_name());
-            m.string(SET_NAME, ANONYMOUS_NAME);
-            m.u32(SET_FLAGS, flags);
-            m.u32(SET_KEY_TYPE, set.key_type);
-            m.u32(SET_KEY_LEN, set.key_len);
-            m.u32(SET_ID, id);
-            let size = u32::try_from(set.elements.len()).unwrap_or(u32::MAX);
-            m.nest(SET_DESC, |d| d.u32(SET_DESC_SIZE, size));
-            m.bytes(SET_USERDATA, &set.userdata);
-        });
+        let id = self.new_set(
+            what.clone(),
+            ANONYMOUS_NAME,
+            SetKind {
+                flags: SET_ANONYMOUS_CONSTANT | if set.interval { SET_INTERVAL } else { 0 },
+                key_type: set.key_type,
+                key_len: set.key_len,
+                verdicts: false,
+                size: Some(u32::try_from(set.elements.len()).unwrap_or(u32::MAX)),
+                userdata: &set.userdata,
+            },
+        );
         for chunk in set.elements.chunks(ELEMENTS_PER_MESSAGE) {
             self.message(NFT_MSG_NEWSETELEM, NLM_F_CREATE, what.clone(), |m| {
                 m.string(ELEM_LIST_TABLE, table_name());
@@ -364,21 +357,14 @@ impl Batch {
     /// Creates the (empty) verdict map `map` keyed by addresses of one family, as `nft`
     /// does for `add map … { type ipv4_addr : verdict; }`.
     pub fn add_verdict_map(&mut self, map: &str, v6: bool) {
-        let id = self.next_seq();
-        self.message(
-            NFT_MSG_NEWSET,
-            NLM_F_CREATE,
+        self.new_set(
             format!("add map {TABLE} {map}"),
-            |m| {
-                m.string(SET_TABLE, table_name());
-                m.string(SET_NAME, map);
-                m.u32(SET_FLAGS, SET_MAP);
-                m.u32(SET_KEY_TYPE, address_type(v6));
-                m.u32(SET_KEY_LEN, address_len(v6));
-                m.u32(SET_DATA_TYPE, DATA_TYPE_VERDICT);
-                m.u32(SET_DATA_LEN, 0);
-                m.u32(SET_ID, id);
-                m.bytes(SET_USERDATA, &VERDICT_MAP_USERDATA);
+            map,
+            SetKind {
+                flags: SET_MAP,
+                verdicts: true,
+                userdata: &VERDICT_MAP_USERDATA,
+                ..SetKind::addresses(v6)
             },
         );
     }
@@ -386,22 +372,40 @@ impl Batch {
     /// Creates the (empty) set `set` of address pairs of one family, as `nft` does for
     /// `add set … { type ipv4_addr . ipv4_addr; }`.
     pub fn add_pair_set(&mut self, set: &str, v6: bool) {
-        let id = self.next_seq();
-        self.message(
-            NFT_MSG_NEWSET,
-            NLM_F_CREATE,
+        let one = SetKind::addresses(v6);
+        self.new_set(
             format!("add set {TABLE} {set}"),
-            |m| {
-                m.string(SET_TABLE, table_name());
-                m.string(SET_NAME, set);
-                m.u32(SET_FLAGS, 0);
+            set,
+            SetKind {
                 // nft's concatenated type: each part's type, 6 bits apiece.
-                m.u32(SET_KEY_TYPE, (address_type(v6) << 6) | address_type(v6));
-                m.u32(SET_KEY_LEN, 2 * address_len(v6));
-                m.u32(SET_ID, id);
-                m.bytes(SET_USERDATA, &ADDRESS_PAIR_USERDATA);
+                key_type: (one.key_type << 6) | one.key_type,
+                key_len: 2 * one.key_len,
+                userdata: &ADDRESS_PAIR_USERDATA,
+                ..one
             },
         );
+    }
+
+    /// `NFT_MSG_NEWSET` for the set `name` of `kind`; returns its id in this batch.
+    fn new_set(&mut self, what: String, name: &str, kind: SetKind<'_>) -> u32 {
+        let id = self.next_seq();
+        self.message(NFT_MSG_NEWSET, NLM_F_CREATE, what, |m| {
+            m.string(SET_TABLE, table_name());
+            m.string(SET_NAME, name);
+            m.u32(SET_FLAGS, kind.flags);
+            m.u32(SET_KEY_TYPE, kind.key_type);
+            m.u32(SET_KEY_LEN, kind.key_len);
+            if kind.verdicts {
+                m.u32(SET_DATA_TYPE, DATA_TYPE_VERDICT);
+                m.u32(SET_DATA_LEN, 0);
+            }
+            m.u32(SET_ID, id);
+            if let Some(size) = kind.size {
+                m.nest(SET_DESC, |d| d.u32(SET_DESC_SIZE, size));
+            }
+            m.bytes(SET_USERDATA, kind.userdata);
+        });
+        id
     }
 
     /// Creates the base chain `chain` with its rules (see `base.rs`).
@@ -644,14 +648,34 @@ pub(crate) fn table_exists(netns: Option<&str>) -> Result<bool, NftError> {
     }
 }
 
-/// nft's data type of an address of the family.
-fn address_type(v6: bool) -> u32 {
-    if v6 { TYPE_IPV6_ADDR } else { TYPE_IPV4_ADDR }
+/// What `NFT_MSG_NEWSET` declares of a set besides its name, as `nft` sends it.
+struct SetKind<'u> {
+    /// `NFT_SET_*` flags.
+    flags: u32,
+    /// nft's data type of the key.
+    key_type: u32,
+    /// Bytes of the key.
+    key_len: u32,
+    /// A verdict map (else a set).
+    verdicts: bool,
+    /// The number of elements, which nft gives for an anonymous set.
+    size: Option<u32>,
+    /// nft's user data (how `nft list` prints the set).
+    userdata: &'u [u8],
 }
 
-/// Bytes of an address of the family.
-fn address_len(v6: bool) -> u32 {
-    if v6 { 16 } else { 4 }
+impl SetKind<'_> {
+    /// A set of addresses of one family, without flags.
+    fn addresses(v6: bool) -> Self {
+        SetKind {
+            flags: 0,
+            key_type: if v6 { TYPE_IPV6_ADDR } else { TYPE_IPV4_ADDR },
+            key_len: if v6 { 16 } else { 4 },
+            verdicts: false,
+            size: None,
+            userdata: &[],
+        }
+    }
 }
 
 /// `palisade` of `inet palisade`.

@@ -178,14 +178,13 @@ fn matches_text(r: &Rule) -> String {
                 nets,
                 negate,
             } => {
-                let fam = if *v6 { "ip6" } else { "ip" };
-                let f = match field {
-                    Field::Saddr => "saddr",
-                    Field::Daddr => "daddr",
-                };
                 let op = if *negate { "!= " } else { "" };
                 let list: Vec<String> = nets.iter().map(ToString::to_string).collect();
-                format!("{fam} {f} {op}{{ {} }}", list.join(", "))
+                format!(
+                    "{} {op}{{ {} }}",
+                    address_text(*field, *v6),
+                    list.join(", ")
+                )
             }
             Match::Set {
                 field,
@@ -193,12 +192,8 @@ fn matches_text(r: &Rule) -> String {
                 set,
                 negate,
             } => {
-                let fam = if *v6 { "ip6" } else { "ip" };
-                let f = match field {
-                    Field::Saddr => "saddr",
-                    Field::Daddr => "daddr",
-                };
-                format!("{fam} {f} {}@{set}", if *negate { "!= " } else { "" })
+                let op = if *negate { "!= " } else { "" };
+                format!("{} {op}@{set}", address_text(*field, *v6))
             }
             Match::Proto(p) => format!("meta l4proto {}", p.as_str().to_lowercase()),
             Match::TcpWithoutSyn => "tcp flags & (fin|syn|rst|ack) != syn".to_string(),
@@ -218,6 +213,16 @@ fn matches_text(r: &Rule) -> String {
         });
     }
     parts.join(" ")
+}
+
+/// nft's spelling of an address field of a family (`ip saddr`, `ip6 daddr`).
+pub(crate) fn address_text(field: Field, v6: bool) -> String {
+    let family = if v6 { "ip6" } else { "ip" };
+    let field = match field {
+        Field::Saddr => "saddr",
+        Field::Daddr => "daddr",
+    };
+    format!("{family} {field}")
 }
 
 /// `add rule` lines for the rules of `chain`.
