@@ -103,7 +103,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let engine = args.input.engine()?;
     let result = match args.target {
-        Target::Nftables if args.stats => stats(&engine, args.node.as_deref()),
+        Target::Nftables if args.stats => {
+            super::compile_nftables::stats(&engine, args.node.as_deref())
+        }
         Target::Nftables if args.apply => {
             super::compile_nftables::apply(&engine, args.node.as_deref())
         }
@@ -114,12 +116,4 @@ pub fn run(args: Args) -> Result<(), CliError> {
     // object (15 ms at 10,000 pods, a twentieth of a node's compile).
     std::mem::forget(engine);
     result
-}
-
-/// Prints the size of the nftables ruleset for the pods of `node` (all pods by default).
-fn stats(engine: &palisade_engine::Engine, node: Option<&str>) -> Result<(), CliError> {
-    let ruleset = super::compile_nftables::ruleset(engine, node)?;
-    use std::io::Write;
-    write!(std::io::stdout().lock(), "{}", ruleset.stats())?;
-    Ok(())
 }

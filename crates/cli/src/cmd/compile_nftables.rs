@@ -35,6 +35,13 @@ pub fn run(engine: &Engine, node: Option<&str>, format: Format) -> Result<(), Cl
     Ok(())
 }
 
+/// Prints the size of the ruleset for the pods of `node` (all pods by default).
+pub fn stats(engine: &Engine, node: Option<&str>) -> Result<(), CliError> {
+    let ruleset = ruleset(engine, node)?;
+    write!(std::io::stdout().lock(), "{}", ruleset.stats())?;
+    Ok(())
+}
+
 /// The ruleset for the pods of `node` (all pods by default); an unknown node is a usage
 /// error.
 pub fn ruleset(engine: &Engine, node: Option<&str>) -> Result<Ruleset, CliError> {
