@@ -86,3 +86,36 @@ fn apply_is_for_the_nftables_ruleset_only() {
         assert!(stderr(&o).contains("--apply"), "{}", stderr(&o));
     }
 }
+
+#[test]
+fn apply_without_privilege_says_what_it_needs() {
+    if !is_root() {
+        eprintln!("skipped: needs root to drop privilege");
+        return;
+    }
+    let cluster = std::fs::read(format!("{XYZ}/cluster.yaml")).unwrap();
+    // As nobody, reading the cluster from stdin.
+    let mut child = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args([
+            env!("CARGO_BIN_EXE_palisade"),
+            "compile",
+            "--target",
+            "nftables",
+        ])
+        .args(["-f", "-", "--apply"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), &cluster).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("needs root or CAP_NET_ADMIN"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stdout(&o).is_empty(), "{}", stdout(&o));
+}
