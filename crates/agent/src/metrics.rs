@@ -1,6 +1,6 @@
 //! The agent's Prometheus metrics and readiness, in one place.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -17,6 +17,27 @@ use crate::store::Store;
 
 type Labels = Vec<(String, String)>;
 
+/// The value locked, even if a holder panicked.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A label value escaped as the Prometheus and OpenMetrics text formats require (`\\`,
+/// `\"`, `\n`): the encoder writes values as they are, and a policy or rule name must not
+/// end the value early and forge series.
+pub fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 /// Every metric the agent exports, and its readiness.
 pub struct Metrics {
     registry: Registry,
@@ -29,9 +50,15 @@ pub struct Metrics {
     reconcile_errors: Counter,
     connections_cut: Counter,
     decisions: Family<Labels, Gauge>,
-    ready: AtomicBool,
-    /// Why the agent is not ready, or the problems it is ready despite.
-    detail: Mutex<String>,
+    source_unavailable: Family<Labels, Gauge>,
+    /// Whether the first ruleset is in the kernel.
+    loaded: AtomicBool,
+    /// Why the first ruleset is not loaded yet.
+    waiting: Mutex<String>,
+    /// The parts of the source that cannot read their input, with the reason.
+    source_problems: Mutex<BTreeMap<String, String>>,
+    /// The invalid inputs, one line each.
+    problems: Mutex<String>,
 }
 
 impl Default for Metrics {
@@ -55,8 +82,11 @@ impl Metrics {
             reconcile_errors: Counter::default(),
             connections_cut: Counter::default(),
             decisions: Family::default(),
-            ready: AtomicBool::new(false),
-            detail: Mutex::new("waiting for the first full listing".into()),
+            source_unavailable: Family::default(),
+            loaded: AtomicBool::new(false),
+            waiting: Mutex::new("waiting for the first full listing".into()),
+            source_problems: Mutex::new(BTreeMap::new()),
+            problems: Mutex::new(String::new()),
             registry: Registry::default(),
         };
         registry.register("objects", "Objects in force, by kind", m.objects.clone());
@@ -100,6 +130,11 @@ impl Metrics {
             "Packets the kernel's logged rules matched since their chain was last loaded, by decision (drops and admin decisions)",
             m.decisions.clone(),
         );
+        registry.register(
+            "source_unavailable",
+            "1 while a part of the source cannot read its input (every object it sent stays in force), by part",
+            m.source_unavailable.clone(),
+        );
         Metrics { registry, ..m }
     }
 
@@ -119,8 +154,22 @@ impl Metrics {
                 detail += &format!("{d}\n");
             }
         }
-        if self.ready.load(Ordering::Relaxed) || !detail.is_empty() {
-            *self.detail.lock().unwrap_or_else(|e| e.into_inner()) = detail;
+        *lock(&self.problems) = detail;
+    }
+
+    /// Records whether a part of the source can read its input.
+    pub fn source_health(&self, part: &str, problem: Option<&str>) {
+        let labels = vec![("part".to_string(), escape_label_value(part))];
+        let mut problems = lock(&self.source_problems);
+        match problem {
+            Some(p) => {
+                problems.insert(part.to_string(), p.to_string());
+                self.source_unavailable.get_or_create(&labels).set(1);
+            }
+            None => {
+                problems.remove(part);
+                self.source_unavailable.get_or_create(&labels).set(0);
+            }
         }
     }
 
@@ -145,7 +194,7 @@ impl Metrics {
     pub fn applied(&self, seen: Instant) {
         self.time_to_apply_seconds
             .observe(seen.elapsed().as_secs_f64());
-        self.ready.store(true, Ordering::Relaxed);
+        self.loaded.store(true, Ordering::Relaxed);
     }
 
     /// Records one reconcile: its duration and, when it failed, the error.
@@ -154,9 +203,8 @@ impl Metrics {
             .observe(start.elapsed().as_secs_f64());
         if let Err(e) = result {
             self.reconcile_errors.inc();
-            if !self.ready.load(Ordering::Relaxed) {
-                *self.detail.lock().unwrap_or_else(|e| e.into_inner()) =
-                    format!("first ruleset not loaded: {e}");
+            if !self.loaded.load(Ordering::Relaxed) {
+                *lock(&self.waiting) = format!("first ruleset not loaded: {e}");
             }
         }
     }
@@ -170,21 +218,33 @@ impl Metrics {
     pub fn decisions(&self, counts: &HashMap<Labels, u64>) {
         self.decisions.clear();
         for (labels, n) in counts {
-            self.decisions.get_or_create(labels).set(*n as i64);
+            let labels: Labels = labels
+                .iter()
+                .map(|(k, v)| (k.clone(), escape_label_value(v)))
+                .collect();
+            self.decisions.get_or_create(&labels).set(*n as i64);
         }
     }
 
-    /// Whether the first full listing is in the kernel.
+    /// Whether the first full listing is in the kernel and the source can read its input.
     pub fn ready(&self) -> bool {
-        self.ready.load(Ordering::Relaxed)
+        self.loaded.load(Ordering::Relaxed) && lock(&self.source_problems).is_empty()
     }
 
-    /// The readiness detail: why not ready, or the invalid objects ready despite.
+    /// The readiness detail: why not ready, and the invalid objects (ready or not).
     pub fn detail(&self) -> String {
-        self.detail
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let mut out = String::new();
+        if !self.loaded.load(Ordering::Relaxed) {
+            out += &lock(&self.waiting);
+            out.push('\n');
+        }
+        for (part, problem) in lock(&self.source_problems).iter() {
+            out += &format!(
+                "source {part} cannot read its input (its objects stay in force): {problem}\n"
+            );
+        }
+        out += &lock(&self.problems);
+        out
     }
 
     /// The metrics in the Prometheus/OpenMetrics text format.

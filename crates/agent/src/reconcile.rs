@@ -87,6 +87,9 @@ impl Reconciler {
         let mut changes = Vec::new();
         for event in events {
             self.synced |= event == Event::Synced;
+            if let Event::Health { part, problem } = &event {
+                self.metrics.source_health(part, problem.as_deref());
+            }
             changes.extend(self.store.handle(event));
         }
         self.metrics.objects(&self.store);

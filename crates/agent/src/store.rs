@@ -192,7 +192,14 @@ impl Store {
                 touched.extend(self.put(texts));
                 touched
             }
-            Event::Synced => BTreeSet::new(),
+            Event::Unreadable { id, reason } => {
+                // What the text held stays in force; the reason is reported.
+                tracing::error!(text = %id, %reason, "cannot read; what it held stays in force");
+                self.problems
+                    .insert(id.clone(), vec![unreadable(&id, reason)]);
+                BTreeSet::new()
+            }
+            Event::Synced | Event::Health { .. } => BTreeSet::new(),
         };
         self.changes(touched)
     }
@@ -299,11 +306,9 @@ impl Store {
                 problems.entry(id).or_default().push(d);
             }
         }
-        let unreadable: BTreeSet<&str> = problems
-            .iter()
-            .filter(|(_, ds)| ds.iter().any(|d| d.object.is_empty()))
-            .map(|(id, _)| *id)
-            .collect();
+        // A text with any error is not a well-formed removal of what it no longer defines
+        // (a typo in a kind or a name, a syntax error): what it held stays in force.
+        let keep_previous: BTreeSet<&str> = problems.keys().copied().collect();
         let mut stand_ins: HashMap<String, usize> = HashMap::new();
         for invalid in decoded.invalid {
             let Some(h) = held.get_mut(&*invalid.origin.file) else {
@@ -336,7 +341,7 @@ impl Store {
         let mut touched = BTreeSet::new();
         for t in &texts {
             let mut new = held.remove(t.id.as_str()).unwrap_or_default();
-            if unreadable.contains(t.id.as_str()) {
+            if keep_previous.contains(t.id.as_str()) {
                 // Keep everything the text held that it does not now define.
                 for key in self.texts.get(&t.id).into_iter().flatten() {
                     if !new.contains_key(key)
@@ -505,6 +510,18 @@ impl Store {
         first.extend(out);
         first.extend(last);
         first
+    }
+}
+
+/// The error recorded for a text that cannot be read.
+fn unreadable(id: &str, reason: String) -> Diagnostic {
+    Diagnostic {
+        severity: Severity::Error,
+        file: id.into(),
+        line: 0,
+        object: String::new(),
+        field: String::new(),
+        message: format!("cannot read: {reason}; what it held stays in force"),
     }
 }
 

@@ -31,6 +31,7 @@ fn fast() -> Options {
         missing_retry: Duration::from_millis(300),
         min_backoff: Duration::from_millis(20),
         max_backoff: Duration::from_millis(200),
+        unserved_grace: Duration::from_millis(600),
     }
 }
 
@@ -48,6 +49,11 @@ fn summary(event: &Event) -> String {
         Event::Remove(ids) => format!("remove {}", ids.join(" ")),
         Event::Replace { prefix, texts } => format!("replace {prefix} [{}]", ids(texts)),
         Event::Synced => "synced".into(),
+        Event::Unreadable { id, .. } => format!("unreadable {id}"),
+        Event::Health { part, problem } => match problem {
+            Some(_) => format!("unhealthy {part}"),
+            None => format!("healthy {part}"),
+        },
     }
 }
 
@@ -57,6 +63,8 @@ fn kind_of(event: &Event) -> Option<String> {
         Event::Put(texts) => texts.first()?.id.clone(),
         Event::Remove(ids) => ids.first()?.clone(),
         Event::Replace { prefix, .. } => prefix.clone(),
+        Event::Unreadable { id, .. } => id.clone(),
+        Event::Health { part, .. } => format!("{part}/"),
         Event::Synced => return None,
     };
     let rest = id.strip_prefix("kube:")?;
@@ -610,4 +618,97 @@ async fn tls_with_the_kubeconfig_ca() {
         message.starts_with("cannot list Namespace") && message.contains("certificate"),
         "{message}"
     );
+}
+
+/// A watch that the API server ends with `410 Gone`: the source lists again.
+fn expired_watch() -> Reply {
+    let status: Value = serde_json::from_str(&fixture("status-410.json")).expect("status");
+    Reply::watch(
+        &json!({"type": "ERROR", "object": status}).to_string(),
+        End::Close,
+    )
+}
+
+/// A kind that was served keeps its objects through every failure of a relist (500, a 404
+/// while the API server restarts, a hang), is reported unhealthy meanwhile, and reads
+/// again when the API server answers; only discovery saying it is gone, for the grace
+/// period, removes its objects.
+#[tokio::test]
+async fn a_served_kind_keeps_its_objects_when_a_relist_fails() {
+    let server = ApiServer::start();
+    let error_500 = Reply::Body(
+        500,
+        "application/json",
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 500, "message": "etcdserver: leader changed"}).to_string(),
+    );
+    server
+        .lists(
+            NETPOLS,
+            [
+                Reply::json(fixture("networkpolicies-list.json")),
+                error_500,
+                Reply::not_found(),
+                Reply::not_found(),
+                Reply::json(fixture("networkpolicies-list.json")),
+            ],
+        )
+        .watches(NETPOLS, [expired_watch()])
+        .lists(
+            ANPS,
+            [
+                Reply::json(fixture("adminnetworkpolicies-list.json")),
+                Reply::not_found(),
+            ],
+        )
+        .watches(ANPS, [expired_watch()])
+        // Discovery: the group/version is not served any more.
+        .lists(
+            "/apis/policy.networking.k8s.io/v1alpha1",
+            [Reply::not_found()],
+        );
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(source::run_with(client(&server), tx, fast()));
+
+    let events = collect(&mut rx, |ev| {
+        of_kind(ev, "NetworkPolicy").contains(&"healthy kube:NetworkPolicy".to_string())
+            && of_kind(ev, "AdminNetworkPolicy").len() >= 4
+    })
+    .await;
+    assert_eq!(
+        of_kind(&events, "NetworkPolicy"),
+        [
+            "replace kube:NetworkPolicy/ [kube:NetworkPolicy/x/web]",
+            "unhealthy kube:NetworkPolicy",
+            "unhealthy kube:NetworkPolicy",
+            "replace kube:NetworkPolicy/ [kube:NetworkPolicy/x/web]",
+            "healthy kube:NetworkPolicy",
+        ],
+        "500 and 404 on the relist remove nothing; the next full listing is what reads again"
+    );
+    let anp = of_kind(&events, "AdminNetworkPolicy");
+    assert_eq!(
+        anp[..3],
+        [
+            "replace kube:AdminNetworkPolicy/ [kube:AdminNetworkPolicy/deny-z]",
+            "unhealthy kube:AdminNetworkPolicy",
+            "replace kube:AdminNetworkPolicy/ []",
+        ],
+        "dropped only after discovery said it is gone for the grace period"
+    );
+    let Some(Event::Health {
+        problem: Some(problem),
+        ..
+    }) = events
+        .iter()
+        .filter(|e| kind_of(e).as_deref() == Some("AdminNetworkPolicy"))
+        .nth(3)
+    else {
+        panic!("the removal is reported: {:#?}", summaries(&events));
+    };
+    assert!(problem.contains("no longer served"), "{problem}");
+    drop(rx);
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("the source stops")
+        .expect("source task");
 }

@@ -216,6 +216,63 @@ fn a_file_that_no_longer_parses_keeps_everything_it_held() {
     assert!(f.store.problems().contains_key("p.yaml"));
 }
 
+/// A typo in a policy's kind, or a name turned invalid, is not a removal: the text's
+/// previous objects stay in force, and the error is listed.
+#[test]
+fn a_text_with_a_typo_keeps_what_it_held() {
+    let both = format!("{DENY_X}\n---\n{ANP}");
+    for (what, broken) in [
+        (
+            "kind",
+            both.replacen("kind: NetworkPolicy", "kind: NetworkPolicies", 1),
+        ),
+        (
+            "admin kind",
+            both.replacen("kind: AdminNetworkPolicy", "kind: AdminNetworkPolicies", 1),
+        ),
+        (
+            "name",
+            both.replacen("name: allow-from-y-b", "name: Allow_From_Y", 1),
+        ),
+    ] {
+        assert_ne!(broken, both, "{what}: the fixture changed");
+        let mut f = Follower::new();
+        f.send(Event::Put(vec![
+            text("c.yaml", CLUSTER),
+            text("p.yaml", &both),
+        ]));
+        f.send(Event::Put(vec![text("p.yaml", &broken)]));
+        assert_same(&f, &[("c.yaml", CLUSTER), ("p.yaml", &both)]);
+        assert!(
+            f.store.problems().contains_key("p.yaml"),
+            "{what}: not reported"
+        );
+        // An explicit, well-formed removal removes.
+        f.send(Event::Put(vec![text("p.yaml", ANP)]));
+        assert_same(&f, &[("c.yaml", CLUSTER), ("p.yaml", ANP)]);
+        assert!(f.store.problems().is_empty());
+    }
+}
+
+/// A text that cannot be read (emptied, unreadable) keeps its objects until it is removed.
+#[test]
+fn an_unreadable_text_keeps_its_objects_until_removed() {
+    let mut f = Follower::new();
+    f.send(Event::Put(vec![
+        text("c.yaml", CLUSTER),
+        text("p.yaml", DENY_X),
+    ]));
+    f.send(Event::Unreadable {
+        id: "p.yaml".into(),
+        reason: "empty".into(),
+    });
+    assert_same(&f, &[("c.yaml", CLUSTER), ("p.yaml", DENY_X)]);
+    assert!(f.store.problems()["p.yaml"][0].message.contains("empty"));
+    f.send(Event::Remove(vec!["p.yaml".into()]));
+    assert_same(&f, &[("c.yaml", CLUSTER)]);
+    assert!(f.store.problems().is_empty());
+}
+
 #[test]
 fn a_new_invalid_policy_isolates_its_subject() {
     let mut f = Follower::new();

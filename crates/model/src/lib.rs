@@ -31,8 +31,8 @@ pub use convert::stand_in::StandIn;
 pub use convert::workload::{WorkloadKind, workload_of};
 pub use diag::{Diagnostic, Severity};
 pub use load::{
-    Decoded, Invalid, LoadError, LoadOptions, Loaded, decode_texts, load_paths, load_sources,
-    load_str, read_paths,
+    Decoded, Invalid, LoadError, LoadOptions, Loaded, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES,
+    decode_texts, load_paths, load_sources, load_str, read_paths,
 };
 pub use objects::*;
 pub use types::*;

@@ -652,13 +652,13 @@ fn pods_without_address(cluster: &Cluster) -> (Option<Diagnostic>, Vec<Diagnosti
             line: p.origin.line,
             object: format!("Pod {}", p.key()),
             field: "status.podIP".into(),
-            message: "no address (Pending?): left out of the matrix; it still counts for selectors"
+            message: "no address (Pending, or completed: Succeeded and Failed pods release theirs): left out of the matrix; it still counts for selectors"
                 .into(),
         })
         .collect();
     let summary = pending.first().map(|first| Diagnostic {
         message: format!(
-            "{} pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)",
+            "{} pod(s) without an address (Pending or completed), left out of the matrix (--verbose lists them)",
             pending.len()
         ),
         object: String::new(),
@@ -815,6 +815,17 @@ fn decode(item: &Item<'_>) -> ItemResult {
             );
             None
         }
+        _ if unknown_kind_of_read_group(api, kind) => {
+            // `NetworkPolicies` for `NetworkPolicy`: a typo must not drop a policy silently.
+            ctx.error(
+                "kind",
+                format!(
+                    "Unsupported value: {kind:?}: {api} has no such kind (Palisade reads {})",
+                    read_kinds(api)
+                ),
+            );
+            None
+        }
         _ => {
             let mut notice = Ctx::new(item.origin.clone(), item.lines, item.prefix.clone());
             notice.object = ctx.object.clone();
@@ -831,6 +842,86 @@ fn decode(item: &Item<'_>) -> ItemResult {
     let staged = matches!(object, Some(Object::NetworkPolicy(_) | Object::Admin(_)))
         && staged(&mut ctx, value);
     (ctx.diags, object.map(|o| (kind.to_string(), o, staged)))
+}
+
+/// The kinds each API group that Palisade reads serves (all versions together): a kind
+/// outside these in such a group is a typo, not a kind Palisade may skip.
+const GROUP_KINDS: &[(&str, &[&str])] = &[
+    (
+        "",
+        &[
+            "Binding",
+            "ComponentStatus",
+            "ConfigMap",
+            "Endpoints",
+            "Event",
+            "LimitRange",
+            "Namespace",
+            "Node",
+            "PersistentVolume",
+            "PersistentVolumeClaim",
+            "Pod",
+            "PodTemplate",
+            "ReplicationController",
+            "ResourceQuota",
+            "Secret",
+            "Service",
+            "ServiceAccount",
+            "Status",
+            "EphemeralContainers",
+            "PodStatusResult",
+            "RangeAllocation",
+            "SerializedReference",
+            "List",
+        ],
+    ),
+    (
+        "networking.k8s.io",
+        &[
+            "NetworkPolicy",
+            "Ingress",
+            "IngressClass",
+            "IPAddress",
+            "ServiceCIDR",
+            "ClusterCIDR",
+        ],
+    ),
+    (
+        "policy.networking.k8s.io",
+        &[
+            "AdminNetworkPolicy",
+            "BaselineAdminNetworkPolicy",
+            "ClusterNetworkPolicy",
+        ],
+    ),
+];
+
+/// The group of an `apiVersion` (`""` for the core `v1`).
+fn api_group(api: &str) -> &str {
+    api.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+/// Whether `kind` is not a kind of `api`'s group, in a group Palisade reads.
+fn unknown_kind_of_read_group(api: &str, kind: &str) -> bool {
+    let group = api_group(api);
+    GROUP_KINDS
+        .iter()
+        .find(|(g, _)| *g == group)
+        .is_some_and(|(_, kinds)| {
+            !kinds.contains(&kind)
+                && !kind
+                    .strip_suffix("List")
+                    .is_some_and(|k| kinds.contains(&k))
+        })
+}
+
+/// The kinds Palisade reads in `api`'s group, for an error message.
+fn read_kinds(api: &str) -> &'static str {
+    match api_group(api) {
+        "" => "Namespace, Pod and Node",
+        "networking.k8s.io" => "NetworkPolicy",
+        _ => "AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy",
+    }
 }
 
 /// Whether a policy carries [`STAGED_ANNOTATION`]` = "true"`. Any value other than
@@ -872,10 +963,80 @@ mod tests {
             [
                 "<input>:10: notice: v1 ConfigMap is not a kind Palisade reads; 1 object(s) skipped (--verbose lists them)",
                 "<input>:2: notice: v1 Service is not a kind Palisade reads; 2 object(s) skipped (--verbose lists them)",
-                "<input>:12: notice: 1 pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)",
+                "<input>:12: notice: 1 pod(s) without an address (Pending or completed), left out of the matrix (--verbose lists them)",
             ]
         );
         assert_eq!(loaded.details.len(), 4, "each object behind them");
+    }
+
+    /// A typo in the kind of a group Palisade reads is an error, never a skipped object;
+    /// kinds the group really has but Palisade does not read stay notices.
+    #[test]
+    fn an_unknown_kind_of_a_read_group_is_an_error() {
+        for (api, kind) in [
+            ("networking.k8s.io/v1", "NetworkPolicies"),
+            ("policy.networking.k8s.io/v1alpha1", "AdminNetworkPolicies"),
+            ("policy.networking.k8s.io/v1alpha2", "ClusterNetworkpolicy"),
+            ("v1", "Pods"),
+        ] {
+            let yaml =
+                format!("apiVersion: {api}\nkind: {kind}\nmetadata: {{name: a, namespace: x}}\n");
+            let Err(LoadError::Invalid(errors)) = load_str(&yaml) else {
+                panic!("{api} {kind} was accepted");
+            };
+            let text = errors[0].to_string();
+            assert!(
+                text.contains("kind: Unsupported value") && text.contains(kind),
+                "{text}"
+            );
+        }
+        for (api, kind) in [
+            ("networking.k8s.io/v1", "Ingress"),
+            ("v1", "ConfigMap"),
+            ("example.com/v1", "NetworkPolicies"),
+        ] {
+            let yaml = format!(
+                "apiVersion: {api}\nkind: {kind}\nmetadata: {{name: a, namespace: x}}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: x}}\n"
+            );
+            assert!(load_str(&yaml).is_ok(), "{api} {kind} refused");
+        }
+    }
+
+    /// Succeeded and Failed pods released their address: they hold none, and a running pod
+    /// that reuses it is not a shared address.
+    #[test]
+    fn completed_pods_hold_no_address() {
+        let pod = |name: &str, phase: &str| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: x}}\nstatus: {{phase: {phase}, podIP: 10.0.0.7}}\n---\n"
+            )
+        };
+        let yaml = pod("job", "Succeeded") + &pod("failed", "Failed") + &pod("web", "Running");
+        let loaded = load_str(&yaml).unwrap();
+        let ips = |name: &str| {
+            loaded
+                .cluster
+                .pods
+                .iter()
+                .find(|p| p.name == name)
+                .unwrap()
+                .ips
+                .clone()
+        };
+        assert!(ips("job").is_empty());
+        assert!(ips("failed").is_empty());
+        assert_eq!(
+            ips("web"),
+            vec!["10.0.0.7".parse::<std::net::IpAddr>().unwrap()]
+        );
+        assert!(
+            loaded
+                .diagnostics
+                .iter()
+                .all(|d| !d.message.contains("is also the IP")),
+            "{:?}",
+            loaded.diagnostics
+        );
     }
 
     /// Regression: `-f /dev/zero` grew without bound; reading stops one byte past the

@@ -8,8 +8,16 @@
 //! disconnect. A complete listing (the first, and any relist after the API server
 //! answered `410 Gone`) is sent as [`Event::Replace`] over the kind's prefix; changes
 //! as [`Event::Put`] and [`Event::Remove`]; [`Event::Synced`] once every kind was listed.
-//! A policy kind whose CRD is not installed (`404` on list) is logged, counts as listed
-//! and empty, and is tried again every [`Options::missing_retry`].
+//! A policy kind whose CRD is not installed (`404` on list) and that was not served since
+//! the source started is logged as a notice, counts as listed and empty, and is tried again
+//! every [`Options::missing_retry`].
+//!
+//! Fail closed: an error on a list or watch never removes objects. A kind that was served
+//! and now fails (an error, or a `404` while an API server restarts or a CRD is upgraded)
+//! keeps its objects in force, is reported as [`Event::Health`] (the agent is not ready),
+//! and is retried with backoff. Only discovery saying, for [`Options::unserved_grace`] in a
+//! row, that the group/version no longer serves the resource drops its objects, with an
+//! error, and the kind stays reported until it is served again.
 //!
 //! [`snapshot`] lists every kind once, for the analysis commands.
 
@@ -313,6 +321,9 @@ pub struct Options {
     pub min_backoff: Duration,
     /// The longest wait after an error.
     pub max_backoff: Duration,
+    /// How long discovery must keep saying that a kind which was served is gone before
+    /// its objects are dropped.
+    pub unserved_grace: Duration,
 }
 
 impl Default for Options {
@@ -321,6 +332,7 @@ impl Default for Options {
             missing_retry: Duration::from_secs(300),
             min_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
+            unserved_grace: Duration::from_secs(60),
         }
     }
 }
@@ -363,12 +375,16 @@ async fn follow(
     unlisted: &AtomicUsize,
     options: &Options,
 ) {
-    let api = kind.api(client);
+    let api = kind.api(client.clone());
     let mut state = Follow {
         kind,
         tx,
         unlisted,
+        client: client.clone(),
         listed: false,
+        served: false,
+        unserved_since: None,
+        problem: None,
         errors: 0,
         missing_reported: false,
         buffer: Vec::new(),
@@ -435,8 +451,15 @@ struct Follow<'a> {
     kind: &'static Kind,
     tx: &'a Sender,
     unlisted: &'a AtomicUsize,
+    client: kube::Client,
     /// Whether the first listing was sent.
     listed: bool,
+    /// Whether the API server served the kind since the source started.
+    served: bool,
+    /// Since when discovery has said that the kind, once served, is gone.
+    unserved_since: Option<std::time::Instant>,
+    /// The problem reported as [`Event::Health`], if any.
+    problem: Option<String>,
     /// Errors in a row.
     errors: u32,
     /// Whether the kind is known not to be served.
@@ -454,6 +477,8 @@ impl Follow<'_> {
             watcher::Event::InitApply(obj) => self.buffer.push(kind.text(&obj)),
             watcher::Event::InitDone => {
                 self.errors = 0;
+                self.served = true;
+                self.unserved_since = None;
                 if self.missing_reported {
                     tracing::info!(kind = kind.kind, "now served by the API server");
                     self.missing_reported = false;
@@ -464,15 +489,63 @@ impl Follow<'_> {
                     prefix: kind.prefix(),
                     texts,
                 });
+                self.healthy(batch);
             }
             watcher::Event::Apply(obj) => {
                 self.errors = 0;
                 batch.push(Event::Put(vec![kind.text(&obj)]));
+                self.healthy(batch);
             }
             watcher::Event::Delete(obj) => {
                 self.errors = 0;
                 batch.push(Event::Remove(vec![kind.object_id(&obj)]));
+                self.healthy(batch);
             }
+        }
+    }
+
+    /// Clears a reported problem: the kind reads again.
+    fn healthy(&mut self, batch: &mut Batch) {
+        if self.problem.take().is_some() {
+            tracing::info!(kind = self.kind.kind, "reading again");
+            batch.push(Event::Health {
+                part: self.part(),
+                problem: None,
+            });
+        }
+    }
+
+    /// Reports that the kind cannot be read (once per distinct problem); false if the
+    /// receiver is gone.
+    fn unhealthy(&mut self, problem: String) -> bool {
+        if self.problem.as_ref() == Some(&problem) {
+            return true;
+        }
+        tracing::error!(kind = self.kind.kind, %problem, "cannot read; its objects stay in force");
+        self.problem = Some(problem.clone());
+        self.tx
+            .send(Event::Health {
+                part: self.part(),
+                problem: Some(problem),
+            })
+            .is_ok()
+    }
+
+    fn part(&self) -> String {
+        format!("kube:{}", self.kind.kind)
+    }
+
+    /// Whether discovery still lists the kind's resource in its group/version: `Some(false)`
+    /// only when it answers and the resource is not there.
+    async fn discovered(&self) -> Option<bool> {
+        match self
+            .client
+            .list_api_group_resources(&self.kind.api_version())
+            .await
+        {
+            Ok(list) => Some(list.resources.iter().any(|r| r.name == self.kind.plural)),
+            Err(e) if status_code(&e) == Some(404) => Some(false),
+            Err(_) => None,
         }
     }
 
@@ -507,6 +580,61 @@ impl Follow<'_> {
         let kind = self.kind;
         let tx = self.tx;
         let waited = match recovery(kind, error) {
+            Recovery::Missing if self.served => {
+                // Served before: a restart or a CRD upgrade answers 404 for a while. Keep
+                // everything; only discovery saying it is gone, for the grace period, drops it.
+                let gone = self.discovered().await == Some(false);
+                let since = match (gone, self.unserved_since) {
+                    (false, _) => {
+                        self.unserved_since = None;
+                        None
+                    }
+                    (true, Some(since)) => Some(since),
+                    (true, None) => {
+                        let now = std::time::Instant::now();
+                        self.unserved_since = Some(now);
+                        Some(now)
+                    }
+                };
+                if since.is_some_and(|s| s.elapsed() >= options.unserved_grace) {
+                    tracing::error!(
+                        kind = kind.kind,
+                        api_version = %kind.api_version(),
+                        "no longer served by the API server (discovery agrees); its objects are removed"
+                    );
+                    let replace = Event::Replace {
+                        prefix: kind.prefix(),
+                        texts: Vec::new(),
+                    };
+                    if !self.send(vec![replace]) {
+                        return Step::Stop;
+                    }
+                    self.served = false;
+                    self.missing_reported = true;
+                    self.unserved_since = None;
+                    if !self.unhealthy(format!(
+                        "{} is no longer served by the API server; its objects were removed",
+                        kind.api_version()
+                    )) {
+                        return Step::Stop;
+                    }
+                    pause(tx, options.missing_retry).await
+                } else {
+                    if !self.unhealthy(format!(
+                        "list answered 404 Not Found for a kind that was served{}",
+                        if gone {
+                            " (discovery does not list it either)"
+                        } else {
+                            ""
+                        }
+                    )) {
+                        return Step::Stop;
+                    }
+                    let wait = backoff(options, self.errors);
+                    self.errors = self.errors.saturating_add(1);
+                    pause(tx, wait).await
+                }
+            }
             Recovery::Missing => {
                 if self.missing_reported {
                     tracing::debug!(kind = kind.kind, "still not served");
@@ -538,17 +666,17 @@ impl Follow<'_> {
             Recovery::Backoff => {
                 let wait = backoff(options, self.errors);
                 self.errors = self.errors.saturating_add(1);
+                if !self.unhealthy(format!("{error}")) {
+                    return Step::Stop;
+                }
                 tracing::warn!(
                     kind = kind.kind,
                     %error,
                     retry_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    "watch failed; retrying"
+                    "watch failed; listing again"
                 );
-                return if pause(tx, wait).await {
-                    Step::Continue
-                } else {
-                    Step::Stop
-                };
+                // A fresh list: its completion is what says the kind reads again.
+                pause(tx, wait).await
             }
         };
         if waited { Step::Restart } else { Step::Stop }
@@ -721,6 +849,7 @@ mod tests {
             missing_retry: Duration::from_secs(1),
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
+            unserved_grace: Duration::from_secs(1),
         };
         let waits: Vec<u128> = (0..6).map(|n| backoff(&o, n).as_millis()).collect();
         assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);

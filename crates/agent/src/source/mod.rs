@@ -36,6 +36,22 @@ pub enum Event {
     },
     /// The initial listing is complete: readiness may follow once it is in the kernel.
     Synced,
+    /// This text exists but cannot be read now (a file emptied, unreadable, too large, not
+    /// UTF-8, a symlink loop): whatever it held stays in force, and the reason is reported.
+    Unreadable {
+        /// The text's id.
+        id: String,
+        /// Why it cannot be read.
+        reason: String,
+    },
+    /// Whether one part of the source can read its input (`problem: None`) or not. While a
+    /// part cannot, every object it sent stays in force and the agent reports not ready.
+    Health {
+        /// The part: the directory, or one kind of the Kubernetes source.
+        part: String,
+        /// Why the part cannot read its input, or `None` once it can again.
+        problem: Option<String>,
+    },
 }
 
 /// The channel a source sends on; the receiver is the reconcile loop.

@@ -115,7 +115,12 @@ pub(crate) fn pod(
     let spec = pod.spec.unwrap_or_default();
     let ports = container_ports(ctx, &spec, "spec");
     let status = pod.status.unwrap_or_default();
-    let ips = pod_ips(ctx, &status);
+    let mut ips = pod_ips(ctx, &status);
+    // A completed pod keeps `status.podIP` in the API, but the network plugin released the
+    // address and may already have given it to a new pod: it holds no address.
+    if completed(&status) {
+        ips.clear();
+    }
     let node_name = spec.node_name.filter(|n| !n.is_empty());
     let host_ip = match (
         &node_name,
@@ -140,6 +145,11 @@ pub(crate) fn pod(
         origin,
     };
     Some((pod, host_ip))
+}
+
+/// Whether the pod has finished (`status.phase` `Succeeded` or `Failed`).
+fn completed(status: &core::PodStatus) -> bool {
+    matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
 }
 
 /// Nodes that pods run on (`spec.nodeName`) and report an address for (`status.hostIP`)
