@@ -2,16 +2,104 @@
 //! decisions), naming the endpoints, the tier, the policy and the rule; and, when staged
 //! policies would decide the connection differently, what they would do.
 
+use std::collections::HashMap;
 use std::net::IpAddr;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
 
 use palisade_engine::{Decision, Endpoint, EndpointKind, Engine, Flow};
 use palisade_model::Action;
 use palisade_nft::LoggedDecision;
 use serde_json::{Value, json};
 
+use crate::metrics::Metrics;
 use crate::nflog::LoggedPacket;
 use crate::reconcile::{Shared, State};
+
+/// Which logged decisions are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Level {
+    /// Denials only (and decisions that staged policies would change).
+    #[default]
+    Deny,
+    /// Every decision the kernel logs: denials, and admin-tier allows and passes.
+    All,
+}
+
+impl std::str::FromStr for Level {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "deny" => Ok(Level::Deny),
+            "all" => Ok(Level::All),
+            _ => Err(format!("{s:?}: expected deny or all")),
+        }
+    }
+}
+
+/// How much the decision log writes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Settings {
+    /// Which decisions.
+    pub level: Level,
+    /// The most lines per second written for one source address (a burst of twice as
+    /// many is let through); further lines are dropped and counted.
+    pub per_source_per_second: f64,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            level: Level::Deny,
+            per_source_per_second: 10.0,
+        }
+    }
+}
+
+impl Settings {
+    /// Whether a line is of the level to write.
+    fn wants(&self, line: &Value) -> bool {
+        self.level == Level::All || line["verdict"] == "deny" || line.get("staged").is_some()
+    }
+}
+
+/// A token bucket per source address.
+#[derive(Debug)]
+pub struct RateLimit {
+    per_second: f64,
+    buckets: HashMap<IpAddr, (f64, Instant)>,
+}
+
+impl RateLimit {
+    /// At most `per_second` lines per second per source, in bursts of up to twice that.
+    pub fn new(per_second: f64) -> Self {
+        RateLimit {
+            per_second: per_second.max(0.0),
+            buckets: HashMap::new(),
+        }
+    }
+
+    /// Whether a line for `src` may be written at `now`.
+    pub fn allow(&mut self, src: IpAddr, now: Instant) -> bool {
+        let burst = (self.per_second * 2.0).max(1.0);
+        if self.buckets.len() > 65_536 {
+            // Sources that have been quiet long enough are full again: forget them.
+            let per_second = self.per_second;
+            self.buckets.retain(|_, (tokens, at)| {
+                *tokens + now.duration_since(*at).as_secs_f64() * per_second < burst
+            });
+        }
+        let (tokens, at) = self.buckets.entry(src).or_insert((burst, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.per_second).min(burst);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
 
 /// The JSON line for a logged packet, or `None` when its prefix is not one of the ruleset
 /// in force (a packet logged just before an update).
@@ -66,16 +154,29 @@ pub fn line(state: &State, packet: &LoggedPacket, time: SystemTime) -> Option<Va
 pub async fn run(
     state: Shared,
     mut out: Box<dyn std::io::Write + Send>,
+    settings: Settings,
+    metrics: Arc<Metrics>,
 ) -> Result<(), crate::nflog::NflogError> {
     let mut stream = crate::nflog::Nflog::bind(palisade_nft::LOG_GROUP)?.spawn()?;
     let mut lost = 0;
+    let mut limit = RateLimit::new(settings.per_source_per_second);
     while let Some(packets) = stream.recv().await {
         let time = SystemTime::now();
+        let now = Instant::now();
         let lines: Vec<Value> = {
             let state = state.read().unwrap_or_else(|e| e.into_inner());
             packets?
                 .iter()
-                .filter_map(|p| line(&state, p, time))
+                .filter_map(|p| Some((p.src, line(&state, p, time)?)))
+                .filter(|(_, l)| settings.wants(l))
+                .filter_map(|(src, l)| {
+                    if limit.allow(src, now) {
+                        Some(l)
+                    } else {
+                        metrics.decision_log_dropped();
+                        None
+                    }
+                })
                 .collect()
         };
         for l in lines {
@@ -145,6 +246,18 @@ pub fn rfc3339(t: SystemTime) -> String {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn the_rate_limit_is_per_source_and_refills() {
+        let mut limit = RateLimit::new(2.0);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let t = Instant::now();
+        let written = (0..10).filter(|_| limit.allow(a, t)).count();
+        assert_eq!(written, 4, "a burst of twice the rate");
+        assert!(limit.allow(b, t), "another source has its own bucket");
+        assert!(!limit.allow(a, t));
+        assert!(limit.allow(a, t + std::time::Duration::from_millis(600)));
+    }
 
     #[test]
     fn timestamps() {

@@ -49,6 +49,7 @@ pub struct Metrics {
     time_to_apply_seconds: Histogram,
     reconcile_errors: Counter,
     connections_cut: Counter,
+    decision_log_dropped: Counter,
     decisions: Family<Labels, Gauge>,
     source_unavailable: Family<Labels, Gauge>,
     /// Whether the first ruleset is in the kernel.
@@ -81,6 +82,7 @@ impl Metrics {
             time_to_apply_seconds: Histogram::new(exponential_buckets(0.001, 2.0, 15)),
             reconcile_errors: Counter::default(),
             connections_cut: Counter::default(),
+            decision_log_dropped: Counter::default(),
             decisions: Family::default(),
             source_unavailable: Family::default(),
             loaded: AtomicBool::new(false),
@@ -129,6 +131,11 @@ impl Metrics {
             "decision_packets",
             "Packets the kernel's logged rules matched since their chain was last loaded, by decision (drops and admin decisions)",
             m.decisions.clone(),
+        );
+        registry.register(
+            "decision_log_dropped_lines",
+            "Decision-log lines not written because their source address exceeded the rate limit",
+            m.decision_log_dropped.clone(),
         );
         registry.register(
             "source_unavailable",
@@ -212,6 +219,11 @@ impl Metrics {
     /// Counts connections deleted after a change.
     pub fn connections_cut(&self, n: usize) {
         self.connections_cut.inc_by(n as u64);
+    }
+
+    /// Counts a decision-log line dropped by the rate limit.
+    pub fn decision_log_dropped(&self) {
+        self.decision_log_dropped.inc();
     }
 
     /// Replaces the decision counters with the kernel's current ones.

@@ -52,6 +52,8 @@ pub struct AgentOptions {
     pub context: Option<String>,
     /// Where to write the decision log (`-`: stdout).
     pub decision_log: Option<PathBuf>,
+    /// What the decision log writes.
+    pub decision_log_settings: crate::decision_log::Settings,
 }
 
 /// Why the agent stopped.
@@ -130,9 +132,10 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
                 })?;
             Box::new(std::io::LineWriter::new(file))
         };
-        let state = state.clone();
+        let (state, metrics) = (state.clone(), metrics.clone());
+        let settings = options.decision_log_settings;
         tokio::spawn(async move {
-            if let Err(e) = crate::decision_log::run(state, out).await {
+            if let Err(e) = crate::decision_log::run(state, out, settings, metrics).await {
                 tracing::error!(error = %e, "decision log stopped");
             }
         });

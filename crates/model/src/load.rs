@@ -1,6 +1,6 @@
 //! Loading: paths (files, directories, `-` for stdin) → documents → objects → a [`Cluster`].
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -201,6 +201,8 @@ fn last_document_marker(text: &str) -> Option<usize> {
     None
 }
 
+/// The files `path` names: itself, or the manifests under the directory (see
+/// [`expand_dir`]).
 fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
         path: path.to_path_buf(),
@@ -209,32 +211,62 @@ fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
     if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|source| LoadError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?
+    let mut out = Vec::new();
+    expand_dir(path, &mut Vec::new(), &mut HashSet::new(), &mut out)?;
+    Ok(out)
+}
+
+/// The regular `*.yaml|*.yml|*.json` files under `dir`, in name order, skipping hidden
+/// entries (`.git`, editors' swap files, `.nca` beside generated clusters, ConfigMap
+/// volumes' `..data`) and entries that are not regular files (a FIFO would block). A
+/// directory reached twice through symlinks is read once; a symlink that leads back to a
+/// directory being read is an error.
+fn expand_dir(
+    dir: &Path,
+    ancestors: &mut Vec<(u64, u64)>,
+    visited: &mut HashSet<(u64, u64)>,
+    out: &mut Vec<PathBuf>,
+) -> Result<(), LoadError> {
+    use std::os::unix::fs::MetadataExt;
+    let io = |source| LoadError::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let meta = std::fs::metadata(dir).map_err(io)?;
+    let identity = (meta.dev(), meta.ino());
+    if ancestors.contains(&identity) {
+        return Err(io(std::io::Error::other(
+            "symbolic link loop: this directory contains itself",
+        )));
+    }
+    if !visited.insert(identity) {
+        return Ok(());
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map_err(io)?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .collect();
     entries.sort();
-    let mut out = Vec::new();
-    // Hidden entries (`.git`, editors' swap files, `.nca` beside generated clusters) are
-    // not manifests.
     let hidden = |e: &Path| {
         e.file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with('.'))
     };
+    ancestors.push(identity);
     for e in entries.into_iter().filter(|e| !hidden(e)) {
-        if e.is_dir() {
-            out.extend(expand(&e)?);
+        let meta = std::fs::metadata(&e);
+        if meta.as_ref().is_ok_and(std::fs::Metadata::is_dir) {
+            expand_dir(&e, ancestors, visited, out)?;
         } else if matches!(
             e.extension().and_then(|x| x.to_str()),
             Some("yaml" | "yml" | "json")
-        ) {
+        ) && !meta.is_ok_and(|m| !m.is_file())
+        {
+            // (A dangling symlink is kept: opening it reports the error.)
             out.push(e);
         }
     }
-    Ok(out)
+    ancestors.pop();
+    Ok(())
 }
 
 /// Loads named texts (name, content), as if each were a file.

@@ -4,6 +4,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+use palisade_agent::decision_log::{Level as DecisionLogLevel, Settings};
 use palisade_agent::reconcile::Config;
 use palisade_agent::run::{AgentOptions, SourceSpec};
 
@@ -14,12 +15,17 @@ use crate::error::CliError;
 #[command(after_help = "Examples:
   palisade agent --source dir:/etc/palisade/cluster
   palisade agent --source kube --node \"$NODE_NAME\" --decision-log -
-  ip netns exec lab-node palisade agent --source dir:manifests --listen 127.0.0.1:9464")]
+  ip netns exec lab-node palisade agent --source dir:manifests --listen 127.0.0.1:9464
+  palisade agent --uninstall        # remove the agent's nftables table from this node")]
 pub struct Args {
     /// Where the cluster comes from: `dir:PATH` (a directory of manifests, watched) or
     /// `kube` (the Kubernetes API).
-    #[arg(long, value_parser = clap::value_parser!(SourceSpec))]
-    source: SourceSpec,
+    #[arg(long, value_parser = clap::value_parser!(SourceSpec), required_unless_present = "uninstall")]
+    source: Option<SourceSpec>,
+    /// Remove the agent's nftables table (`inet palisade`, nothing else) from this network
+    /// namespace and exit: what a node needs once the agent is removed.
+    #[arg(long, conflicts_with_all = ["source", "decision_log"])]
+    uninstall: bool,
     /// Enforce only this node's pods (default: every pod with an address).
     #[arg(long)]
     node: Option<String>,
@@ -29,6 +35,14 @@ pub struct Args {
     /// Write one JSON line per logged decision to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE|-")]
     decision_log: Option<PathBuf>,
+    /// Which decisions the decision log writes: `deny` (denials, and connections staged
+    /// policies would decide differently) or `all` (admin-tier allows and passes too).
+    #[arg(long, value_name = "deny|all", default_value = "deny", value_parser = clap::value_parser!(DecisionLogLevel))]
+    decision_log_level: DecisionLogLevel,
+    /// The most decision-log lines per second for one source address (bursts of twice as
+    /// many); the lines dropped are counted in `palisade_decision_log_dropped_lines`.
+    #[arg(long, value_name = "N", default_value_t = 10.0)]
+    decision_log_rate: f64,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -59,8 +73,19 @@ pub fn run(args: Args) -> Result<(), CliError> {
         LogFormat::Text => subscriber.init(),
         LogFormat::Json => subscriber.json().init(),
     }
+    let Some(source) = args.source else {
+        // Only `--uninstall` goes without a source (clap enforces it).
+        return palisade_nft::remove(None).map_err(CliError::from).map(|()| {
+            eprintln!("removed the nftables table inet palisade (if it was there)");
+        });
+    };
+    if !args.decision_log_rate.is_finite() || args.decision_log_rate <= 0.0 {
+        return Err(CliError::Usage(
+            "--decision-log-rate: expected a number of lines per second above 0".into(),
+        ));
+    }
     let options = AgentOptions {
-        source: args.source,
+        source,
         config: Config {
             node: args.node,
             netns: None,
@@ -69,6 +94,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         kubeconfig: args.kubeconfig,
         context: args.context,
         decision_log: args.decision_log,
+        decision_log_settings: Settings {
+            level: args.decision_log_level,
+            per_source_per_second: args.decision_log_rate,
+        },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
