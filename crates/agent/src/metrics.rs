@@ -267,3 +267,46 @@ impl Metrics {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A rule name with a quote, a backslash and a newline stays inside its label value: no
+    /// forged series, no early `# EOF`.
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        let name = "x\"} 1\n# EOF\npalisade_forged{a=\"\\";
+        let labels = vec![("rule_name".to_string(), name.to_string())];
+        m.decisions(&HashMap::from([(labels, 7)]));
+        let text = m.encode();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("palisade_decision_packets{"))
+            .collect();
+        assert_eq!(
+            lines,
+            [r#"palisade_decision_packets{rule_name="x\"} 1\n# EOF\npalisade_forged{a=\"\\"} 7"#],
+            "{text}"
+        );
+        assert_eq!(text.lines().filter(|l| *l == "# EOF").count(), 1, "{text}");
+        assert!(!text.contains("\npalisade_forged"), "{text}");
+    }
+
+    /// Loaded and the source readable: ready, with no stale "waiting" line.
+    #[test]
+    fn readiness_follows_the_first_load_and_the_source() {
+        let m = Metrics::new();
+        assert!(!m.ready());
+        assert!(m.detail().contains("waiting"));
+        m.applied(Instant::now());
+        assert!(m.ready());
+        assert!(!m.detail().contains("waiting"), "{}", m.detail());
+        m.source_health("dir:/x", Some("No such file or directory"));
+        assert!(!m.ready());
+        assert!(m.detail().contains("No such file"), "{}", m.detail());
+        m.source_health("dir:/x", None);
+        assert!(m.ready());
+    }
+}

@@ -369,3 +369,121 @@ fn an_agent_per_node_enforces_the_cluster_together() {
     state.remove(1);
     check(&lab, &state, "a policy deleted on every node");
 }
+
+/// The watched directory moved away (and deleted): every object stays in force in the
+/// kernel, `/readyz` answers 503 with the reason; a new directory at the path is followed
+/// again, and ready returns.
+#[test]
+fn a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready: skipped: not root"
+        );
+        return;
+    }
+    let name = format!("m{:x}", std::process::id());
+    let mut lab = AgentLab::up(&name, "examples/xyz/cluster.yaml", &[]);
+    lab.write("cluster.yaml", CLUSTER);
+    lab.write("deny-x.yaml", DENY_X);
+    lab.start();
+    let (code, body) = lab.get("/readyz");
+    assert_eq!(code, 200);
+    assert!(!body.contains("waiting"), "stale readiness detail: {body}");
+    let state = vec![
+        ("cluster.yaml", CLUSTER.to_string()),
+        ("deny-x.yaml", DENY_X.to_string()),
+    ];
+    check(&lab, &state, "after start");
+
+    let moved = lab.dir.with_extension("moved");
+    let _ = std::fs::remove_dir_all(&moved);
+    std::fs::rename(&lab.dir, &moved).unwrap();
+    let start = Instant::now();
+    while lab.get("/readyz").0 != 503 {
+        assert!(start.elapsed() < WITHIN, "still ready: {}", lab.agent_log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, body) = lab.get("/readyz");
+    assert!(body.contains("cannot read its input"), "{body}");
+    assert_eq!(lab.metric("palisade_objects{kind=\"NetworkPolicy\"}"), 1.0);
+    check(&lab, &state, "the directory moved away");
+
+    // Back, with one policy more: followed again, and ready.
+    std::fs::create_dir_all(&lab.dir).unwrap();
+    lab.write("cluster.yaml", CLUSTER);
+    lab.write("deny-x.yaml", DENY_X);
+    lab.write("anp.yaml", ANP);
+    let start = Instant::now();
+    while lab.get("/readyz").0 != 200 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "not ready again: {}",
+            lab.agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    while lab.metric("palisade_objects{kind=\"AdminNetworkPolicy\"}") < 1.0 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{}",
+            lab.agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut state = state;
+    state.push(("anp.yaml", ANP.to_string()));
+    check(&lab, &state, "the directory back");
+    let _ = std::fs::remove_dir_all(&moved);
+}
+
+/// `palisade agent --uninstall` removes the table `inet palisade` and nothing else.
+#[test]
+fn uninstall_removes_the_table_and_nothing_else() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "uninstall_removes_the_table_and_nothing_else: skipped: not root"
+        );
+        return;
+    }
+    let netns = format!("palisade-uninstall-{:x}", std::process::id());
+    let ip = |args: &[&str]| Command::new("ip").args(args).status().unwrap();
+    assert!(ip(&["netns", "add", &netns]).success());
+    let nft = |script: &str| {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &netns, "nft", "-f", "-"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        assert!(child.wait().unwrap().success(), "{script}");
+    };
+    nft(
+        "table inet palisade {\n chain forward { type filter hook forward priority 0; policy drop; }\n}\ntable inet keep {\n chain c {\n }\n}\n",
+    );
+    let run = || {
+        Command::new("ip")
+            .args(["netns", "exec", &netns, EXE, "agent", "--uninstall"])
+            .output()
+            .unwrap()
+    };
+    let o = run();
+    let tables = Command::new("ip")
+        .args(["netns", "exec", &netns, "nft", "list", "tables"])
+        .output()
+        .unwrap();
+    let tables = String::from_utf8_lossy(&tables.stdout).into_owned();
+    // Twice: a node without the table is fine too.
+    let again = run();
+    let _ = ip(&["netns", "del", &netns]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(tables.trim(), "table inet keep", "{tables}");
+    assert!(again.status.success(), "{}", stderr(&again));
+}

@@ -75,9 +75,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     let Some(source) = args.source else {
         // Only `--uninstall` goes without a source (clap enforces it).
-        return palisade_nft::remove(None).map_err(CliError::from).map(|()| {
-            eprintln!("removed the nftables table inet palisade (if it was there)");
-        });
+        return palisade_nft::remove(None)
+            .map_err(CliError::from)
+            .map(|()| {
+                eprintln!("removed the nftables table inet palisade (if it was there)");
+            });
     };
     if !args.decision_log_rate.is_finite() || args.decision_log_rate <= 0.0 {
         return Err(CliError::Usage(
