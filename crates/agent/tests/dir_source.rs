@@ -312,3 +312,189 @@ fn a_file_replaced_by_a_directory_removes_its_text() {
     put(dir.path(), "p.yaml", &policy("web", "c"));
     f.until("and back", |f| f.policies() == ["web:c"]);
 }
+
+const ANP: &str = include_str!("../../../examples/xyz/policies/02-anp.yaml");
+const BANP: &str = include_str!("../../../examples/xyz/policies/03-banp.yaml");
+
+/// The allowed (src, dst, port) probes among every pod address, on TCP 80 and 81.
+fn allowed(cluster: palisade_model::Cluster) -> std::collections::BTreeSet<String> {
+    use palisade_engine::{Engine, Flow, Options};
+    let e = Engine::new(cluster, Options::default());
+    let ips: Vec<std::net::IpAddr> = e
+        .cluster()
+        .pods
+        .iter()
+        .flat_map(|p| p.ips.clone())
+        .collect();
+    let mut out = std::collections::BTreeSet::new();
+    for src in &ips {
+        for dst in &ips {
+            for port in [80, 81] {
+                let flow = Flow {
+                    src: e.endpoint_for_ip(*src),
+                    dst: e.endpoint_for_ip(*dst),
+                    protocol: palisade_model::Protocol::Tcp,
+                    port,
+                };
+                if e.evaluate(&flow).allowed {
+                    out.insert(format!("{src}->{dst}:{port}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Random sequences of what operations do to a directory — atomic and slow in-place
+/// writes, truncations, deletions, renames, the directory moved away and back, typos —
+/// with the state in force checked after each: no probe is allowed that both the previous
+/// and the next valid state deny. `PALISADE_SEED=N` replays one sequence.
+#[test]
+fn random_operations_never_allow_what_both_valid_states_deny() {
+    let seeds: Vec<u64> = match std::env::var("PALISADE_SEED") {
+        Ok(s) => vec![s.parse().expect("PALISADE_SEED: a number")],
+        Err(_) => vec![0x5eed_0001, 0x5eed_0002],
+    };
+    for seed in seeds {
+        eprintln!("random_operations_never_allow_what_both_valid_states_deny: seed {seed}");
+        random_sequence(seed, 24);
+    }
+}
+
+fn random_sequence(seed: u64, steps: usize) {
+    let parent = tempdir();
+    let root = parent.path().join("m");
+    std::fs::create_dir(&root).unwrap();
+    // (the object it defines, text): two files never define one object.
+    let texts = [
+        ("deny-x", DENY_X.to_string()),
+        ("anp", ANP.to_string()),
+        ("banp", BANP.to_string()),
+        ("web", policy("web", "a")),
+        ("web", policy("web", "b")),
+        ("db", policy("db", "c")),
+    ];
+    let names = ["p0.yaml", "p1.yaml", "p2.yaml"];
+    put(&root, "cluster.yaml", CLUSTER);
+    // The directory as it should read, when valid: file -> text.
+    let mut files: BTreeMap<&str, String> = BTreeMap::new();
+    files.insert("p0.yaml", DENY_X.to_string());
+    put(&root, "p0.yaml", DENY_X);
+    let expected = |files: &BTreeMap<&str, String>| {
+        let mut sources = vec![("cluster.yaml".to_string(), CLUSTER.to_string())];
+        sources.extend(files.iter().map(|(n, t)| (n.to_string(), t.clone())));
+        let loaded = palisade_model::load_sources(
+            sources.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+            Default::default(),
+        )
+        .unwrap();
+        allowed(loaded.cluster)
+    };
+    let mut f = Followed::start(&root);
+    let mut rng = Rng(seed);
+    // (observed allowed set, whether the directory was valid then, its expected set)
+    let mut history = vec![(allowed(f.store.cluster()), Some(expected(&files)))];
+    for step in 0..steps {
+        let name = names[rng.below(names.len())];
+        let (object, text) = texts[rng.below(texts.len())].clone();
+        let held_elsewhere = files
+            .iter()
+            .any(|(n, t)| *n != name && texts.iter().any(|(o, x)| *o == object && x == t));
+        if held_elsewhere {
+            continue;
+        }
+        let op = rng.below(7);
+        match op {
+            0 => {
+                put(&root, name, &text);
+                files.insert(name, text);
+            }
+            1 => {
+                // Slow in-place write, observed half way.
+                let mut file = std::fs::File::create(root.join(name)).unwrap();
+                let half = text.len() / 2;
+                file.write_all(&text.as_bytes()[..half]).unwrap();
+                file.flush().unwrap();
+                f.settle(Duration::from_millis(400));
+                history.push((allowed(f.store.cluster()), None));
+                file.write_all(&text.as_bytes()[half..]).unwrap();
+                drop(file);
+                files.insert(name, text);
+            }
+            2 if files.contains_key(name) => {
+                // Truncated: unreadable until rewritten or deleted.
+                std::fs::File::create(root.join(name)).unwrap();
+                f.settle(Duration::from_millis(400));
+                history.push((allowed(f.store.cluster()), None));
+                put(&root, name, &files[name]);
+            }
+            3 if files.contains_key(name) => {
+                std::fs::remove_file(root.join(name)).unwrap();
+                files.remove(name);
+            }
+            4 if files.contains_key(name) => {
+                let other = names.iter().find(|n| !files.contains_key(**n));
+                if let Some(other) = other {
+                    std::fs::rename(root.join(name), root.join(other)).unwrap();
+                    let t = files.remove(name).unwrap();
+                    files.insert(other, t);
+                }
+            }
+            5 => {
+                // The directory moved away, then back.
+                let away = parent.path().join("away");
+                std::fs::rename(&root, &away).unwrap();
+                f.settle(Duration::from_millis(400));
+                history.push((allowed(f.store.cluster()), None));
+                std::fs::rename(&away, &root).unwrap();
+            }
+            _ if files.contains_key(name) => {
+                // A typo in the kind, then fixed.
+                let typo = files[name].replacen("Policy\n", "Policies\n", 1);
+                put(&root, name, &typo);
+                f.settle(Duration::from_millis(400));
+                history.push((allowed(f.store.cluster()), None));
+                put(&root, name, &files[name]);
+            }
+            _ => {}
+        }
+        f.settle(Duration::from_millis(400));
+        let want = expected(&files);
+        let got = allowed(f.store.cluster());
+        assert_eq!(
+            got, want,
+            "seed {seed} step {step} (op {op} on {name}): the settled state differs from the directory"
+        );
+        history.push((got, Some(want)));
+    }
+    // Every observation in between two valid states allows nothing both deny.
+    let mut last_valid: Option<&std::collections::BTreeSet<String>> = None;
+    for (i, (observed, valid)) in history.iter().enumerate() {
+        if let Some(v) = valid {
+            last_valid = Some(v);
+            continue;
+        }
+        let next = history[i..].iter().find_map(|(_, v)| v.as_ref()).unwrap();
+        let before = last_valid.unwrap();
+        let opened: Vec<&String> = observed
+            .iter()
+            .filter(|p| !before.contains(*p) && !next.contains(*p))
+            .collect();
+        assert!(
+            opened.is_empty(),
+            "seed {seed}, observation {i}: allowed although both valid states deny: {opened:?}"
+        );
+    }
+}
