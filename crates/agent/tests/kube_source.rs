@@ -712,3 +712,47 @@ async fn a_served_kind_keeps_its_objects_when_a_relist_fails() {
         .expect("the source stops")
         .expect("source task");
 }
+
+/// A relist that hangs (the API server accepted the request and sends nothing) removes
+/// nothing while it hangs.
+#[tokio::test]
+async fn a_relist_that_hangs_removes_nothing() {
+    let server = ApiServer::start();
+    server
+        .lists(
+            ANPS,
+            [
+                Reply::json(fixture("adminnetworkpolicies-list.json")),
+                Reply::Watch(Vec::new(), End::Hang),
+            ],
+        )
+        .watches(ANPS, [expired_watch()]);
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let task = tokio::spawn(source::run_with(client(&server), tx, fast()));
+    let events = collect(&mut rx, |ev| ev.contains(&Event::Synced)).await;
+    assert_eq!(
+        of_kind(&events, "AdminNetworkPolicy"),
+        ["replace kube:AdminNetworkPolicy/ [kube:AdminNetworkPolicy/deny-z]"]
+    );
+    let relists = || {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r.starts_with(&format!("{ANPS}?")) && !r.contains("watch=true"))
+            .count()
+    };
+    eventually(|| relists() >= 2).await;
+    assert!(relists() >= 2, "the source relisted after the 410");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut later = Vec::new();
+    while let Ok(event) = rx.try_recv() {
+        later.push(event);
+    }
+    assert_eq!(
+        of_kind(&later, "AdminNetworkPolicy"),
+        Vec::<String>::new(),
+        "nothing removed while the relist hangs"
+    );
+    drop(rx);
+    task.abort();
+}

@@ -75,9 +75,15 @@ impl AgentLab {
                 .append(true)
                 .open(&self.log)
                 .unwrap();
+            // A relative `dir:PATH`, as operators write it: the agent must name each file
+            // one way in its first listing and in change events.
             let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", netns, EXE, "agent", "--source"])
-                .arg(format!("dir:{}", self.dir.display()))
+            cmd.current_dir(self.dir.parent().unwrap())
+                .args(["netns", "exec", netns, EXE, "agent", "--source"])
+                .arg(format!(
+                    "dir:{}",
+                    self.dir.file_name().unwrap().to_string_lossy()
+                ))
                 .args(["--listen", "127.0.0.1:9464", "--decision-log"])
                 .arg(self.decisions(netns));
             if let Some(node) = node {
