@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 
 use palisade_engine::{Decision, Endpoint, EndpointKind, Engine, Flow};
 use palisade_model::Action;
-use palisade_nft::LoggedDecision;
+use palisade_nft::{LoggedDecision, Packet};
 use serde_json::{Value, json};
 
 use crate::metrics::Metrics;
@@ -149,6 +149,71 @@ pub fn line(state: &State, packet: &LoggedPacket, time: SystemTime) -> Option<Va
     Some(line)
 }
 
+/// The line for a new connection that the enforced policies let through and the staged
+/// policies would deny (`"verdict":"allow"`, `"staged":{"allowed":false,...}`); `None`
+/// for any other connection, or without staged policies.
+pub fn staged_denial(state: &State, packet: &Packet, time: SystemTime) -> Option<Value> {
+    let (engine, staged) = (state.engine.as_ref()?, state.staged.as_ref()?);
+    let flow = |e: &Engine| Flow {
+        src: e.endpoint_for_ip(packet.src),
+        dst: e.endpoint_for_ip(packet.dst),
+        protocol: packet.protocol,
+        port: packet.dport,
+    };
+    let enforced = engine.evaluate(&flow(engine));
+    let would = staged.evaluate(&flow(staged));
+    if !enforced.allowed || would.allowed {
+        return None;
+    }
+    Some(json!({
+        "time": rfc3339(time),
+        "src": name(engine, packet.src),
+        "dst": name(engine, packet.dst),
+        "srcIP": packet.src.to_string(),
+        "dstIP": packet.dst.to_string(),
+        "protocol": packet.protocol.as_str(),
+        "port": packet.dport,
+        "verdict": "allow",
+        "decision": serde_json::to_value(&enforced).unwrap_or(Value::Null),
+        "staged": {
+            "allowed": false,
+            "verdict": serde_json::to_value(&would).unwrap_or(Value::Null),
+        },
+    }))
+}
+
+/// Reads the kernel's new-connection events on a thread of its own and hands each
+/// datagram's connections over, until the receiver is gone or the subscription fails.
+fn follow_new_connections(
+    tx: tokio::sync::mpsc::UnboundedSender<Vec<Packet>>,
+) -> Result<(), palisade_nft::NftError> {
+    let mut events = palisade_nft::new_connections(None, std::time::Duration::from_millis(500))?;
+    std::thread::Builder::new()
+        .name("new-connections".into())
+        .spawn(move || {
+            while !tx.is_closed() {
+                match events.recv() {
+                    Ok(packets) if packets.is_empty() => {}
+                    Ok(packets) => {
+                        if tx.send(packets).is_err() {
+                            return;
+                        }
+                    }
+                    // ENOBUFS: the reader fell behind and events were lost; go on.
+                    Err(e) if e.raw_os_error() == Some(105) => {
+                        tracing::warn!("new-connection events dropped by the kernel (the reader fell behind)");
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "new-connection events stopped; staged denials are no longer logged");
+                        return;
+                    }
+                }
+            }
+        })
+        .map_err(|e| palisade_nft::NftError::Spawn("the new-connection reader".into(), e))?;
+    Ok(())
+}
+
 /// Reads the kernel's log group in this network namespace and writes one JSON line per
 /// logged packet to `out`, until the reader fails or `out` cannot be written.
 pub async fn run(
@@ -158,26 +223,43 @@ pub async fn run(
     metrics: Arc<Metrics>,
 ) -> Result<(), crate::nflog::NflogError> {
     let mut stream = crate::nflog::Nflog::bind(palisade_nft::LOG_GROUP)?.spawn()?;
+    let (new_tx, mut new_rx) = tokio::sync::mpsc::unbounded_channel();
+    if let Err(e) = follow_new_connections(new_tx) {
+        tracing::error!(error = %e, "cannot follow new connections; staged denials are not logged");
+    }
     let mut lost = 0;
     let mut limit = RateLimit::new(settings.per_source_per_second);
-    while let Some(packets) = stream.recv().await {
+    loop {
         let time = SystemTime::now();
         let now = Instant::now();
-        let lines: Vec<Value> = {
-            let state = state.read().unwrap_or_else(|e| e.into_inner());
-            packets?
-                .iter()
-                .filter_map(|p| Some((p.src, line(&state, p, time)?)))
-                .filter(|(_, l)| settings.wants(l))
-                .filter_map(|(src, l)| {
-                    if limit.allow(src, now) {
-                        Some(l)
-                    } else {
+        let lines: Vec<Value> = tokio::select! {
+            packets = stream.recv() => {
+                let Some(packets) = packets else { return Ok(()) };
+                let state = state.read().unwrap_or_else(|e| e.into_inner());
+                packets?
+                    .iter()
+                    .filter_map(|p| Some((p.src, line(&state, p, time)?)))
+                    .filter(|(_, l)| settings.wants(l))
+                    .filter_map(|(src, l)| limit.allow(src, now).then_some(l).or_else(|| {
                         metrics.decision_log_dropped();
                         None
-                    }
-                })
-                .collect()
+                    }))
+                    .collect()
+            }
+            Some(packets) = new_rx.recv() => {
+                let state = state.read().unwrap_or_else(|e| e.into_inner());
+                if state.staged.is_none() {
+                    continue;
+                }
+                packets
+                    .iter()
+                    .filter_map(|p| Some((p.src, staged_denial(&state, p, time)?)))
+                    .filter_map(|(src, l)| limit.allow(src, now).then_some(l).or_else(|| {
+                        metrics.decision_log_dropped();
+                        None
+                    }))
+                    .collect()
+            }
         };
         for l in lines {
             if writeln!(out, "{l}").and_then(|()| out.flush()).is_err() {
@@ -193,7 +275,6 @@ pub async fn run(
             lost = stream.lost();
         }
     }
-    Ok(())
 }
 
 /// `allow`, `deny` or `pass`: what the logged rule did to the packet.

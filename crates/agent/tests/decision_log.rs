@@ -128,3 +128,30 @@ fn every_log_prefix_reads_back_as_its_decision() {
     assert_eq!(ruleset.logged_decision("pal-x"), None);
     assert_eq!(ruleset.logged_decision("other-1"), None);
 }
+
+#[test]
+fn a_new_connection_that_staged_policies_would_deny_is_reported() {
+    use palisade_agent::decision_log::staged_denial;
+    // Enforced: nothing isolates x. Staged: a lockdown of x.
+    let staged = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: lockdown, namespace: x, annotations: {palisade.dev/staged: \"true\"}}\nspec: {podSelector: {}, policyTypes: [Ingress]}\n";
+    let s = state(staged);
+    let p = palisade_nft::Packet {
+        src: "10.0.1.10".parse().unwrap(),
+        dst: "10.0.0.10".parse().unwrap(),
+        protocol: Protocol::Tcp,
+        dport: 80,
+    };
+    let l = staged_denial(&s, &p, SystemTime::now()).unwrap();
+    assert_eq!(l["src"], "y/a");
+    assert_eq!(l["dst"], "x/a");
+    assert_eq!(l["verdict"], "allow");
+    assert_eq!(l["staged"]["allowed"], false, "{l}");
+    assert_eq!(
+        l["staged"]["verdict"]["ingress"]["isolating"][0]["name"], "lockdown",
+        "{l}"
+    );
+    // A connection the staged policies leave alone: no line.
+    let mut out = p;
+    out.dst = "10.0.1.11".parse().unwrap(); // y/b
+    assert!(staged_denial(&s, &out, SystemTime::now()).is_none());
+}

@@ -493,3 +493,60 @@ fn uninstall_removes_the_table_and_nothing_else() {
     assert_eq!(tables.trim(), "table inet keep", "{tables}");
     assert!(again.status.success(), "{}", stderr(&again));
 }
+
+/// A staged lockdown: the connections it would cut are still allowed, and each new one is
+/// logged live as `"verdict":"allow"` with `"staged":{"allowed":false}`.
+#[test]
+fn new_connections_that_a_staged_policy_would_deny_are_logged() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "new_connections_that_a_staged_policy_would_deny_are_logged: skipped: not root"
+        );
+        return;
+    }
+    const LOCKDOWN: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: lockdown, namespace: x, annotations: {palisade.dev/staged: \"true\"}}\nspec: {podSelector: {}, policyTypes: [Ingress]}\n";
+    let name = format!("s{:x}", std::process::id());
+    let mut lab = AgentLab::up(&name, "examples/xyz/cluster.yaml", &[]);
+    lab.write("cluster.yaml", CLUSTER);
+    lab.write("lockdown.yaml", LOCKDOWN);
+    lab.start();
+    // Enforced: nothing (the lockdown is staged), so every probe is allowed.
+    check(
+        &lab,
+        &[("cluster.yaml", CLUSTER.to_string())],
+        "staged only",
+    );
+    let decisions = lab.decisions(&lab.nodes[0].1);
+    let start = Instant::now();
+    let line = loop {
+        let log = std::fs::read_to_string(&decisions).unwrap_or_default();
+        let found = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["src"] == "y/a" && l["dst"] == "x/a" && l["staged"]["allowed"] == false);
+        if let Some(l) = found {
+            break l;
+        }
+        assert!(
+            start.elapsed() < WITHIN,
+            "no staged denial logged for y/a -> x/a in\n{log}\nagent: {}",
+            lab.agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(line["verdict"], "allow", "{line}");
+    assert_eq!(
+        line["staged"]["verdict"]["ingress"]["isolating"][0]["name"], "lockdown",
+        "{line}"
+    );
+    // Nothing outside x is flagged.
+    let log = std::fs::read_to_string(&decisions).unwrap();
+    assert!(
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|l| l.get("staged").is_some())
+            .all(|l| l["dst"].as_str().is_some_and(|d| d.starts_with("x/"))),
+        "{log}"
+    );
+}

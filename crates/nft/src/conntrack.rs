@@ -52,6 +52,73 @@ pub fn cut_forbidden(ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, Nf
     delete(&socket, &forbidden).map_err(|e| err("delete tracked connections", e))
 }
 
+/// ctnetlink's multicast group of new connections (`NFNLGRP_CONNTRACK_NEW`).
+const NFNLGRP_CONNTRACK_NEW: u32 = 1;
+
+/// A subscription to the kernel's new-connection events: one event per connection that
+/// passed the filter and was confirmed (the kernel only tracks what it let through).
+pub struct NewConnections {
+    socket: Socket,
+    buf: Vec<u8>,
+}
+
+/// Subscribes to new-connection events in the network namespace `netns` (or the current
+/// one). The socket's receive timeout is `timeout`, so a reader can stop between waits.
+pub fn new_connections(
+    netns: Option<&str>,
+    timeout: std::time::Duration,
+) -> Result<NewConnections, NftError> {
+    let socket = socket(netns).map_err(|e| err("open a ctnetlink socket", e))?;
+    socket
+        .add_membership(NFNLGRP_CONNTRACK_NEW)
+        .map_err(|e| err("subscribe to new connections", e))?;
+    rustix::net::sockopt::set_socket_timeout(
+        &socket,
+        rustix::net::sockopt::Timeout::Recv,
+        Some(timeout),
+    )
+    .map_err(|e| err("set a receive timeout", e.into()))?;
+    Ok(NewConnections {
+        socket,
+        buf: vec![0u8; RECV_BUF],
+    })
+}
+
+impl NewConnections {
+    /// The first packets of the connections announced by the next datagram; an empty list
+    /// when the timeout passed without one. Protocols the ruleset does not filter are left
+    /// out; an error means events were lost (the reader fell behind) or the socket failed.
+    pub fn recv(&mut self) -> io::Result<Vec<Packet>> {
+        let n = match self.socket.recv(&mut &mut self.buf[..], 0) {
+            Ok(n) => n,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(e),
+        };
+        let mut out = Vec::new();
+        for m in netfilter_messages(&self.buf[..n.min(self.buf.len())]) {
+            if let Ok(NetlinkMessage {
+                payload:
+                    NetlinkPayload::InnerMessage(NetfilterMessage {
+                        inner: NetfilterMessageInner::Conntrack(ConntrackMessage::New(attrs)),
+                        ..
+                    }),
+                ..
+            }) = m
+            {
+                out.extend(parse_conntrack(&attrs).map(|t| t.packet));
+            }
+        }
+        Ok(out)
+    }
+}
+
 fn err(what: &str, e: io::Error) -> NftError {
     NftError::Spawn(format!("conntrack over netlink ({what})"), e)
 }

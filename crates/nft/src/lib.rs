@@ -38,7 +38,7 @@ pub use apply::{
     UpdateStats, apply, check, load_in_stages, logged_packets, remove, transition, update,
 };
 pub use compile::{compile, compile_after};
-pub use conntrack::cut_forbidden;
+pub use conntrack::{NewConnections, cut_forbidden, new_connections};
 pub use diff::update_script;
 pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use lookup::{NftVerdict, Packet};
