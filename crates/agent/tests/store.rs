@@ -333,3 +333,40 @@ fn staged_policies_change_only_the_staged_view() {
     assert_same(&f, &[("c.yaml", CLUSTER)]);
     assert_eq!(f.store.cluster().with_staged().network_policies.len(), 1);
 }
+
+/// A Job's pod completes (its IP stays in the API) and a new pod gets the address: the
+/// address is the new pod's, with the new pod's access only.
+#[test]
+fn a_completed_pod_gives_its_address_up() {
+    let pod = |name: &str, label: &str, phase: &str| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: \"y\", labels: {{pod: {label}}}}}\nspec: {{nodeName: node-1}}\nstatus: {{phase: {phase}, podIP: 10.0.1.99}}\n"
+        )
+    };
+    let mut f = Follower::new();
+    f.send(Event::Put(vec![
+        text("c.yaml", CLUSTER),
+        text("p1.yaml", DENY_X),
+        text("job.yaml", &pod("job", "b", "Running")),
+    ]));
+    f.send(Event::Put(vec![
+        text("job.yaml", &pod("job", "b", "Succeeded")),
+        text("new.yaml", &pod("new", "a", "Running")),
+    ]));
+    let ip: IpAddr = "10.0.1.99".parse().unwrap();
+    let e = f.engine();
+    let owner = e.endpoint_for_ip(ip);
+    assert!(
+        matches!(owner.kind, palisade_engine::EndpointKind::Pod(p) if e.cluster().pods[p].name == "new"),
+        "{owner:?}"
+    );
+    assert_same(
+        &f,
+        &[
+            ("c.yaml", CLUSTER),
+            ("p1.yaml", DENY_X),
+            ("job.yaml", &pod("job", "b", "Succeeded")),
+            ("new.yaml", &pod("new", "a", "Running")),
+        ],
+    );
+}
