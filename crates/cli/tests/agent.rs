@@ -550,3 +550,175 @@ fn new_connections_that_a_staged_policy_would_deny_are_logged() {
         "{log}"
     );
 }
+
+/// The allowed pod-to-pod (from, to, port) probes of a `matrix` or `lab probe` JSON Lines
+/// output.
+fn allowed_probes(jsonl: &[u8]) -> std::collections::BTreeSet<String> {
+    String::from_utf8_lossy(jsonl)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|l| l["allowed"] == true && l["from"] != l["to"])
+        // Pod to pod: `lab probe` also probes the external host, which `matrix` leaves out.
+        .filter(|l| {
+            [&l["from"], &l["to"]]
+                .iter()
+                .all(|e| e.as_str().is_some_and(|e| e.contains('/')))
+        })
+        .map(|l| format!("{}->{}:{}", l["from"], l["to"], l["port"]))
+        .collect()
+}
+
+/// A small deterministic generator (xorshift).
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % n as u64) as usize
+    }
+}
+
+/// Random sequences of what operations do to the agent's directory — atomic and slow
+/// in-place writes, truncations, deletions, the directory moved away and back, kind typos —
+/// with the kernel probed with real packets in the middle of each and after it: no probe
+/// is ever allowed that both the previous and the next valid state deny, and each settled
+/// state is enforced exactly. The seed is printed; `PALISADE_SEED=N` replays one sequence.
+#[test]
+fn random_directory_operations_never_open_the_kernel() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "random_directory_operations_never_open_the_kernel: skipped: not root"
+        );
+        return;
+    }
+    let seed: u64 = std::env::var("PALISADE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x0a9e_0001);
+    eprintln!("random_directory_operations_never_open_the_kernel: seed {seed}");
+    let name = format!("r{:x}", std::process::id());
+    let mut lab = AgentLab::up(&name, "examples/xyz/cluster.yaml", &[]);
+    lab.write("cluster.yaml", CLUSTER);
+    let policies = [DENY_X, ANP];
+    let names = ["p0.yaml", "p1.yaml"];
+    let mut files: Vec<Option<&str>> = vec![None, None];
+    let probe = |lab: &AgentLab| {
+        let o = palisade(&[
+            "lab",
+            "probe",
+            "-f",
+            "examples/xyz/cluster.yaml",
+            "--name",
+            &lab.name,
+            "--ports",
+            "80,81",
+            "--protocols",
+            "TCP",
+            "-o",
+            "jsonl",
+        ]);
+        assert!(o.status.success(), "lab probe: {}", stderr(&o));
+        allowed_probes(&o.stdout)
+    };
+    let expected = |files: &[Option<&str>]| {
+        let mut state: Vec<(&str, &str)> = vec![("cluster.yaml", CLUSTER)];
+        for (n, t) in names.iter().zip(files) {
+            if let Some(t) = t {
+                state.push((n, t));
+            }
+        }
+        let dir = expected(&format!("{name}-x"), &state);
+        let o = palisade(&[
+            "matrix",
+            "-f",
+            dir.to_str().unwrap(),
+            "--ports",
+            "80,81",
+            "--protocols",
+            "TCP",
+            "-o",
+            "jsonl",
+        ]);
+        assert!(o.status.success(), "matrix: {}", stderr(&o));
+        (dir, allowed_probes(&o.stdout))
+    };
+    lab.start();
+    let mut rng = Rng(seed);
+    let (_, mut before) = expected(&files);
+    let mut observed_between = Vec::new();
+    for step in 0..10 {
+        let i = rng.below(2);
+        let text = policies[i];
+        let op = rng.below(5);
+        let file = lab.dir.join(names[i]);
+        match op {
+            0 => {
+                lab.write(names[i], text);
+                files[i] = Some(text);
+            }
+            1 => {
+                // A slow in-place write, probed half way.
+                let mut f = std::fs::File::create(&file).unwrap();
+                f.write_all(&text.as_bytes()[..text.len() / 2]).unwrap();
+                f.flush().unwrap();
+                std::thread::sleep(Duration::from_millis(400));
+                observed_between.push(probe(&lab));
+                f.write_all(&text.as_bytes()[text.len() / 2..]).unwrap();
+                drop(f);
+                files[i] = Some(text);
+            }
+            2 if files[i].is_some() => {
+                // Emptied, probed, then deleted: only the deletion removes.
+                std::fs::File::create(&file).unwrap();
+                std::thread::sleep(Duration::from_millis(400));
+                observed_between.push(probe(&lab));
+                std::fs::remove_file(&file).unwrap();
+                files[i] = None;
+            }
+            3 => {
+                // The directory moved away and back.
+                let away = lab.dir.with_extension("away");
+                std::fs::rename(&lab.dir, &away).unwrap();
+                std::thread::sleep(Duration::from_millis(400));
+                observed_between.push(probe(&lab));
+                std::fs::rename(&away, &lab.dir).unwrap();
+            }
+            _ if files[i].is_some() => {
+                // A typo in the kind, probed, then fixed.
+                let typo = files[i].unwrap().replacen("Policy\n", "Policies\n", 1);
+                lab.write(names[i], &typo);
+                std::thread::sleep(Duration::from_millis(400));
+                observed_between.push(probe(&lab));
+                lab.write(names[i], files[i].unwrap());
+            }
+            _ => {}
+        }
+        let (dir, after) = expected(&files);
+        // Settled: the kernel enforces exactly the directory (within 2 s).
+        let start = Instant::now();
+        while probe(&lab) != after {
+            assert!(
+                start.elapsed() < Duration::from_secs(3),
+                "seed {seed} step {step} (op {op} on {}): the kernel does not settle on the directory\n{}",
+                names[i],
+                lab.agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        lab.assert_enforces(&dir, &format!("seed {seed} step {step}"));
+        for observed in observed_between.drain(..) {
+            let opened: Vec<&String> = observed
+                .iter()
+                .filter(|p| !before.contains(*p) && !after.contains(*p))
+                .collect();
+            assert!(
+                opened.is_empty(),
+                "seed {seed} step {step} (op {op}): allowed although both valid states deny: {opened:?}"
+            );
+        }
+        before = after;
+    }
+}
