@@ -722,3 +722,54 @@ fn random_directory_operations_never_open_the_kernel() {
         before = after;
     }
 }
+
+/// A completed Job pod still reports the address that the network plugin gave to y/b: y/b
+/// keeps exactly its own access (before, the address counted as shared and y/b was cut
+/// off), and the Job's labels give the address nothing.
+#[test]
+fn a_completed_pods_address_belongs_to_the_pod_that_reuses_it() {
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "a_completed_pods_address_belongs_to_the_pod_that_reuses_it: skipped: not root"
+        );
+        return;
+    }
+    const JOB: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: job, namespace: z, labels: {pod: b}}\nspec: {nodeName: node-1, containers: [{name: c, image: i}]}\nstatus: {phase: Succeeded, podIP: 10.0.1.11, podIPs: [{ip: 10.0.1.11}]}\n";
+    let name = format!("c{:x}", std::process::id());
+    let mut lab = AgentLab::up(&name, "examples/xyz/cluster.yaml", &[]);
+    lab.write("cluster.yaml", CLUSTER);
+    lab.write("job.yaml", JOB);
+    lab.write("deny-x.yaml", DENY_X);
+    lab.start();
+    let state = vec![
+        ("cluster.yaml", CLUSTER.to_string()),
+        ("job.yaml", JOB.to_string()),
+        ("deny-x.yaml", DENY_X.to_string()),
+    ];
+    check(
+        &lab,
+        &state,
+        "a completed pod beside the pod reusing its address",
+    );
+    let o = palisade(&[
+        "lab",
+        "probe",
+        "-f",
+        "examples/xyz/cluster.yaml",
+        "--name",
+        &name,
+        "--ports",
+        "80",
+        "--protocols",
+        "TCP",
+        "-o",
+        "jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let allowed = allowed_probes(&o.stdout);
+    assert!(
+        allowed.contains("\"y/b\"->\"x/a\":80"),
+        "y/b (10.0.1.11) is cut off: {allowed:?}"
+    );
+}
