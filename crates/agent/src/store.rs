@@ -3,8 +3,10 @@
 //!
 //! Fail-closed rules (never fail open): an object that turns invalid keeps its last valid
 //! version in force; a new invalid policy whose subject can be read is replaced by its
-//! [`StandIn`] (isolation of that subject in the directions it names); when a text cannot
-//! be read into objects at all (a YAML syntax error), everything it held stays in force.
+//! [`StandIn`] (isolation of that subject in the directions it names); a text with any
+//! error (a YAML syntax error, a typo in a kind or a name) or that cannot be read at all
+//! ([`Event::Unreadable`]) keeps everything it held in force: only a well-formed text that
+//! no longer defines an object, or the text's removal, removes it.
 //! Every invalid object is reported ([`Store::problems`]).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -193,8 +195,8 @@ impl Store {
                 touched
             }
             Event::Unreadable { id, reason } => {
-                // What the text held stays in force; the reason is reported.
-                tracing::error!(text = %id, %reason, "cannot read; what it held stays in force");
+                // What the text held stays in force; the reason is reported (the source
+                // logged it).
                 self.problems
                     .insert(id.clone(), vec![unreadable(&id, reason)]);
                 BTreeSet::new()
@@ -518,7 +520,7 @@ fn unreadable(id: &str, reason: String) -> Diagnostic {
     Diagnostic {
         severity: Severity::Error,
         file: id.into(),
-        line: 0,
+        line: 1,
         object: String::new(),
         field: String::new(),
         message: format!("cannot read: {reason}; what it held stays in force"),
