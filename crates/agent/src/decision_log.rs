@@ -329,6 +329,23 @@ mod tests {
     use std::time::Duration;
 
     #[test]
+    fn the_level_picks_denials_or_every_decision() {
+        let deny = json!({"verdict": "deny"});
+        let allow = json!({"verdict": "allow"});
+        let staged = json!({"verdict": "allow", "staged": {"allowed": false}});
+        let at = |level| Settings {
+            level,
+            ..Settings::default()
+        };
+        assert!(at(Level::Deny).wants(&deny));
+        assert!(!at(Level::Deny).wants(&allow));
+        assert!(at(Level::Deny).wants(&staged));
+        assert!(at(Level::All).wants(&allow));
+        assert_eq!("all".parse::<Level>(), Ok(Level::All));
+        assert!("everything".parse::<Level>().is_err());
+    }
+
+    #[test]
     fn the_rate_limit_is_per_source_and_refills() {
         let mut limit = RateLimit::new(2.0);
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
