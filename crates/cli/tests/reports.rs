@@ -652,7 +652,7 @@ fn pods_without_an_address_are_one_notice() {
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("-:5: notice: 2 pod(s) without an address (Pending?), left out of the matrix (--verbose lists them)"),
+        err.contains("-:5: notice: 2 pod(s) without an address (Pending or completed), left out of the matrix (--verbose lists them)"),
         "{err}"
     );
     assert!(!err.contains("x/p2"), "the list only with --verbose: {err}");
@@ -661,7 +661,7 @@ fn pods_without_an_address_are_one_notice() {
         yaml,
     );
     assert!(
-        stderr(&o).contains("-:9: notice: Pod x/p2: status.podIP: no address (Pending?)"),
+        stderr(&o).contains("-:9: notice: Pod x/p2: status.podIP: no address (Pending, or completed"),
         "{}",
         stderr(&o)
     );
