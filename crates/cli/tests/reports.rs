@@ -661,7 +661,8 @@ fn pods_without_an_address_are_one_notice() {
         yaml,
     );
     assert!(
-        stderr(&o).contains("-:9: notice: Pod x/p2: status.podIP: no address (Pending, or completed"),
+        stderr(&o)
+            .contains("-:9: notice: Pod x/p2: status.podIP: no address (Pending, or completed"),
         "{}",
         stderr(&o)
     );

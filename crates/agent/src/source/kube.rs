@@ -324,6 +324,9 @@ pub struct Options {
     /// How long discovery must keep saying that a kind which was served is gone before
     /// its objects are dropped.
     pub unserved_grace: Duration,
+    /// How long a list may take before the kind is reported as not reading (a list that
+    /// hangs keeps every object in force, but must not leave the agent ready).
+    pub list_deadline: Duration,
 }
 
 impl Default for Options {
@@ -333,6 +336,7 @@ impl Default for Options {
             min_backoff: Duration::from_millis(500),
             max_backoff: Duration::from_secs(30),
             unserved_grace: Duration::from_secs(60),
+            list_deadline: Duration::from_secs(60),
         }
     }
 }
@@ -384,6 +388,7 @@ async fn follow(
         listed: false,
         served: false,
         unserved_since: None,
+        listing_since: None,
         problem: None,
         errors: 0,
         missing_reported: false,
@@ -400,10 +405,22 @@ async fn follow(
             .ready_chunks(BATCH)
             .boxed();
         state.buffer.clear();
+        state.listing_since = Some(tokio::time::Instant::now());
         loop {
             let chunk = tokio::select! {
                 () = tx.closed() => return,
                 chunk = stream.next() => chunk,
+                () = overdue(state.listing_since, options.list_deadline) => {
+                    state.listing_since = None;
+                    let problem = format!(
+                        "a list has not completed within {} s",
+                        options.list_deadline.as_secs_f64()
+                    );
+                    if !state.unhealthy(problem) {
+                        return;
+                    }
+                    continue;
+                }
             };
             // The watcher's stream never ends; if it did, start over.
             let Some(chunk) = chunk else { break };
@@ -458,6 +475,8 @@ struct Follow<'a> {
     served: bool,
     /// Since when discovery has said that the kind, once served, is gone.
     unserved_since: Option<std::time::Instant>,
+    /// Since when a list has been under way, if one is.
+    listing_since: Option<tokio::time::Instant>,
     /// The problem reported as [`Event::Health`], if any.
     problem: Option<String>,
     /// Errors in a row.
@@ -473,12 +492,16 @@ impl Follow<'_> {
     fn apply(&mut self, event: watcher::Event<DynamicObject>, batch: &mut Batch) {
         let kind = self.kind;
         match event {
-            watcher::Event::Init => self.buffer.clear(),
+            watcher::Event::Init => {
+                self.buffer.clear();
+                self.listing_since = Some(tokio::time::Instant::now());
+            }
             watcher::Event::InitApply(obj) => self.buffer.push(kind.text(&obj)),
             watcher::Event::InitDone => {
                 self.errors = 0;
                 self.served = true;
                 self.unserved_since = None;
+                self.listing_since = None;
                 if self.missing_reported {
                     tracing::info!(kind = kind.kind, "now served by the API server");
                     self.missing_reported = false;
@@ -719,6 +742,14 @@ impl Batch {
     }
 }
 
+/// Resolves `deadline` after `since`; never without a start.
+async fn overdue(since: Option<tokio::time::Instant>, deadline: Duration) {
+    match since {
+        Some(since) => tokio::time::sleep_until(since + deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Waits `wait`; false if the receiver went away meanwhile.
 async fn pause(tx: &Sender, wait: Duration) -> bool {
     tokio::select! {
@@ -850,6 +881,7 @@ mod tests {
             min_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(1),
             unserved_grace: Duration::from_secs(1),
+            list_deadline: Duration::from_secs(1),
         };
         let waits: Vec<u128> = (0..6).map(|n| backoff(&o, n).as_millis()).collect();
         assert_eq!(waits, [100, 200, 400, 800, 1000, 1000]);
