@@ -1,5 +1,11 @@
 //! Carries out a [`Plan`] in its order, and describes the calls it would make (`--dry-run`).
 //!
+//! Every refusal is an error: a `409` counts as done only when Neutron says the rule
+//! already exists (an over-quota `409` is reported with the quota's numbers). Groups are
+//! created idempotently: a creation whose answer is lost is not simply repeated; the
+//! project's untagged groups are searched for it first ([`crate::state::untagged_groups`],
+//! by name and creation description), and what is found is adopted and tagged.
+//!
 //! The order keeps every intermediate state safe: new groups are complete before any port
 //! carries them; rules leave existing groups before ports move; each port first drops the
 //! groups it loses (never carrying more than before), then takes the groups it gains; only
@@ -13,9 +19,9 @@ use palisade_neutron::{Remote, SgRule};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::client::{ApiError, Client};
-use crate::plan::{GroupRef, Plan, PortUpdate, default_rules, key};
-use crate::state::{parse_group, rule_body};
+use crate::client::{ApiError, Client, retryable};
+use crate::plan::{GroupRef, NewGroup, Plan, PortUpdate, default_rules, key};
+use crate::state::{Group, parse_group, query_escape, rule_body, untagged_groups};
 
 /// Groups per bulk `POST /security-groups`.
 pub const GROUPS_PER_CALL: usize = 100;
@@ -33,11 +39,30 @@ pub struct PlannedCall {
     pub what: String,
 }
 
+/// How many of a new group's rules are Neutron's default ones (kept), and how many the
+/// sync creates.
+pub fn planned_rule_creations(g: &NewGroup) -> (usize, usize) {
+    let keys: Vec<SgRule> = g
+        .rules
+        .iter()
+        .filter_map(|r| key(r, |n| Some(n.to_string())))
+        .collect();
+    let kept = default_rules().iter().filter(|d| keys.contains(d)).count();
+    (kept, g.rules.len() - kept)
+}
+
 /// The write calls a plan makes, in order. New groups are assumed to come with Neutron's
 /// two default egress rules.
 pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
     let mut out = Vec::new();
     let call = |method, path: String, what: String| PlannedCall { method, path, what };
+    for a in &plan.adopt_groups {
+        out.push(call(
+            "PUT",
+            format!("security-groups/{}/tags/{}", a.id, a.tag),
+            format!("adopt group {}", a.name),
+        ));
+    }
     for chunk in plan.create_groups.chunks(GROUPS_PER_CALL) {
         let names: Vec<&str> = chunk.iter().map(|g| g.name.as_str()).collect();
         out.push(call(
@@ -59,11 +84,9 @@ pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
             .iter()
             .filter_map(|r| key(r, |n| Some(n.to_string())))
             .collect();
-        let mut rules = g.rules.len();
+        let (_, rules) = planned_rule_creations(g);
         for d in default_rules() {
-            if keys.contains(&d) {
-                rules -= 1;
-            } else {
+            if !keys.contains(&d) {
                 out.push(call(
                     "DELETE",
                     format!(
@@ -129,8 +152,10 @@ fn port_what(p: &PortUpdate) -> String {
 /// What an apply did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Applied {
-    /// Groups created.
+    /// Groups created (or found again after a lost answer).
     pub groups_created: usize,
+    /// Groups of an earlier sync adopted (tagged).
+    pub groups_adopted: usize,
     /// Groups deleted.
     pub groups_deleted: usize,
     /// Rules created.
@@ -201,8 +226,19 @@ impl Run<'_> {
         self.done.errors.is_empty()
     }
 
+    /// Records a failed call; a refusal for being over quota gets the quota's numbers.
     fn fail(&mut self, e: ApiError) {
-        self.done.errors.push(e.to_string());
+        let mut message = e.to_string();
+        if let Some(resource) = over_quota(&e) {
+            match crate::quota::usage(self.client, resource) {
+                Ok(u) => message.push_str(&format!(
+                    " ({resource}: quota {}, used {}; raise the quota)",
+                    u.limit, u.used
+                )),
+                Err(read) => message.push_str(&format!(" (the quota could not be read: {read})")),
+            }
+        }
+        self.done.errors.push(message);
     }
 
     /// A group reference as an id, when it can be resolved.
@@ -213,39 +249,34 @@ impl Run<'_> {
         }
     }
 
-    /// Phase 1: bulk-create the groups, tag them, drop unwanted default rules, then
+    /// Phase 1: adopt the groups of an earlier sync; bulk-create the groups (finding again
+    /// those an earlier attempt made), tag them, drop unwanted default rules, then
     /// bulk-create their rules.
     fn create_groups(&mut self, plan: &Plan) -> bool {
-        let mut defaults: BTreeMap<String, Vec<(String, SgRule)>> = BTreeMap::new();
-        for chunk in plan.create_groups.chunks(GROUPS_PER_CALL) {
-            let body: Vec<Value> = chunk
-                .iter()
-                .map(|g| json!({"name": g.name, "description": g.description}))
-                .collect();
-            let created = match self
-                .client
-                .post("security-groups", &json!({"security_groups": body}))
-            {
-                Ok(v) => v,
-                Err(e) => {
-                    self.fail(e);
-                    return false;
-                }
-            };
-            for g in created["security_groups"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(parse_group)
-            {
-                self.done.groups_created += 1;
-                let rules = g
-                    .rules
-                    .iter()
-                    .filter_map(|r| Some((r.id.clone(), r.rule.clone()?)))
-                    .collect();
-                defaults.insert(g.name.clone(), rules);
-                self.ids.insert(g.name, g.id);
+        for a in &plan.adopt_groups {
+            let path = format!(
+                "security-groups/{}/tags/{}",
+                query_escape(&a.id),
+                query_escape(&a.tag)
+            );
+            match self.client.put(&path, &Value::Null) {
+                Ok(_) => self.done.groups_adopted += 1,
+                Err(e) => self.fail(e),
+            }
+        }
+        // The rules each group holds once made (Neutron's defaults, or a found group's).
+        let mut present: BTreeMap<String, Vec<(String, SgRule)>> = BTreeMap::new();
+        let mut pending: Vec<&NewGroup> = plan.create_groups.iter().collect();
+        if !pending.is_empty() && !self.find_again(&mut pending, &mut present) {
+            return false;
+        }
+        let chunks: Vec<Vec<&NewGroup>> = pending
+            .chunks(GROUPS_PER_CALL)
+            .map(<[&NewGroup]>::to_vec)
+            .collect();
+        for mut chunk in chunks {
+            if !self.create_chunk_of_groups(&mut chunk, &mut present) {
+                return false;
             }
         }
         for g in &plan.create_groups {
@@ -271,14 +302,13 @@ impl Run<'_> {
             let Some(id) = self.ids.get(&g.name).cloned() else {
                 continue;
             };
-            let present = defaults.remove(&g.name).unwrap_or_default();
             let mut kept = Vec::new();
-            for (rule_id, rule) in present {
+            for (rule_id, rule) in present.remove(&g.name).unwrap_or_default() {
                 let wanted = g
                     .rules
                     .iter()
                     .any(|r| key(r, |n| Some(n.to_string())).as_ref() == Some(&rule));
-                if wanted {
+                if wanted && !kept.contains(&rule) {
                     kept.push(rule);
                 } else {
                     self.delete_rule(&rule_id);
@@ -292,6 +322,110 @@ impl Run<'_> {
         }
         self.create_rules(&rules);
         self.done.errors.is_empty()
+    }
+
+    /// Creates one bulk of groups; a call that fails in a way that may have made them
+    /// (a server or connection error) looks them up before trying again.
+    fn create_chunk_of_groups(
+        &mut self,
+        chunk: &mut Vec<&NewGroup>,
+        present: &mut BTreeMap<String, Vec<(String, SgRule)>>,
+    ) -> bool {
+        let retry = self.client.retry();
+        let mut backoff = retry.first_backoff;
+        for attempt in 1..=retry.attempts.max(1) {
+            if chunk.is_empty() {
+                return true;
+            }
+            let body: Vec<Value> = chunk
+                .iter()
+                .map(|g| json!({"name": g.name, "description": g.description}))
+                .collect();
+            match self
+                .client
+                .post_once("security-groups", &json!({"security_groups": body}))
+            {
+                Ok(created) => {
+                    for g in created["security_groups"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(parse_group)
+                    {
+                        self.made(g, present);
+                    }
+                    return true;
+                }
+                Err(e) if retryable(&e) && attempt < retry.attempts => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(retry.max_backoff);
+                    if !self.find_again(chunk, present) {
+                        return false;
+                    }
+                }
+                Err(e) => {
+                    self.fail(e);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Finds the groups of `pending` an earlier attempt made (untagged, in the project,
+    /// with the name and creation description): keeps the first by id, deletes the other
+    /// copies, and takes them out of `pending`.
+    fn find_again(
+        &mut self,
+        pending: &mut Vec<&NewGroup>,
+        present: &mut BTreeMap<String, Vec<(String, SgRule)>>,
+    ) -> bool {
+        let untagged = match untagged_groups(self.client, self.client.project_id()) {
+            Ok(u) => u,
+            Err(e) => {
+                self.fail(e);
+                return false;
+            }
+        };
+        let mut copies: BTreeMap<(&str, &str), Vec<Group>> = BTreeMap::new();
+        for g in untagged {
+            if let Some(p) = pending
+                .iter()
+                .find(|p| p.name == g.name && p.description == g.description)
+            {
+                copies
+                    .entry((p.name.as_str(), p.description.as_str()))
+                    .or_default()
+                    .push(g);
+            }
+        }
+        for (_, mut found) in copies {
+            found.sort_by(|a, b| a.id.cmp(&b.id));
+            for extra in found.split_off(1) {
+                match self.client.delete(&format!("security-groups/{}", extra.id)) {
+                    Ok(()) => self.done.groups_deleted += 1,
+                    Err(e) if e.status() == Some(404) => {}
+                    Err(e) => self.fail(e),
+                }
+            }
+            if let Some(g) = found.pop() {
+                self.made(g, present);
+            }
+        }
+        pending.retain(|p| !self.ids.contains_key(&p.name));
+        self.done.errors.is_empty()
+    }
+
+    /// Records a group made for the plan, with the rules it holds.
+    fn made(&mut self, g: Group, present: &mut BTreeMap<String, Vec<(String, SgRule)>>) {
+        self.done.groups_created += 1;
+        let rules = g
+            .rules
+            .iter()
+            .filter_map(|r| Some((r.id.clone(), r.rule.clone()?)))
+            .collect();
+        present.insert(g.name.clone(), rules);
+        self.ids.insert(g.name, g.id);
     }
 
     fn delete_rule(&mut self, id: &str) {
@@ -320,7 +454,8 @@ impl Run<'_> {
     }
 
     /// Creates rules in bulk, one group per call (Neutron's rule); a call Neutron refuses
-    /// is retried rule by rule, where a rule that already exists (409) counts as created.
+    /// is retried rule by rule, where a rule that already exists counts as created and
+    /// every other refusal is an error.
     fn create_rules(&mut self, rules: &[(String, SgRule)]) {
         let mut by_group: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
         for (g, r) in rules {
@@ -348,7 +483,7 @@ impl Run<'_> {
                         &json!({"security_group_rule": body}),
                     ) {
                         Ok(_) => self.done.rules_created += 1,
-                        Err(e) if e.status() == Some(409) => {}
+                        Err(e) if already_exists(&e) => {}
                         Err(e) => self.fail(e),
                     }
                 }
@@ -372,6 +507,77 @@ impl Run<'_> {
         ) {
             Ok(_) => self.done.ports_updated += 1,
             Err(e) => self.fail(e),
+        }
+    }
+}
+
+/// Whether Neutron refused a rule because the same rule exists (`409`, "Security group
+/// rule already exists"), the one refusal that means the work is done.
+fn already_exists(e: &ApiError) -> bool {
+    matches!(e, ApiError::Status { status: 409, message, .. } if message.contains("already exists"))
+}
+
+/// The resource a refusal for being over quota names (`409`, "Quota exceeded for
+/// resources: ['security_group_rule']").
+fn over_quota(e: &ApiError) -> Option<&'static str> {
+    let ApiError::Status {
+        status: 409,
+        message,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    if !message.contains("Quota exceeded") {
+        return None;
+    }
+    ["security_group_rule", "security_group", "port"]
+        .into_iter()
+        .find(|r| message.contains(&format!("'{r}'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, message: &str) -> ApiError {
+        ApiError::Status {
+            method: "POST",
+            path: "security-group-rules".into(),
+            status,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn only_an_existing_rule_is_a_refusal_that_counts_as_done() {
+        let rows = [
+            (
+                status(409, "Security group rule already exists. Rule id is r."),
+                true,
+                None,
+                "the rule exists",
+            ),
+            (
+                status(
+                    409,
+                    "Quota exceeded for resources: ['security_group_rule'].",
+                ),
+                false,
+                Some("security_group_rule"),
+                "over quota",
+            ),
+            (status(403, "not allowed"), false, None, "forbidden"),
+            (
+                status(409, "Quota exceeded for resources: ['security_group']."),
+                false,
+                Some("security_group"),
+                "group quota",
+            ),
+        ];
+        for (e, exists, quota, why) in rows {
+            assert_eq!(already_exists(&e), exists, "{why}");
+            assert_eq!(over_quota(&e), quota, "{why}");
         }
     }
 }

@@ -1,6 +1,7 @@
-//! What Neutron holds, read once per sync: the owned security groups with their rules, and
-//! the project's ports. Rules are parsed into the translation's [`SgRule`] (remote groups
-//! by id), so desired and observed rules compare by value.
+//! What Neutron holds, read once per sync: the security groups tagged [`OWNED_TAG`] with
+//! their rules (sorted by [`Owner`] into this cluster's and the others'), and the
+//! project's ports. Rules are parsed into the translation's [`SgRule`] (remote groups by
+//! id), so desired and observed rules compare by value.
 
 use std::net::IpAddr;
 
@@ -11,9 +12,86 @@ use serde_json::{Value, json};
 
 use crate::client::{ApiError, Client};
 
-/// The tag every group the sync creates carries; only groups with it are ever changed or
-/// deleted.
+/// The tag every group the sync creates carries (with its cluster's [`Owner::cluster_tag`]).
 pub const OWNED_TAG: &str = "palisade-managed";
+
+/// What starts the tag naming the cluster a group belongs to.
+pub const CLUSTER_TAG_PREFIX: &str = "palisade-cluster:";
+
+/// The cluster id when none is given.
+pub const DEFAULT_CLUSTER_ID: &str = "default";
+
+/// Who the sync is: a group is its own only if it belongs to `project_id` and carries
+/// [`OWNED_TAG`] and this cluster's tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The project the groups and ports belong to.
+    pub project_id: String,
+    /// The cluster's identity (`--cluster-id`).
+    pub cluster_id: String,
+}
+
+impl Owner {
+    /// An owner, refusing a cluster id that is empty, longer than 63 characters, or holds
+    /// characters other than `a-z`, `0-9`, `-`, `.` and `_` (tags are filtered with
+    /// commas and sent in URLs).
+    pub fn new(project_id: &str, cluster_id: &str) -> Result<Owner, String> {
+        let ok = !cluster_id.is_empty()
+            && cluster_id.len() <= 63
+            && cluster_id.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | '_')
+            });
+        if !ok {
+            return Err(format!(
+                "cluster id {cluster_id:?}: use 1 to 63 characters of a-z, 0-9, '-', '.' and '_'"
+            ));
+        }
+        Ok(Owner {
+            project_id: project_id.to_string(),
+            cluster_id: cluster_id.to_string(),
+        })
+    }
+
+    /// The tag that names this cluster: `palisade-cluster:<id>`.
+    pub fn cluster_tag(&self) -> String {
+        format!("{CLUSTER_TAG_PREFIX}{}", self.cluster_id)
+    }
+
+    /// Whose a group tagged [`OWNED_TAG`] is.
+    pub fn classify(&self, g: &Group) -> Ownership {
+        let clusters: Vec<&str> = g
+            .tags
+            .iter()
+            .filter_map(|t| t.strip_prefix(CLUSTER_TAG_PREFIX))
+            .collect();
+        if g.project_id != self.project_id {
+            return Ownership::OtherProject;
+        }
+        match clusters.as_slice() {
+            [c] if *c == self.cluster_id => Ownership::Ours,
+            // Made before groups named their cluster: the default cluster's.
+            [] if self.cluster_id == DEFAULT_CLUSTER_ID => Ownership::Legacy,
+            [] => Ownership::Unclaimed,
+            _ => Ownership::OtherCluster,
+        }
+    }
+}
+
+/// Whose a group tagged [`OWNED_TAG`] is, seen by one [`Owner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// This cluster's, in this project.
+    Ours,
+    /// Made before groups named their cluster, in this project, seen by the default
+    /// cluster: adopted (it gets the cluster tag).
+    Legacy,
+    /// In this project, naming no cluster, seen by a cluster that is not the default one.
+    Unclaimed,
+    /// Another cluster's (or several clusters') in this project.
+    OtherCluster,
+    /// Another project's, visible here because it is shared (Neutron RBAC).
+    OtherProject,
+}
 
 /// A security group as Neutron holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,17 +100,14 @@ pub struct Group {
     pub id: String,
     /// Name.
     pub name: String,
+    /// The project it belongs to.
+    pub project_id: String,
+    /// Description.
+    pub description: String,
     /// Tags.
     pub tags: Vec<String>,
     /// Rules.
     pub rules: Vec<Rule>,
-}
-
-impl Group {
-    /// Whether the sync owns the group.
-    pub fn owned(&self) -> bool {
-        self.tags.iter().any(|t| t == OWNED_TAG)
-    }
 }
 
 /// A rule as Neutron holds it.
@@ -64,8 +139,13 @@ pub struct PortState {
 /// Neutron's groups and ports, as read at the start of a sync.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
-    /// The owned groups.
+    /// This cluster's groups ([`Ownership::Ours`]).
     pub groups: Vec<Group>,
+    /// Groups to adopt ([`Ownership::Legacy`]): owned from now on, once tagged.
+    pub legacy: Vec<Group>,
+    /// The other groups tagged [`OWNED_TAG`], with whose they are: never changed, never
+    /// given to a port.
+    pub foreign: Vec<(Group, Ownership)>,
     /// The ports (those of `--network`, when given).
     pub ports: Vec<PortState>,
 }
@@ -79,22 +159,47 @@ pub struct PortFilter {
     pub device_owner: Option<String>,
 }
 
-/// Reads the owned groups with their rules (one call) and the ports (one call).
-pub fn observe(client: &Client, filter: &PortFilter) -> Result<Observed, ApiError> {
-    let groups = list_groups(client, Some(OWNED_TAG))?;
-    let ports = list_ports(client, filter)?;
-    Ok(Observed { groups, ports })
+/// Reads the groups tagged [`OWNED_TAG`] with their rules (one call) and the ports (one
+/// call), and sorts the groups by whose they are.
+pub fn observe(client: &Client, owner: &Owner, filter: &PortFilter) -> Result<Observed, ApiError> {
+    let mut observed = Observed {
+        ports: list_ports(client, filter)?,
+        ..Observed::default()
+    };
+    for g in list_groups(client, Some(OWNED_TAG))? {
+        match owner.classify(&g) {
+            Ownership::Ours => observed.groups.push(g),
+            Ownership::Legacy => observed.legacy.push(g),
+            other => observed.foreign.push((g, other)),
+        }
+    }
+    Ok(observed)
 }
 
-/// Every group of the project (or those with `tag`), rules included.
+/// Every group visible (or those with `tag`), rules included: the project's own and those
+/// other projects share with it.
 pub fn list_groups(client: &Client, tag: Option<&str>) -> Result<Vec<Group>, ApiError> {
     let mut path = String::from(
-        "security-groups?fields=id&fields=name&fields=tags&fields=security_group_rules",
+        "security-groups?fields=id&fields=name&fields=tags&fields=project_id&fields=description&fields=security_group_rules",
     );
     if let Some(tag) = tag {
         path.push_str("&tags=");
-        path.push_str(tag);
+        path.push_str(&query_escape(tag));
     }
+    list_groups_at(client, path)
+}
+
+/// The project's groups without [`OWNED_TAG`], rules included: where a group whose
+/// creation answer was lost, or whose tagging failed, is found again.
+pub fn untagged_groups(client: &Client, project_id: &str) -> Result<Vec<Group>, ApiError> {
+    let path = format!(
+        "security-groups?fields=id&fields=name&fields=tags&fields=project_id&fields=description&fields=security_group_rules&project_id={}&not-tags={OWNED_TAG}",
+        query_escape(project_id),
+    );
+    list_groups_at(client, path)
+}
+
+fn list_groups_at(client: &Client, path: String) -> Result<Vec<Group>, ApiError> {
     let list = list_all(client, &path, "security_groups")?;
     list.iter()
         .map(|g| parse_group(g).ok_or_else(|| decode(&path, "a group without id or name")))
@@ -167,6 +272,12 @@ pub fn parse_group(g: &Value) -> Option<Group> {
     Some(Group {
         id: g["id"].as_str()?.to_string(),
         name: g["name"].as_str().unwrap_or_default().to_string(),
+        project_id: g["project_id"]
+            .as_str()
+            .or(g["tenant_id"].as_str())
+            .unwrap_or_default()
+            .to_string(),
+        description: g["description"].as_str().unwrap_or_default().to_string(),
         tags: strings(&g["tags"]),
         rules: g["security_group_rules"]
             .as_array()

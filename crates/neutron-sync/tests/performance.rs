@@ -39,6 +39,7 @@ fn measure(c: &Client, g: &Generated, mode: PeerMode, filter: &PortFilter, what:
         &SyncOptions {
             dry_run: false,
             ports: filter.clone(),
+            ..SyncOptions::default()
         },
     )
     .unwrap();

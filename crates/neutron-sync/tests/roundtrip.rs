@@ -49,6 +49,7 @@ fn run(c: &Client, t: &Translation, filter: &PortFilter, dry_run: bool) -> Repor
         &SyncOptions {
             dry_run,
             ports: filter.clone(),
+            ..SyncOptions::default()
         },
     )
     .unwrap();
