@@ -162,11 +162,12 @@ pub struct PortFilter {
 /// Reads the groups tagged [`OWNED_TAG`] with their rules (one call) and the ports (one
 /// call), and sorts the groups by whose they are.
 pub fn observe(client: &Client, owner: &Owner, filter: &PortFilter) -> Result<Observed, ApiError> {
+    let groups = list_groups(client, Some(OWNED_TAG))?;
     let mut observed = Observed {
         ports: list_ports(client, filter)?,
         ..Observed::default()
     };
-    for g in list_groups(client, Some(OWNED_TAG))? {
+    for g in groups {
         match owner.classify(&g) {
             Ownership::Ours => observed.groups.push(g),
             Ownership::Legacy => observed.legacy.push(g),

@@ -143,43 +143,6 @@ pub fn pod_ports(c: &Client, pods: &[palisade_model::Pod]) -> PortFilter {
     }
 }
 
-/// A call as the cloud's administrator (`X-Roles: admin`), which the sync never is: to
-/// lower a project's quota, for instance. Returns the status and the answer.
-pub fn admin_call(url: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .build()
-        .into();
-    let url = format!("{}/v2.0/{path}", url.trim_end_matches('/'));
-    let headers = [
-        ("X-Project-Id", "admin"),
-        ("X-User-Id", "admin"),
-        ("X-Roles", "admin,member,reader"),
-        ("Accept", "application/json"),
-    ];
-    let mut response = match method {
-        "PUT" => {
-            let mut req = agent.put(&url);
-            for (k, v) in headers {
-                req = req.header(k, v);
-            }
-            req.content_type("application/json")
-                .send(body.map(Value::to_string).unwrap_or_default().as_str())
-                .unwrap()
-        }
-        _ => {
-            let mut req = agent.get(&url);
-            for (k, v) in headers {
-                req = req.header(k, v);
-            }
-            req.call().unwrap()
-        }
-    };
-    let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string().unwrap();
-    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
-}
-
 /// What a proxy does with one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
