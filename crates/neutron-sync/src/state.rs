@@ -207,10 +207,12 @@ fn list_groups_at(client: &Client, path: String) -> Result<Vec<Group>, ApiError>
         .collect()
 }
 
-/// The ports the filter admits.
+/// The project's ports the filter admits (only the project's, also for credentials that
+/// see other projects' ports, such as an administrator's).
 pub fn list_ports(client: &Client, filter: &PortFilter) -> Result<Vec<PortState>, ApiError> {
-    let mut path = String::from(
-        "ports?fields=id&fields=fixed_ips&fields=security_groups&fields=device_owner&fields=network_id",
+    let mut path = format!(
+        "ports?fields=id&fields=fixed_ips&fields=security_groups&fields=device_owner&fields=network_id&project_id={}",
+        query_escape(client.project_id())
     );
     if let Some(n) = &filter.network_id {
         path.push_str(&format!("&network_id={}", query_escape(n)));
