@@ -20,7 +20,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::client::{ApiError, Client, retryable};
-use crate::plan::{GroupRef, NewGroup, Plan, PortUpdate, default_rules, key};
+use crate::plan::{
+    AddressChange, GroupRef, NewAddressGroup, NewGroup, Plan, PortUpdate, default_rules, key,
+};
 use crate::state::{Group, parse_group, query_escape, rule_body, untagged_groups};
 
 /// Groups per bulk `POST /security-groups`.
@@ -61,6 +63,17 @@ pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
             "PUT",
             format!("security-groups/{}/tags/{}", a.id, a.tag),
             format!("adopt group {}", a.name),
+        ));
+    }
+    for g in &plan.create_address_groups {
+        out.push(call(
+            "POST",
+            "address-groups".into(),
+            format!(
+                "create address group {} ({} address(es))",
+                g.name,
+                g.addresses.len()
+            ),
         ));
     }
     for chunk in plan.create_groups.chunks(GROUPS_PER_CALL) {
@@ -113,6 +126,13 @@ pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
             format!("remove a rule of {}", d.group),
         ));
     }
+    for c in &plan.remove_addresses {
+        out.push(call(
+            "PUT",
+            format!("address-groups/{}/remove_addresses", c.id),
+            format!("{}: remove {} address(es)", c.name, c.addresses.len()),
+        ));
+    }
     for p in plan.tighten_ports.iter().chain(&plan.set_ports) {
         out.push(call("PUT", format!("ports/{}", p.port_id), port_what(p)));
     }
@@ -130,11 +150,25 @@ pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
             ));
         }
     }
+    for c in &plan.add_addresses {
+        out.push(call(
+            "PUT",
+            format!("address-groups/{}/add_addresses", c.id),
+            format!("{}: add {} address(es)", c.name, c.addresses.len()),
+        ));
+    }
     for g in &plan.delete_groups {
         out.push(call(
             "DELETE",
             format!("security-groups/{}", g.id),
             format!("delete group {}", g.name),
+        ));
+    }
+    for g in &plan.delete_address_groups {
+        out.push(call(
+            "DELETE",
+            format!("address-groups/{}", g.id),
+            format!("delete address group {}", g.name),
         ));
     }
     out
@@ -164,6 +198,8 @@ pub struct Applied {
     pub rules_deleted: usize,
     /// Port updates.
     pub ports_updated: usize,
+    /// Address group updates (addresses added or removed).
+    pub address_changes: usize,
     /// Calls that failed (the sync stopped after the phase of the first).
     pub errors: Vec<String>,
 }
@@ -180,6 +216,9 @@ pub fn apply(client: &Client, plan: &Plan) -> Applied {
         && run.phase(|r| {
             for d in &plan.delete_rules {
                 r.delete_rule(&d.id);
+            }
+            for c in &plan.remove_addresses {
+                r.change_addresses(c, "remove_addresses");
             }
         })
         && run.phase(|r| {
@@ -199,13 +238,23 @@ pub fn apply(client: &Client, plan: &Plan) -> Applied {
                 .map(|a| (a.group_id.clone(), a.rule.clone()))
                 .collect();
             r.create_rules(&rules);
+            for c in &plan.add_addresses {
+                r.change_addresses(c, "add_addresses");
+            }
         })
         && run.phase(|r| {
             for g in &plan.delete_groups {
                 match r.client.delete(&format!("security-groups/{}", g.id)) {
                     Ok(()) => r.done.groups_deleted += 1,
                     Err(e) if e.status() == Some(404) => {}
-                    Err(e) => r.done.errors.push(e.to_string()),
+                    Err(e) => r.fail(e),
+                }
+            }
+            for g in &plan.delete_address_groups {
+                match r.client.delete(&format!("address-groups/{}", g.id)) {
+                    Ok(()) => r.done.groups_deleted += 1,
+                    Err(e) if e.status() == Some(404) => {}
+                    Err(e) => r.fail(e),
                 }
             }
         });
@@ -262,6 +311,11 @@ impl Run<'_> {
             match self.client.put(&path, &Value::Null) {
                 Ok(_) => self.done.groups_adopted += 1,
                 Err(e) => self.fail(e),
+            }
+        }
+        for g in &plan.create_address_groups {
+            if !self.create_address_group(g) {
+                return false;
             }
         }
         // The rules each group holds once made (Neutron's defaults, or a found group's).
@@ -416,6 +470,79 @@ impl Run<'_> {
         self.done.errors.is_empty()
     }
 
+    /// Creates an address group; a call that fails in a way that may have made it looks
+    /// it up (the cluster's, by name and description) before trying again.
+    fn create_address_group(&mut self, g: &NewAddressGroup) -> bool {
+        let retry = self.client.retry();
+        let mut backoff = retry.first_backoff;
+        let body = json!({"address_group": {"name": g.name, "description": g.description,
+            "addresses": g.addresses.iter().map(ToString::to_string).collect::<Vec<_>>()}});
+        for attempt in 1..=retry.attempts.max(1) {
+            match self.client.post_once("address-groups", &body) {
+                Ok(made) => {
+                    let Some(id) = made["address_group"]["id"].as_str() else {
+                        self.done.errors.push(format!(
+                            "POST address-groups: no id for {} in the answer",
+                            g.name
+                        ));
+                        return false;
+                    };
+                    self.done.groups_created += 1;
+                    self.ids.insert(g.name.clone(), id.to_string());
+                    return true;
+                }
+                Err(e) if retryable(&e) && attempt < retry.attempts => {
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(retry.max_backoff);
+                    let path = format!(
+                        "address-groups?fields=id&fields=name&fields=description&project_id={}",
+                        query_escape(self.client.project_id())
+                    );
+                    match self.client.get(&path) {
+                        Ok(v) => {
+                            let found = v["address_groups"].as_array().and_then(|a| {
+                                a.iter()
+                                    .filter(|x| {
+                                        x["name"] == g.name && x["description"] == g.description
+                                    })
+                                    .filter_map(|x| x["id"].as_str())
+                                    .min()
+                            });
+                            if let Some(id) = found {
+                                self.done.groups_created += 1;
+                                self.ids.insert(g.name.clone(), id.to_string());
+                                // Made with its addresses in one call: nothing more to do.
+                                return true;
+                            }
+                        }
+                        Err(e) => {
+                            self.fail(e);
+                            return false;
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.fail(e);
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Adds addresses to an address group, or removes them (`which`: `add_addresses` or
+    /// `remove_addresses`).
+    fn change_addresses(&mut self, c: &AddressChange, which: &str) {
+        let addresses: Vec<String> = c.addresses.iter().map(ToString::to_string).collect();
+        match self.client.put(
+            &format!("address-groups/{}/{which}", c.id),
+            &json!({"addresses": addresses}),
+        ) {
+            Ok(_) => self.done.address_changes += 1,
+            Err(e) => self.fail(e),
+        }
+    }
+
     /// Records a group made for the plan, with the rules it holds.
     fn made(&mut self, g: Group, present: &mut BTreeMap<String, Vec<(String, SgRule)>>) {
         self.done.groups_created += 1;
@@ -439,9 +566,12 @@ impl Run<'_> {
     /// The body of a rule of group `group_id`, its remote group resolved to an id.
     fn body(&mut self, group_id: &str, rule: &SgRule) -> Option<Value> {
         let mut rule = rule.clone();
-        if let Remote::Group(name) = &rule.remote {
+        if let Remote::Group(name) | Remote::AddressGroup(name) = &rule.remote {
             match self.ids.get(name).cloned() {
-                Some(id) => rule.remote = Remote::Group(id),
+                Some(id) if matches!(rule.remote, Remote::Group(_)) => {
+                    rule.remote = Remote::Group(id)
+                }
+                Some(id) => rule.remote = Remote::AddressGroup(id),
                 None => {
                     self.done.errors.push(format!(
                         "rule of group {group_id}: remote group {name} has no id"

@@ -17,7 +17,7 @@
 //!
 //! ```
 //! use palisade_neutron_sync::{plan::plan, state::{Observed, Owner}};
-//! let t = palisade_neutron::Translation { security_groups: vec![], ports: vec![] };
+//! let t = palisade_neutron::Translation { security_groups: vec![], ports: vec![], address_groups: vec![] };
 //! let owner = Owner::new("project", "default").unwrap();
 //! assert!(plan(&t, &Observed::default(), &owner).is_empty(), "nothing wanted, nothing held: no call");
 //! ```
@@ -118,7 +118,10 @@ pub fn sync(
     let before = client.counts();
     let owner = state::Owner::new(client.project_id(), &options.cluster_id)
         .map_err(SyncError::ClusterId)?;
-    let observed = state::observe(client, &owner, &options.ports)?;
+    let mut observed = state::observe(client, &owner, &options.ports)?;
+    if !desired.address_groups.is_empty() || observed.uses_address_groups() {
+        observed.address_groups = state::list_address_groups(client, &owner)?;
+    }
     let plan: Plan = plan::plan(desired, &observed, &owner);
     let shortfalls = quota::check(client, &plan)?;
     if !shortfalls.is_empty() {

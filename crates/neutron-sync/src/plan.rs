@@ -14,7 +14,9 @@ use palisade_neutron::{Ethertype, Remote, RuleDirection, SgRule, Traffic, Transl
 use serde::Serialize;
 
 use crate::placement::{Placement, Unplaceable, place};
-use crate::state::{Group, OWNED_TAG, Observed, Owner, Ownership, truncate};
+use ipnet::IpNet;
+
+use crate::state::{AddrGroup, Group, OWNED_TAG, Observed, Owner, Ownership, truncate};
 
 /// A group the plan names: one Neutron has (by id), or one the plan creates (by name).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -87,6 +89,35 @@ pub struct GroupDelete {
     pub name: String,
 }
 
+/// An address group to create (`--peer-mode address-groups`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NewAddressGroup {
+    /// Name.
+    pub name: String,
+    /// Description (starts with the cluster's [`Owner::description_prefix`]).
+    pub description: String,
+    /// Its addresses.
+    #[serde(serialize_with = "as_strings")]
+    pub addresses: Vec<IpNet>,
+}
+
+/// Addresses an existing address group loses or gains.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddressChange {
+    /// Its id.
+    pub id: String,
+    /// Its name.
+    pub name: String,
+    /// The addresses.
+    #[serde(serialize_with = "as_strings")]
+    pub addresses: Vec<IpNet>,
+}
+
+/// Prefixes as text, as the Neutron API writes them.
+pub fn as_strings<S: serde::Serializer>(nets: &[IpNet], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(nets.iter().map(ToString::to_string))
+}
+
 /// An untagged group of an earlier sync's, taken as the cluster's: it gets the cluster tag.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GroupAdopt {
@@ -126,10 +157,14 @@ pub struct Unmatched {
 pub struct Plan {
     /// 1. Groups of an earlier sync to tag with the cluster's tag.
     pub adopt_groups: Vec<GroupAdopt>,
+    /// 1. Address groups to create (no rule refers to them yet).
+    pub create_address_groups: Vec<NewAddressGroup>,
     /// 1. Groups to create, each with its rules (nothing carries them yet).
     pub create_groups: Vec<NewGroup>,
     /// 2. Rules to remove from owned groups (only ever stricter).
     pub delete_rules: Vec<RuleDelete>,
+    /// 2. Addresses existing address groups lose (only ever stricter).
+    pub remove_addresses: Vec<AddressChange>,
     /// 3. Ports moved to the groups they keep: what they carry now and will carry after
     ///    (only ever stricter); ports that cannot be placed lose every group.
     pub tighten_ports: Vec<PortUpdate>,
@@ -137,6 +172,8 @@ pub struct Plan {
     pub set_ports: Vec<PortUpdate>,
     /// 5. Rules to add to existing groups.
     pub add_rules: Vec<RuleAdd>,
+    /// 5. Addresses existing address groups gain.
+    pub add_addresses: Vec<AddressChange>,
     /// 6. Owned groups nothing wants any more (no port carries them now).
     pub delete_groups: Vec<GroupDelete>,
     /// Pods no port has an address of: nothing to change.
@@ -145,8 +182,12 @@ pub struct Plan {
     pub unplaceable: Vec<Unplaceable>,
     /// Groups named like this cluster's that are not its own.
     pub refused: Vec<Refused>,
-    /// The ids of the wanted groups Neutron already has, by name (rules name remote
-    /// groups by name).
+    /// 6. The cluster's address groups nothing wants any more (no rule refers to them
+    ///    now).
+    pub delete_address_groups: Vec<GroupDelete>,
+    /// The ids of the wanted groups and address groups Neutron already has, by name
+    /// (rules name remote groups and address groups by name; the translation never gives
+    /// the two the same name).
     pub known_groups: BTreeMap<String, String>,
 }
 
@@ -154,8 +195,12 @@ impl Plan {
     /// Whether the plan changes nothing.
     pub fn is_empty(&self) -> bool {
         self.adopt_groups.is_empty()
+            && self.create_address_groups.is_empty()
             && self.create_groups.is_empty()
             && self.delete_rules.is_empty()
+            && self.remove_addresses.is_empty()
+            && self.add_addresses.is_empty()
+            && self.delete_address_groups.is_empty()
             && self.tighten_ports.is_empty()
             && self.set_ports.is_empty()
             && self.add_rules.is_empty()
@@ -174,10 +219,11 @@ pub fn default_rules() -> [SgRule; 2] {
     })
 }
 
-/// A rule without its description, its remote group named by `rename`.
+/// A rule without its description, its remote group or address group named by `rename`.
 pub fn key(rule: &SgRule, rename: impl Fn(&str) -> Option<String>) -> Option<SgRule> {
     let remote = match &rule.remote {
         Remote::Group(g) => Remote::Group(rename(g)?),
+        Remote::AddressGroup(g) => Remote::AddressGroup(rename(g)?),
         other => other.clone(),
     };
     Some(SgRule {
@@ -190,10 +236,7 @@ pub fn key(rule: &SgRule, rename: impl Fn(&str) -> Option<String>) -> Option<SgR
 /// The description a new group is created with: the cluster, then the translation's
 /// (at most 255 characters). A group whose creation answer was lost is recognised by it.
 pub fn creation_description(owner: &Owner, description: &str) -> String {
-    truncate(
-        &format!("palisade cluster {}: {description}", owner.cluster_id),
-        255,
-    )
+    truncate(&format!("{}{description}", owner.description_prefix()), 255)
 }
 
 /// Plans the calls from `observed` to `desired`, for `owner`.
@@ -245,9 +288,13 @@ pub fn plan(desired: &Translation, observed: &Observed, owner: &Owner) -> Plan {
             out.known_groups.insert(name.to_string(), id.clone());
         }
     }
+    let address_ids = plan_address_groups(desired, observed, owner, &mut out);
+    for (name, id) in &address_ids {
+        out.known_groups.insert(name.clone(), id.clone());
+    }
     let existing_id = |name: &str| match refs.get(name) {
         Some(GroupRef::Id(id)) => Some(id.clone()),
-        _ => None,
+        _ => address_ids.get(name).cloned(),
     };
     for g in &desired.security_groups {
         let Some(existing) = chosen.get(g.name.as_str()) else {
@@ -298,6 +345,67 @@ pub fn plan(desired: &Translation, observed: &Observed, owner: &Owner) -> Plan {
     }
     plan_ports(desired, observed, &refs, &mut out);
     out
+}
+
+/// Plans the address groups: created when missing, their addresses changed when they
+/// differ, deleted when unwanted (a name held twice keeps the lowest id). Returns the ids
+/// of the wanted ones Neutron has, by name.
+fn plan_address_groups(
+    desired: &Translation,
+    observed: &Observed,
+    owner: &Owner,
+    out: &mut Plan,
+) -> BTreeMap<String, String> {
+    let mut held: BTreeMap<&str, Vec<&AddrGroup>> = BTreeMap::new();
+    for g in &observed.address_groups {
+        held.entry(&g.name).or_default().push(g);
+    }
+    let wanted: BTreeMap<&str, &palisade_neutron::AddressGroup> = desired
+        .address_groups
+        .iter()
+        .map(|g| (g.name.as_str(), g))
+        .collect();
+    let mut ids = BTreeMap::new();
+    for (name, mut groups) in held {
+        groups.sort_by(|a, b| a.id.cmp(&b.id));
+        let extra = if let Some(want) = wanted.get(name) {
+            let g = groups[0];
+            ids.insert(name.to_string(), g.id.clone());
+            let have: BTreeSet<&IpNet> = g.addresses.iter().collect();
+            let need: BTreeSet<&IpNet> = want.addresses.iter().collect();
+            let change = |set: BTreeSet<&IpNet>| AddressChange {
+                id: g.id.clone(),
+                name: g.name.clone(),
+                addresses: set.into_iter().copied().collect(),
+            };
+            let (gone, new) = (&have - &need, &need - &have);
+            if !gone.is_empty() {
+                out.remove_addresses.push(change(gone));
+            }
+            if !new.is_empty() {
+                out.add_addresses.push(change(new));
+            }
+            &groups[1..]
+        } else {
+            &groups[..]
+        };
+        for g in extra {
+            out.delete_address_groups.push(GroupDelete {
+                id: g.id.clone(),
+                name: g.name.clone(),
+            });
+        }
+    }
+    for g in &desired.address_groups {
+        if !ids.contains_key(&g.name) {
+            out.create_address_groups.push(NewAddressGroup {
+                name: g.name.clone(),
+                description: creation_description(owner, &g.description),
+                addresses: g.addresses.clone(),
+            });
+        }
+    }
+    ids
 }
 
 /// The groups named like one of `wanted` that are not this cluster's, except another
@@ -495,6 +603,7 @@ mod tests {
     #[test]
     fn a_changed_state_is_planned_minimally_and_in_a_safe_order() {
         let desired = Translation {
+            address_groups: vec![],
             security_groups: vec![
                 group("a", &["10.0.0.1/32", "10.0.0.3/32"]),
                 group("c", &["10.0.0.9/32"]),
@@ -604,6 +713,7 @@ mod tests {
     #[test]
     fn the_state_reached_plans_nothing() {
         let desired = Translation {
+            address_groups: vec![],
             security_groups: vec![group("a", &["10.0.0.1/32"])],
             ports: vec![binding("x/p", "10.1.0.1", &["a"])],
         };
@@ -618,6 +728,7 @@ mod tests {
     #[test]
     fn groups_of_other_projects_and_clusters_are_never_ours() {
         let desired = Translation {
+            address_groups: vec![],
             security_groups: vec![group("a", &["10.0.0.1/32"])],
             ports: vec![
                 binding("x/p", "10.1.0.1", &["a"]),

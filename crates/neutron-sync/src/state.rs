@@ -52,6 +52,12 @@ impl Owner {
         })
     }
 
+    /// What starts the description of everything the cluster creates:
+    /// `palisade cluster <id>: `.
+    pub fn description_prefix(&self) -> String {
+        format!("palisade cluster {}: ", self.cluster_id)
+    }
+
     /// The tag that names this cluster: `palisade-cluster:<id>`.
     pub fn cluster_tag(&self) -> String {
         format!("{CLUSTER_TAG_PREFIX}{}", self.cluster_id)
@@ -110,6 +116,53 @@ pub struct Group {
     pub rules: Vec<Rule>,
 }
 
+/// An address group as Neutron holds it (`--peer-mode address-groups`). Neutron gives
+/// address groups no tags: one is the cluster's when it belongs to the project and its
+/// description starts with [`Owner::description_prefix`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrGroup {
+    /// Neutron's id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Its addresses.
+    pub addresses: Vec<IpNet>,
+}
+
+/// The project's address groups that are `owner`'s.
+pub fn list_address_groups(client: &Client, owner: &Owner) -> Result<Vec<AddrGroup>, ApiError> {
+    let path = format!(
+        "address-groups?fields=id&fields=name&fields=description&fields=addresses&project_id={}",
+        query_escape(&owner.project_id)
+    );
+    let list = list_all(client, &path, "address_groups")?;
+    let prefix = owner.description_prefix();
+    let mut out = Vec::new();
+    for g in &list {
+        let id = g["id"]
+            .as_str()
+            .ok_or_else(|| decode(&path, "an address group without id"))?;
+        let description = g["description"].as_str().unwrap_or_default();
+        if !description.starts_with(&prefix) {
+            continue;
+        }
+        let addresses = strings(&g["addresses"])
+            .iter()
+            .map(|a| a.parse::<IpNet>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| decode(&path, &format!("address group {id}: {e}")))?;
+        out.push(AddrGroup {
+            id: id.to_string(),
+            name: g["name"].as_str().unwrap_or_default().to_string(),
+            description: description.to_string(),
+            addresses,
+        });
+    }
+    Ok(out)
+}
+
 /// A rule as Neutron holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -148,6 +201,28 @@ pub struct Observed {
     pub foreign: Vec<(Group, Ownership)>,
     /// The ports (those of `--network`, when given).
     pub ports: Vec<PortState>,
+    /// This cluster's address groups (read only when the translation has some or a rule
+    /// refers to one).
+    pub address_groups: Vec<AddrGroup>,
+}
+
+impl Observed {
+    /// Whether a rule of the cluster's groups refers to an address group.
+    pub fn uses_address_groups(&self) -> bool {
+        self.groups
+            .iter()
+            .chain(&self.legacy)
+            .flat_map(|g| &g.rules)
+            .any(|r| {
+                matches!(
+                    &r.rule,
+                    Some(SgRule {
+                        remote: Remote::AddressGroup(_),
+                        ..
+                    })
+                )
+            })
+    }
 }
 
 /// Which ports may be pods' ports.
@@ -228,7 +303,7 @@ pub fn list_ports(client: &Client, filter: &PortFilter) -> Result<Vec<PortState>
 
 /// Every item of a listing, following Neutron's `next` links when it pages (a server
 /// with `pagination_max_limit` set): one call per page.
-fn list_all(client: &Client, first: &str, key: &str) -> Result<Vec<Value>, ApiError> {
+pub(crate) fn list_all(client: &Client, first: &str, key: &str) -> Result<Vec<Value>, ApiError> {
     let mut items = Vec::new();
     let mut path = Some(first.to_string());
     while let Some(p) = path.take() {
@@ -336,16 +411,15 @@ fn to_sg_rule(r: &Value) -> Option<SgRule> {
         Value::String(p) => Traffic::Protocol(protocol(p)?, range),
         _ => return None,
     };
-    if !r["remote_address_group_id"].is_null() {
-        return None;
-    }
     let remote = match (
         r["remote_ip_prefix"].as_str(),
         r["remote_group_id"].as_str(),
+        r["remote_address_group_id"].as_str(),
     ) {
-        (None, None) => Remote::Any,
-        (Some(p), None) => Remote::Prefix(p.parse::<IpNet>().ok()?),
-        (None, Some(g)) => Remote::Group(g.to_string()),
+        (None, None, None) => Remote::Any,
+        (Some(p), None, None) => Remote::Prefix(p.parse::<IpNet>().ok()?),
+        (None, Some(g), None) => Remote::Group(g.to_string()),
+        (None, None, Some(a)) => Remote::AddressGroup(a.to_string()),
         _ => return None,
     };
     Some(SgRule {
@@ -447,8 +521,8 @@ mod tests {
                 "icmp",
             ),
             (
-                json!({"id": "r", "direction": "ingress", "ethertype": "IPv4", "protocol": null, "remote_address_group_id": "a"}),
-                "address group",
+                json!({"id": "r", "direction": "ingress", "ethertype": "IPv4", "protocol": null, "remote_address_group_id": "a", "remote_ip_prefix": "10.0.0.0/8"}),
+                "an address group and a prefix",
             ),
             (
                 json!({"id": "r", "direction": "ingress", "ethertype": "IPv4", "protocol": null, "port_range_min": 1, "port_range_max": 2}),
