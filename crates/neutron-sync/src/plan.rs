@@ -97,7 +97,7 @@ pub struct NewAddressGroup {
     /// Description (starts with the cluster's [`Owner::description_prefix`]).
     pub description: String,
     /// Its addresses.
-    #[serde(serialize_with = "as_strings")]
+    #[serde(serialize_with = "palisade_neutron::prefixes_as_strings")]
     pub addresses: Vec<IpNet>,
 }
 
@@ -109,13 +109,8 @@ pub struct AddressChange {
     /// Its name.
     pub name: String,
     /// The addresses.
-    #[serde(serialize_with = "as_strings")]
+    #[serde(serialize_with = "palisade_neutron::prefixes_as_strings")]
     pub addresses: Vec<IpNet>,
-}
-
-/// Prefixes as text, as the Neutron API writes them.
-pub fn as_strings<S: serde::Serializer>(nets: &[IpNet], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(nets.iter().map(ToString::to_string))
 }
 
 /// An untagged group of an earlier sync's, taken as the cluster's: it gets the cluster tag.

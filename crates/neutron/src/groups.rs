@@ -186,12 +186,15 @@ pub struct AddressGroup {
     /// What it is for.
     pub description: String,
     /// The addresses, as `/32` and `/128` prefixes, sorted.
-    #[serde(serialize_with = "as_strings")]
+    #[serde(serialize_with = "prefixes_as_strings")]
     pub addresses: Vec<IpNet>,
 }
 
-/// Prefixes as text, as the Neutron API writes them.
-fn as_strings<S: Serializer>(nets: &[IpNet], serializer: S) -> Result<S::Ok, S::Error> {
+/// Serializes prefixes as text, as the Neutron API writes them (`serialize_with`).
+pub fn prefixes_as_strings<S: Serializer>(
+    nets: &[IpNet],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
     serializer.collect_seq(nets.iter().map(ToString::to_string))
 }
 

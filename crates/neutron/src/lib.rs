@@ -51,7 +51,7 @@ pub use cidr::subtract;
 pub use eval::SgEvaluator;
 pub use groups::{
     AddressGroup, Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic,
-    Translation,
+    Translation, prefixes_as_strings,
 };
 pub use naming::MAX_NAME_LEN;
 pub use translate::{
