@@ -106,14 +106,18 @@ impl Input {
                 eprintln!("{d}");
             }
         }
-        let options = Options {
+        Ok(Engine::new(loaded.cluster, self.options()))
+    }
+
+    /// The evaluator options the flags give.
+    pub fn options(&self) -> Options {
+        Options {
             semantics: match self.semantics {
                 SemanticsArg::Standard => Semantics::Standard,
                 SemanticsArg::Legacy => Semantics::Legacy,
             },
             allow_node_local: !self.no_node_local,
-        };
-        Ok(Engine::new(loaded.cluster, options))
+        }
     }
 }
 

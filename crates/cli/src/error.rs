@@ -51,6 +51,13 @@ pub enum CliError {
     /// No session with Neutron could be had (exit 1).
     #[error(transparent)]
     NeutronAuth(#[from] palisade_neutron_sync::auth::AuthError),
+    /// A Neutron sync could not run: a call failed before the plan, or the plan does not
+    /// fit the project's quota (exit 1).
+    #[error("Neutron: {0}")]
+    NeutronSync(#[from] palisade_neutron_sync::SyncError),
+    /// A Neutron sync closed ports it cannot place (exit 3; each was reported).
+    #[error("{0} port(s) closed because they cannot be placed (listed above)")]
+    NeutronUnplaceable(usize),
     /// Some calls of a Neutron sync failed (exit 1; each was reported).
     #[error("{0} Neutron call(s) failed (listed above); the sync stopped after that phase")]
     NeutronFailed(usize),
@@ -127,6 +134,10 @@ pub fn exit(result: Result<(), CliError>) -> ExitCode {
             ExitCode::from(3)
         }
         Err(CliError::Differs) => ExitCode::from(3),
+        Err(e @ CliError::NeutronUnplaceable(..)) => {
+            eprintln!("palisade: {e}");
+            ExitCode::from(3)
+        }
         Err(CliError::Invalid(diags)) => {
             let n = diags
                 .iter()

@@ -1,7 +1,9 @@
 //! `palisade neutron sync` and `controller` against a real Neutron (PALISADE_NEUTRON_URL,
 //! or one started by deploy/neutron/dev-server.sh): --dry-run never writes, a second sync
-//! writes nothing, the controller follows a directory; and bad input is an error, never
-//! a panic.
+//! writes nothing, the controller follows a directory; a port that cannot be placed is
+//! closed and makes `sync` exit 3 and the controller not ready; `--skip-invalid` isolates
+//! the subject of an invalid policy as the controller does; and bad input is an error,
+//! never a panic.
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
@@ -9,14 +11,17 @@ mod common;
 #[path = "../../neutron-sync/tests/common/mod.rs"]
 mod neutron;
 
-use std::net::IpAddr;
+use std::io::{Read, Write};
+use std::net::{IpAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{palisade, stderr, stdout};
+use palisade_neutron::SgEvaluator;
+use palisade_neutron_sync::client::Client;
 use palisade_neutron_sync::readback::read_back;
 use palisade_neutron_sync::state::PortFilter;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const XYZ_POLICY: &str = "examples/xyz/policies/01-deny-ingress-x.yaml";
 
@@ -208,6 +213,8 @@ fn the_controller_follows_a_directory() {
             &url,
             "--project-id",
             &project,
+            "--listen",
+            &free_addr(),
         ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -249,4 +256,197 @@ fn the_controller_follows_a_directory() {
     });
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// A loopback address nothing listens on now.
+fn free_addr() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().to_string()
+}
+
+/// `GET path` from the controller at `addr`: the status and the body (`None` while it
+/// does not listen yet).
+fn get(addr: &str, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n")?.1.to_string();
+    Some((status, body))
+}
+
+/// A second port, on a network of its own, holding `ip` (besides an address of its own):
+/// the pod with that address is on two ports. Returns the port's id.
+fn second_port(c: &Client, ip: &str) -> String {
+    let net = c
+        .post("networks", &json!({"network": {"name": "other"}}))
+        .unwrap();
+    let net_id = net["network"]["id"].as_str().unwrap();
+    let subnet = c
+        .post("subnets", &json!({"subnet": {"network_id": net_id, "ip_version": 4, "cidr": "10.0.0.0/8", "gateway_ip": null}}))
+        .unwrap();
+    let subnet_id = subnet["subnet"]["id"].as_str().unwrap();
+    let port = c
+        .post(
+            "ports",
+            &json!({"port": {"network_id": net_id, "fixed_ips": [
+                {"subnet_id": subnet_id, "ip_address": "10.250.0.1"},
+                {"subnet_id": subnet_id, "ip_address": ip}]}}),
+        )
+        .unwrap();
+    port["port"]["id"].as_str().unwrap().to_string()
+}
+
+#[test]
+fn a_port_that_cannot_be_placed_is_closed_and_sync_exits_3() {
+    let Some(url) = neutron::neutron_url() else {
+        return;
+    };
+    let project = neutron::project("cli-exit3");
+    let c = neutron::client(&url, &project);
+    neutron::make_ports(&c, &xyz_ips());
+    let second = second_port(&c, "10.0.0.10");
+    let o = palisade(&[
+        "neutron",
+        "sync",
+        "-f",
+        "examples/xyz/cluster.yaml",
+        "--neutron-url",
+        &url,
+        "--project-id",
+        &project,
+    ]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains(&format!("closed port {second} (pods x/a)")),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stderr(&o).contains("2 port(s) closed because they cannot be placed"),
+        "{}",
+        stderr(&o)
+    );
+    let t = read_back(&c, &PortFilter::default()).unwrap();
+    let ip: IpAddr = "10.0.0.10".parse().unwrap();
+    for p in t.ports.iter().filter(|p| p.fixed_ips.contains(&ip)) {
+        assert!(p.security_groups.is_empty(), "{p:?}");
+    }
+}
+
+#[test]
+fn the_controller_reports_a_port_it_cannot_place_in_readyz_and_metrics() {
+    let Some(url) = neutron::neutron_url() else {
+        return;
+    };
+    let project = neutron::project("cli-readyz");
+    let c = neutron::client(&url, &project);
+    neutron::make_ports(&c, &xyz_ips());
+    second_port(&c, "10.0.0.10");
+    let dir = tempfile::tempdir().unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    std::fs::copy(
+        format!("{root}examples/xyz/cluster.yaml"),
+        dir.path().join("cluster.yaml"),
+    )
+    .unwrap();
+    let addr = free_addr();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .args([
+            "neutron",
+            "controller",
+            "--source",
+            &format!("dir:{}", dir.path().display()),
+            "--neutron-url",
+            &url,
+            "--project-id",
+            &project,
+            "--listen",
+            &addr,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let metrics = loop {
+        if let Some((200, body)) = get(&addr, "/metrics")
+            && body.contains("palisade_neutron_syncs_total 1")
+        {
+            break body;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "timed out waiting for the first sync"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    };
+    let readyz = get(&addr, "/readyz").unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        metrics.contains("palisade_neutron_unplaceable_ports 2\n")
+            && metrics.contains("palisade_neutron_ready 0\n"),
+        "{metrics}"
+    );
+    assert_eq!(readyz.0, 503, "{readyz:?}");
+    assert!(readyz.1.contains("cannot be placed"), "{readyz:?}");
+}
+
+#[test]
+fn sync_skip_invalid_isolates_the_subject_of_an_invalid_policy() {
+    let Some(url) = neutron::neutron_url() else {
+        return;
+    };
+    let project = neutron::project("cli-skip");
+    let c = neutron::client(&url, &project);
+    neutron::make_ports(&c, &xyz_ips());
+    let dir = tempfile::tempdir().unwrap();
+    let invalid = dir.path().join("invalid.yaml");
+    std::fs::write(
+        &invalid,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: web, namespace: x}\nspec:\n  podSelector: {}\n  ingress: [{ports: [{protocol: ICMP}]}]\n",
+    )
+    .unwrap();
+    let o = palisade(&[
+        "neutron",
+        "sync",
+        "-f",
+        "examples/xyz/cluster.yaml",
+        invalid.to_str().unwrap(),
+        "--skip-invalid",
+        "--neutron-url",
+        &url,
+        "--project-id",
+        &project,
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipped: "), "{}", stderr(&o));
+    let t = read_back(&c, &PortFilter::default()).unwrap();
+    let sg = SgEvaluator::new(&t);
+    let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+    let tcp = palisade_model::Protocol::Tcp;
+    assert!(
+        !sg.allows(ip("10.0.1.10"), ip("10.0.0.10"), tcp, 80),
+        "the invalid policy's subject x/a is isolated for ingress"
+    );
+    assert!(
+        sg.allows(ip("10.0.0.10"), ip("10.0.1.10"), tcp, 80),
+        "and nothing else changes: y/a is not isolated"
+    );
+    let bad = palisade(&[
+        "neutron",
+        "sync",
+        "-f",
+        "examples/xyz/cluster.yaml",
+        "--neutron-url",
+        &url,
+        "--project-id",
+        &project,
+        "--cluster-id",
+        "Bad,Id",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--cluster-id"), "{}", stderr(&bad));
 }

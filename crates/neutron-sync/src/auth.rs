@@ -150,10 +150,10 @@ pub fn connect(auth: &Auth, retry: Retry) -> Result<Client, AuthError> {
                 Some(path) => Some(crate::client::read_roots(path).map_err(AuthError::CaCert)?),
                 None => None,
             };
-            let (token, endpoint) = login(k, roots.as_deref())?;
+            let (token, project_id, endpoint) = login(k, roots.as_deref())?;
             Ok(Client::with_roots(
                 &endpoint,
-                Credentials::Token(token),
+                Credentials::Token { token, project_id },
                 retry,
                 roots.as_deref(),
             ))
@@ -161,11 +161,12 @@ pub fn connect(auth: &Auth, retry: Retry) -> Result<Client, AuthError> {
     }
 }
 
-/// Logs in (trusting `roots` when given): the token and Neutron's URL.
+/// Logs in (trusting `roots` when given): the token, the project it is scoped to, and
+/// Neutron's URL.
 pub fn login(
     k: &Keystone,
     roots: Option<&[ureq::tls::Certificate<'static>]>,
-) -> Result<(String, String), AuthError> {
+) -> Result<(String, String, String), AuthError> {
     let base = k.auth_url.trim_end_matches('/');
     let base = base.strip_suffix("/v3").unwrap_or(base);
     let url = format!("{base}/v3/auth/tokens");
@@ -198,16 +199,20 @@ pub fn login(
         return Err(fail(format!("HTTP {status}: {message}")));
     }
     let token = token.ok_or_else(|| fail("no X-Subject-Token in the answer".into()))?;
-    if let Some(url) = &k.endpoint_override {
-        return Ok((token, url.clone()));
-    }
     let body: Value = serde_json::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let project_id = body["token"]["project"]["id"]
+        .as_str()
+        .map(str::to_string)
+        .ok_or_else(|| fail("the token is not scoped to a project".into()))?;
+    if let Some(url) = &k.endpoint_override {
+        return Ok((token, project_id, url.clone()));
+    }
     let endpoint = network_endpoint(&body["token"]["catalog"], &k.interface, k.region.as_deref())
         .ok_or_else(|| AuthError::NoEndpoint {
         interface: k.interface.clone(),
         region: k.region.clone(),
     })?;
-    Ok((token, endpoint))
+    Ok((token, project_id, endpoint))
 }
 
 fn named(n: &Named) -> Value {
@@ -444,7 +449,7 @@ mod tests {
                 reader.read_exact(&mut body).unwrap();
                 let token = headers.get("x-auth-token").cloned().unwrap_or_default();
                 let (status, extra, reply) = if path == "/v3/auth/tokens" {
-                    let catalog = json!({"token": {"catalog": [
+                    let catalog = json!({"token": {"project": {"id": "p-1"}, "catalog": [
                         {"type": "identity", "endpoints": [{"interface": "public", "region_id": "r1", "url": "http://wrong"}]},
                         {"type": "network", "endpoints": [
                             {"interface": "internal", "region_id": "r1", "url": "http://wrong"},

@@ -18,8 +18,24 @@ pub enum Credentials {
         /// The user the calls are made as.
         user_id: String,
     },
-    /// A Keystone token (`X-Auth-Token`).
-    Token(String),
+    /// A Keystone token (`X-Auth-Token`) scoped to a project.
+    Token {
+        /// The token.
+        token: String,
+        /// The project the token is scoped to.
+        project_id: String,
+    },
+}
+
+impl Credentials {
+    /// The project the calls act in: the groups the sync owns belong to it.
+    pub fn project_id(&self) -> &str {
+        match self {
+            Credentials::Headers { project_id, .. } | Credentials::Token { project_id, .. } => {
+                project_id
+            }
+        }
+    }
 }
 
 /// Retry policy for server errors (5xx) and connection errors.
@@ -168,6 +184,33 @@ impl Client {
         self.counts.get()
     }
 
+    /// The project the client acts in.
+    pub fn project_id(&self) -> &str {
+        self.credentials.project_id()
+    }
+
+    /// The retry policy.
+    pub fn retry(&self) -> Retry {
+        self.retry
+    }
+
+    /// `POST /v2.0/<path>`, attempted once: for a creation whose answer may be lost after
+    /// Neutron made the object, where the caller looks it up before trying again.
+    pub fn post_once(&self, path: &str, body: &Value) -> Result<Value, ApiError> {
+        self.count(Method::Post);
+        self.once(Method::Post, path, Some(body))
+    }
+
+    fn count(&self, method: Method) {
+        let mut counts = self.counts.get();
+        if method == Method::Get {
+            counts.reads += 1;
+        } else {
+            counts.writes += 1;
+        }
+        self.counts.set(counts);
+    }
+
     /// `GET /v2.0/<path>`.
     pub fn get(&self, path: &str) -> Result<Value, ApiError> {
         self.call(Method::Get, path, None)
@@ -195,13 +238,7 @@ impl Client {
         path: &str,
         body: Option<&Value>,
     ) -> Result<Value, ApiError> {
-        let mut counts = self.counts.get();
-        if method == Method::Get {
-            counts.reads += 1;
-        } else {
-            counts.writes += 1;
-        }
-        self.counts.set(counts);
+        self.count(method);
         let mut backoff = self.retry.first_backoff;
         let mut attempt = 1;
         loop {
@@ -235,7 +272,7 @@ impl Client {
                 ("X-User-Id", user_id),
                 ("X-Roles", "member,reader"),
             ],
-            Credentials::Token(token) => vec![("X-Auth-Token", token)],
+            Credentials::Token { token, .. } => vec![("X-Auth-Token", token)],
         };
         let result = match method {
             Method::Get | Method::Delete => {
@@ -324,7 +361,7 @@ pub fn read_roots(path: &std::path::Path) -> Result<Vec<ureq::tls::Certificate<'
 }
 
 /// Whether an error is worth another attempt: a server error or a broken connection.
-fn retryable(e: &ApiError) -> bool {
+pub fn retryable(e: &ApiError) -> bool {
     match e {
         ApiError::Status { status, .. } => *status >= 500,
         ApiError::Transport { .. } => true,

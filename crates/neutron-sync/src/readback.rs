@@ -7,12 +7,13 @@
 
 use std::collections::BTreeSet;
 
-use palisade_neutron::{PortBinding, SecurityGroup, Translation};
+use palisade_neutron::{AddressGroup, PortBinding, SecurityGroup, Translation};
 
 use crate::client::{ApiError, Client};
-use crate::state::{PortFilter, list_groups, list_ports};
+use crate::state::{PortFilter, list_all, list_groups, list_ports, query_escape};
 
-/// Every group of the project (owned or not) and every port the filter admits.
+/// Every group of the project (owned or not), every address group, and every port the
+/// filter admits.
 pub fn read_back(client: &Client, filter: &PortFilter) -> Result<Translation, ApiError> {
     let groups = list_groups(client, None)?;
     let ports = list_ports(client, filter)?;
@@ -56,5 +57,41 @@ pub fn read_back(client: &Client, filter: &PortFilter) -> Result<Translation, Ap
     Ok(Translation {
         security_groups,
         ports,
+        address_groups: address_groups(client)?,
     })
+}
+
+/// The project's address groups, named by their ids.
+fn address_groups(client: &Client) -> Result<Vec<AddressGroup>, ApiError> {
+    let path = format!(
+        "address-groups?project_id={}",
+        query_escape(client.project_id())
+    );
+    let mut out = Vec::new();
+    for g in list_all(client, &path, "address_groups")? {
+        let bad = |message: String| ApiError::Decode {
+            method: "GET",
+            path: path.clone(),
+            message,
+        };
+        let id = g["id"]
+            .as_str()
+            .ok_or_else(|| bad("an address group without id".into()))?;
+        let mut addresses = Vec::new();
+        for a in g["addresses"].as_array().into_iter().flatten() {
+            let net = a
+                .as_str()
+                .and_then(|a| a.parse().ok())
+                .ok_or_else(|| bad(format!("address group {id}: address {a}")))?;
+            addresses.push(net);
+        }
+        addresses.sort();
+        out.push(AddressGroup {
+            name: id.to_string(),
+            description: g["name"].as_str().unwrap_or_default().to_string(),
+            addresses,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }

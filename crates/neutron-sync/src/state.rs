@@ -1,6 +1,7 @@
-//! What Neutron holds, read once per sync: the owned security groups with their rules, and
-//! the project's ports. Rules are parsed into the translation's [`SgRule`] (remote groups
-//! by id), so desired and observed rules compare by value.
+//! What Neutron holds, read once per sync: the security groups tagged [`OWNED_TAG`] with
+//! their rules (sorted by [`Owner`] into this cluster's and the others'), and the
+//! project's ports. Rules are parsed into the translation's [`SgRule`] (remote groups by
+//! id), so desired and observed rules compare by value.
 
 use std::net::IpAddr;
 
@@ -11,9 +12,92 @@ use serde_json::{Value, json};
 
 use crate::client::{ApiError, Client};
 
-/// The tag every group the sync creates carries; only groups with it are ever changed or
-/// deleted.
+/// The tag every group the sync creates carries (with its cluster's [`Owner::cluster_tag`]).
 pub const OWNED_TAG: &str = "palisade-managed";
+
+/// What starts the tag naming the cluster a group belongs to.
+pub const CLUSTER_TAG_PREFIX: &str = "palisade-cluster:";
+
+/// The cluster id when none is given.
+pub const DEFAULT_CLUSTER_ID: &str = "default";
+
+/// Who the sync is: a group is its own only if it belongs to `project_id` and carries
+/// [`OWNED_TAG`] and this cluster's tag.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// The project the groups and ports belong to.
+    pub project_id: String,
+    /// The cluster's identity (`--cluster-id`).
+    pub cluster_id: String,
+}
+
+impl Owner {
+    /// An owner, refusing a cluster id that is empty, longer than 63 characters, or holds
+    /// characters other than `a-z`, `0-9`, `-`, `.` and `_` (tags are filtered with
+    /// commas and sent in URLs).
+    pub fn new(project_id: &str, cluster_id: &str) -> Result<Owner, String> {
+        let ok = !cluster_id.is_empty()
+            && cluster_id.len() <= 63
+            && cluster_id.chars().all(|c| {
+                c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '.' | '_')
+            });
+        if !ok {
+            return Err(format!(
+                "cluster id {cluster_id:?}: use 1 to 63 characters of a-z, 0-9, '-', '.' and '_'"
+            ));
+        }
+        Ok(Owner {
+            project_id: project_id.to_string(),
+            cluster_id: cluster_id.to_string(),
+        })
+    }
+
+    /// What starts the description of everything the cluster creates:
+    /// `palisade cluster <id>: `.
+    pub fn description_prefix(&self) -> String {
+        format!("palisade cluster {}: ", self.cluster_id)
+    }
+
+    /// The tag that names this cluster: `palisade-cluster:<id>`.
+    pub fn cluster_tag(&self) -> String {
+        format!("{CLUSTER_TAG_PREFIX}{}", self.cluster_id)
+    }
+
+    /// Whose a group tagged [`OWNED_TAG`] is.
+    pub fn classify(&self, g: &Group) -> Ownership {
+        let clusters: Vec<&str> = g
+            .tags
+            .iter()
+            .filter_map(|t| t.strip_prefix(CLUSTER_TAG_PREFIX))
+            .collect();
+        if g.project_id != self.project_id {
+            return Ownership::OtherProject;
+        }
+        match clusters.as_slice() {
+            [c] if *c == self.cluster_id => Ownership::Ours,
+            // Made before groups named their cluster: the default cluster's.
+            [] if self.cluster_id == DEFAULT_CLUSTER_ID => Ownership::Legacy,
+            [] => Ownership::Unclaimed,
+            _ => Ownership::OtherCluster,
+        }
+    }
+}
+
+/// Whose a group tagged [`OWNED_TAG`] is, seen by one [`Owner`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ownership {
+    /// This cluster's, in this project.
+    Ours,
+    /// Made before groups named their cluster, in this project, seen by the default
+    /// cluster: adopted (it gets the cluster tag).
+    Legacy,
+    /// In this project, naming no cluster, seen by a cluster that is not the default one.
+    Unclaimed,
+    /// Another cluster's (or several clusters') in this project.
+    OtherCluster,
+    /// Another project's, visible here because it is shared (Neutron RBAC).
+    OtherProject,
+}
 
 /// A security group as Neutron holds it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,17 +106,61 @@ pub struct Group {
     pub id: String,
     /// Name.
     pub name: String,
+    /// The project it belongs to.
+    pub project_id: String,
+    /// Description.
+    pub description: String,
     /// Tags.
     pub tags: Vec<String>,
     /// Rules.
     pub rules: Vec<Rule>,
 }
 
-impl Group {
-    /// Whether the sync owns the group.
-    pub fn owned(&self) -> bool {
-        self.tags.iter().any(|t| t == OWNED_TAG)
+/// An address group as Neutron holds it (`--peer-mode address-groups`). Neutron gives
+/// address groups no tags: one is the cluster's when it belongs to the project and its
+/// description starts with [`Owner::description_prefix`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AddrGroup {
+    /// Neutron's id.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Its addresses.
+    pub addresses: Vec<IpNet>,
+}
+
+/// The project's address groups that are `owner`'s.
+pub fn list_address_groups(client: &Client, owner: &Owner) -> Result<Vec<AddrGroup>, ApiError> {
+    let path = format!(
+        "address-groups?fields=id&fields=name&fields=description&fields=addresses&project_id={}",
+        query_escape(&owner.project_id)
+    );
+    let list = list_all(client, &path, "address_groups")?;
+    let prefix = owner.description_prefix();
+    let mut out = Vec::new();
+    for g in &list {
+        let id = g["id"]
+            .as_str()
+            .ok_or_else(|| decode(&path, "an address group without id"))?;
+        let description = g["description"].as_str().unwrap_or_default();
+        if !description.starts_with(&prefix) {
+            continue;
+        }
+        let addresses = strings(&g["addresses"])
+            .iter()
+            .map(|a| a.parse::<IpNet>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| decode(&path, &format!("address group {id}: {e}")))?;
+        out.push(AddrGroup {
+            id: id.to_string(),
+            name: g["name"].as_str().unwrap_or_default().to_string(),
+            description: description.to_string(),
+            addresses,
+        });
     }
+    Ok(out)
 }
 
 /// A rule as Neutron holds it.
@@ -64,10 +192,37 @@ pub struct PortState {
 /// Neutron's groups and ports, as read at the start of a sync.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Observed {
-    /// The owned groups.
+    /// This cluster's groups ([`Ownership::Ours`]).
     pub groups: Vec<Group>,
+    /// Groups to adopt ([`Ownership::Legacy`]): owned from now on, once tagged.
+    pub legacy: Vec<Group>,
+    /// The other groups tagged [`OWNED_TAG`], with whose they are: never changed, never
+    /// given to a port.
+    pub foreign: Vec<(Group, Ownership)>,
     /// The ports (those of `--network`, when given).
     pub ports: Vec<PortState>,
+    /// This cluster's address groups (read only when the translation has some or a rule
+    /// refers to one).
+    pub address_groups: Vec<AddrGroup>,
+}
+
+impl Observed {
+    /// Whether a rule of the cluster's groups refers to an address group.
+    pub fn uses_address_groups(&self) -> bool {
+        self.groups
+            .iter()
+            .chain(&self.legacy)
+            .flat_map(|g| &g.rules)
+            .any(|r| {
+                matches!(
+                    &r.rule,
+                    Some(SgRule {
+                        remote: Remote::AddressGroup(_),
+                        ..
+                    })
+                )
+            })
+    }
 }
 
 /// Which ports may be pods' ports.
@@ -79,32 +234,60 @@ pub struct PortFilter {
     pub device_owner: Option<String>,
 }
 
-/// Reads the owned groups with their rules (one call) and the ports (one call).
-pub fn observe(client: &Client, filter: &PortFilter) -> Result<Observed, ApiError> {
+/// Reads the groups tagged [`OWNED_TAG`] with their rules (one call) and the ports (one
+/// call), and sorts the groups by whose they are.
+pub fn observe(client: &Client, owner: &Owner, filter: &PortFilter) -> Result<Observed, ApiError> {
     let groups = list_groups(client, Some(OWNED_TAG))?;
-    let ports = list_ports(client, filter)?;
-    Ok(Observed { groups, ports })
+    let mut observed = Observed {
+        ports: list_ports(client, filter)?,
+        ..Observed::default()
+    };
+    for g in groups {
+        match owner.classify(&g) {
+            Ownership::Ours => observed.groups.push(g),
+            Ownership::Legacy => observed.legacy.push(g),
+            other => observed.foreign.push((g, other)),
+        }
+    }
+    Ok(observed)
 }
 
-/// Every group of the project (or those with `tag`), rules included.
+/// Every group visible (or those with `tag`), rules included: the project's own and those
+/// other projects share with it.
 pub fn list_groups(client: &Client, tag: Option<&str>) -> Result<Vec<Group>, ApiError> {
     let mut path = String::from(
-        "security-groups?fields=id&fields=name&fields=tags&fields=security_group_rules",
+        "security-groups?fields=id&fields=name&fields=tags&fields=project_id&fields=description&fields=security_group_rules",
     );
     if let Some(tag) = tag {
         path.push_str("&tags=");
-        path.push_str(tag);
+        path.push_str(&query_escape(tag));
     }
+    list_groups_at(client, path)
+}
+
+/// The project's groups without [`OWNED_TAG`], rules included: where a group whose
+/// creation answer was lost, or whose tagging failed, is found again.
+pub fn untagged_groups(client: &Client, project_id: &str) -> Result<Vec<Group>, ApiError> {
+    let path = format!(
+        "security-groups?fields=id&fields=name&fields=tags&fields=project_id&fields=description&fields=security_group_rules&project_id={}&not-tags={OWNED_TAG}",
+        query_escape(project_id),
+    );
+    list_groups_at(client, path)
+}
+
+fn list_groups_at(client: &Client, path: String) -> Result<Vec<Group>, ApiError> {
     let list = list_all(client, &path, "security_groups")?;
     list.iter()
         .map(|g| parse_group(g).ok_or_else(|| decode(&path, "a group without id or name")))
         .collect()
 }
 
-/// The ports the filter admits.
+/// The project's ports the filter admits (only the project's, also for credentials that
+/// see other projects' ports, such as an administrator's).
 pub fn list_ports(client: &Client, filter: &PortFilter) -> Result<Vec<PortState>, ApiError> {
-    let mut path = String::from(
-        "ports?fields=id&fields=fixed_ips&fields=security_groups&fields=device_owner&fields=network_id",
+    let mut path = format!(
+        "ports?fields=id&fields=fixed_ips&fields=security_groups&fields=device_owner&fields=network_id&project_id={}",
+        query_escape(client.project_id())
     );
     if let Some(n) = &filter.network_id {
         path.push_str(&format!("&network_id={}", query_escape(n)));
@@ -120,7 +303,7 @@ pub fn list_ports(client: &Client, filter: &PortFilter) -> Result<Vec<PortState>
 
 /// Every item of a listing, following Neutron's `next` links when it pages (a server
 /// with `pagination_max_limit` set): one call per page.
-fn list_all(client: &Client, first: &str, key: &str) -> Result<Vec<Value>, ApiError> {
+pub(crate) fn list_all(client: &Client, first: &str, key: &str) -> Result<Vec<Value>, ApiError> {
     let mut items = Vec::new();
     let mut path = Some(first.to_string());
     while let Some(p) = path.take() {
@@ -167,6 +350,12 @@ pub fn parse_group(g: &Value) -> Option<Group> {
     Some(Group {
         id: g["id"].as_str()?.to_string(),
         name: g["name"].as_str().unwrap_or_default().to_string(),
+        project_id: g["project_id"]
+            .as_str()
+            .or(g["tenant_id"].as_str())
+            .unwrap_or_default()
+            .to_string(),
+        description: g["description"].as_str().unwrap_or_default().to_string(),
         tags: strings(&g["tags"]),
         rules: g["security_group_rules"]
             .as_array()
@@ -222,16 +411,15 @@ fn to_sg_rule(r: &Value) -> Option<SgRule> {
         Value::String(p) => Traffic::Protocol(protocol(p)?, range),
         _ => return None,
     };
-    if !r["remote_address_group_id"].is_null() {
-        return None;
-    }
     let remote = match (
         r["remote_ip_prefix"].as_str(),
         r["remote_group_id"].as_str(),
+        r["remote_address_group_id"].as_str(),
     ) {
-        (None, None) => Remote::Any,
-        (Some(p), None) => Remote::Prefix(p.parse::<IpNet>().ok()?),
-        (None, Some(g)) => Remote::Group(g.to_string()),
+        (None, None, None) => Remote::Any,
+        (Some(p), None, None) => Remote::Prefix(p.parse::<IpNet>().ok()?),
+        (None, Some(g), None) => Remote::Group(g.to_string()),
+        (None, None, Some(a)) => Remote::AddressGroup(a.to_string()),
         _ => return None,
     };
     Some(SgRule {
@@ -333,8 +521,8 @@ mod tests {
                 "icmp",
             ),
             (
-                json!({"id": "r", "direction": "ingress", "ethertype": "IPv4", "protocol": null, "remote_address_group_id": "a"}),
-                "address group",
+                json!({"id": "r", "direction": "ingress", "ethertype": "IPv4", "protocol": null, "remote_address_group_id": "a", "remote_ip_prefix": "10.0.0.0/8"}),
+                "an address group and a prefix",
             ),
             (
                 json!({"id": "r", "direction": "ingress", "ethertype": "IPv4", "protocol": null, "port_range_min": 1, "port_range_max": 2}),

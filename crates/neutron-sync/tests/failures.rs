@@ -17,7 +17,7 @@ use palisade_model::Protocol;
 use palisade_neutron::{SgEvaluator, TranslateOptions, Translation, translate};
 use palisade_neutron_sync::client::Client;
 use palisade_neutron_sync::readback::read_back;
-use palisade_neutron_sync::state::{PortFilter, observe};
+use palisade_neutron_sync::state::{DEFAULT_CLUSTER_ID, Owner, PortFilter, observe};
 use palisade_neutron_sync::{SyncOptions, plan, sync};
 use serde_json::json;
 
@@ -161,13 +161,15 @@ fn interrupted_syncs_never_open_more_than_the_old_or_new_policies() {
         let options = SyncOptions {
             dry_run: false,
             ports: filter.clone(),
+            ..SyncOptions::default()
         };
         assert!(
             sync(&c, &old_t, &options).unwrap().ok(),
             "{}: the old state syncs",
             case.name
         );
-        let p = plan::plan(&new_t, &observe(&c, &filter).unwrap());
+        let owner = Owner::new(&project, DEFAULT_CLUSTER_ID).unwrap();
+        let p = plan::plan(&new_t, &observe(&c, &owner, &filter).unwrap(), &owner);
         assert!(
             !p.delete_rules.is_empty()
                 && !p.tighten_ports.is_empty()

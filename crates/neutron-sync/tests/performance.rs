@@ -1,7 +1,9 @@
-//! The numbers in docs/performance.md: API calls and wall time of a first sync, one pod
-//! relabel and one policy edit at 100 pods / 30 policies (`palisade gen` seed 1), against
-//! a real Neutron. Ignored by default (it measures, it does not check); run with
-//! `cargo test --release -p palisade-neutron-sync --test performance -- --ignored --nocapture`.
+//! The numbers in docs/performance.md and docs/neutron.md: API calls and wall time of a
+//! first sync, one pod relabel and one policy edit at 100 pods / 30 policies and 1,000
+//! pods / 100 policies (`palisade gen` seed 1), in each peer mode (prefixes, remote
+//! groups, address groups), against a real Neutron. Ignored by default (it measures, it
+//! does not check); run with
+//! `cargo test -p palisade-neutron-sync --test performance -- --ignored --nocapture --test-threads 1`.
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
@@ -39,14 +41,16 @@ fn measure(c: &Client, g: &Generated, mode: PeerMode, filter: &PortFilter, what:
         &SyncOptions {
             dry_run: false,
             ports: filter.clone(),
+            ..SyncOptions::default()
         },
     )
     .unwrap();
     let a = r.applied.clone().unwrap();
     assert!(a.errors.is_empty(), "{:?}", a.errors);
     println!(
-        "{mode:?}, {what}: {} groups / {rules} rules wanted; {} reads + {} writes ({} retried); groups +{} -{}, rules +{} -{}, {} port updates; {} ms",
+        "{mode:?}, {what}: {} groups / {rules} rules / {} address groups wanted; {} reads + {} writes ({} retried); groups +{} -{}, rules +{} -{}, {} port updates; {} ms",
         t.security_groups.len(),
+        t.address_groups.len(),
         r.counts.reads,
         r.counts.writes,
         r.counts.retries,
@@ -62,19 +66,36 @@ fn measure(c: &Client, g: &Generated, mode: PeerMode, filter: &PortFilter, what:
 #[test]
 #[ignore = "measures; run with --ignored --nocapture"]
 fn sync_at_100_pods_30_policies() {
-    for mode in [PeerMode::Prefixes, PeerMode::RemoteGroups] {
-        scenario(mode);
+    for mode in [
+        PeerMode::Prefixes,
+        PeerMode::RemoteGroups,
+        PeerMode::AddressGroups,
+    ] {
+        scenario(mode, 100, 30);
     }
 }
 
-fn scenario(mode: PeerMode) {
+#[test]
+#[ignore = "measures; run with --ignored --nocapture"]
+fn sync_at_1000_pods_100_policies() {
+    for mode in [
+        PeerMode::Prefixes,
+        PeerMode::RemoteGroups,
+        PeerMode::AddressGroups,
+    ] {
+        scenario(mode, 1000, 100);
+    }
+}
+
+fn scenario(mode: PeerMode, pods: usize, policies: usize) {
     let Some(url) = common::neutron_url() else {
         return;
     };
     let c = common::client(&url, &common::project("perf"));
+    println!("{pods} pods, {policies} policies:");
     let mut g = generate(&Spec {
-        pods: 100,
-        policies: 30,
+        pods,
+        policies,
         seed: 1,
         admin: false,
     });

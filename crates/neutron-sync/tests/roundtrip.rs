@@ -49,6 +49,7 @@ fn run(c: &Client, t: &Translation, filter: &PortFilter, dry_run: bool) -> Repor
         &SyncOptions {
             dry_run,
             ports: filter.clone(),
+            ..SyncOptions::default()
         },
     )
     .unwrap();
@@ -127,10 +128,15 @@ fn step(
     );
     // Pages of 10 (the dev server's limit); a full last page is followed by an empty one.
     let pages = |n: usize| n / 10 + 1;
+    let address_groups = if t.address_groups.is_empty() {
+        0
+    } else {
+        pages(t.address_groups.len())
+    };
     assert_eq!(
         again.counts.reads,
-        pages(t.security_groups.len()) + pages(ports),
-        "{name}: a sync lists groups and ports once"
+        pages(t.security_groups.len()) + pages(ports) + address_groups,
+        "{name}: a sync lists groups and ports once (and address groups when it uses them)"
     );
     first
 }
@@ -209,4 +215,9 @@ fn prefixes_round_trip() {
 #[test]
 fn remote_groups_round_trip() {
     scenario(PeerMode::RemoteGroups, 12, "remote");
+}
+
+#[test]
+fn address_groups_round_trip() {
+    scenario(PeerMode::AddressGroups, 13, "addrgroups");
 }

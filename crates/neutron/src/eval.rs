@@ -6,11 +6,12 @@ use std::net::IpAddr;
 
 use palisade_model::Protocol;
 
-use crate::groups::{PortBinding, RuleDirection, SecurityGroup, Translation};
+use crate::groups::{AddressGroup, PortBinding, Remote, RuleDirection, SecurityGroup, Translation};
 
 /// A translation indexed for evaluation.
 pub struct SgEvaluator<'t> {
     groups: HashMap<&'t str, &'t SecurityGroup>,
+    address_groups: HashMap<&'t str, &'t AddressGroup>,
     ports: HashMap<IpAddr, &'t PortBinding>,
 }
 
@@ -27,7 +28,16 @@ impl<'t> SgEvaluator<'t> {
             .iter()
             .flat_map(|p| p.fixed_ips.iter().map(move |ip| (*ip, p)))
             .collect();
-        SgEvaluator { groups, ports }
+        let address_groups = t
+            .address_groups
+            .iter()
+            .map(|g| (g.name.as_str(), g))
+            .collect();
+        SgEvaluator {
+            groups,
+            address_groups,
+            ports,
+        }
     }
 
     /// Whether a new connection from `src` to `dst` is allowed: egress rules of the
@@ -56,10 +66,16 @@ impl<'t> SgEvaluator<'t> {
         let Some(binding) = port_of else {
             return true;
         };
-        let carries = |group: &str| {
-            self.ports
+        let carries = |r: &Remote| match r {
+            Remote::Group(group) => self
+                .ports
                 .get(&remote)
-                .is_some_and(|p| p.security_groups.contains(group))
+                .is_some_and(|p| p.security_groups.contains(group)),
+            Remote::AddressGroup(name) => self
+                .address_groups
+                .get(name.as_str())
+                .is_some_and(|g| g.addresses.iter().any(|n| n.contains(&remote))),
+            _ => false,
         };
         binding
             .security_groups

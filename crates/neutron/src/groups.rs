@@ -56,6 +56,8 @@ pub enum Remote {
     /// The ports that carry a group (`remote_group_id`; the group's name here, since
     /// Neutron ids do not exist yet when the translation runs).
     Group(String),
+    /// The addresses of an address group (`remote_address_group_id`; its name here).
+    AddressGroup(String),
 }
 
 /// A security group rule; serialized in the Neutron API's shape (`protocol`,
@@ -85,13 +87,14 @@ impl SgRule {
     }
 
     /// Whether the rule admits a new connection in its direction with `remote` on the
-    /// other side; `remote_group` says whether `remote` is a port carrying a given group.
+    /// other side; `remote_group` says whether `remote` is a port carrying a given group,
+    /// or is among the addresses of a given address group.
     pub fn admits(
         &self,
         remote: IpAddr,
         protocol: Protocol,
         port: u16,
-        remote_group: impl Fn(&str) -> bool,
+        remote_group: impl Fn(&Remote) -> bool,
     ) -> bool {
         let traffic = match self.traffic {
             Traffic::Any => true,
@@ -102,7 +105,7 @@ impl SgRule {
             && match &self.remote {
                 Remote::Any => true,
                 Remote::Prefix(net) => net.contains(&remote),
-                Remote::Group(g) => remote_group(g),
+                Remote::Group(_) | Remote::AddressGroup(_) => remote_group(&self.remote),
             }
     }
 }
@@ -126,6 +129,8 @@ struct WireRule<'a> {
     port_range_max: Option<u16>,
     remote_ip_prefix: Option<String>,
     remote_group_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    remote_address_group_id: Option<&'a str>,
     description: &'a str,
 }
 
@@ -149,6 +154,10 @@ impl Serialize for SgRule {
                 Remote::Group(g) => Some(g),
                 _ => None,
             },
+            remote_address_group_id: match &self.remote {
+                Remote::AddressGroup(g) => Some(g),
+                _ => None,
+            },
             description: &self.description,
         }
         .serialize(serializer)
@@ -166,6 +175,27 @@ pub struct SecurityGroup {
     pub description: String,
     /// Its rules, deduplicated, in a stable order.
     pub security_group_rules: Vec<SgRule>,
+}
+
+/// An address group (`--peer-mode address-groups`): the addresses a selector peer
+/// selects, referred to by `remote_address_group_id`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddressGroup {
+    /// Name (stable across runs; rules refer to it).
+    pub name: String,
+    /// What it is for.
+    pub description: String,
+    /// The addresses, as `/32` and `/128` prefixes, sorted.
+    #[serde(serialize_with = "prefixes_as_strings")]
+    pub addresses: Vec<IpNet>,
+}
+
+/// Serializes prefixes as text, as the Neutron API writes them (`serialize_with`).
+pub fn prefixes_as_strings<S: Serializer>(
+    nets: &[IpNet],
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(nets.iter().map(ToString::to_string))
 }
 
 /// The groups one pod's port must carry.
@@ -186,6 +216,9 @@ pub struct Translation {
     pub security_groups: Vec<SecurityGroup>,
     /// Every pod port.
     pub ports: Vec<PortBinding>,
+    /// Every address group (only in [`crate::PeerMode::AddressGroups`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub address_groups: Vec<AddressGroup>,
 }
 
 impl Translation {
@@ -265,7 +298,7 @@ mod tests {
             Remote::Prefix("10.0.0.0/24".parse().unwrap()),
         );
         let ip = |s: &str| s.parse::<IpAddr>().unwrap();
-        let no_group = |_: &str| false;
+        let no_group = |_: &Remote| false;
         let rows = [
             (
                 ip("10.0.0.9"),
@@ -296,7 +329,8 @@ mod tests {
         }
         let group = rule(Traffic::Any, Remote::Group("g".into()));
         assert!(
-            group.admits(ip("10.0.0.9"), Protocol::Sctp, 9, |g| g == "g"),
+            group.admits(ip("10.0.0.9"), Protocol::Sctp, 9, |g| *g
+                == Remote::Group("g".into())),
             "a member of the remote group"
         );
         assert!(

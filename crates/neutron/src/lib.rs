@@ -50,7 +50,8 @@ mod translate;
 pub use cidr::subtract;
 pub use eval::SgEvaluator;
 pub use groups::{
-    Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic, Translation,
+    AddressGroup, Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic,
+    Translation, prefixes_as_strings,
 };
 pub use naming::MAX_NAME_LEN;
 pub use translate::{

@@ -13,7 +13,8 @@ use palisade_model::{
 
 use crate::cidr::subtract;
 use crate::groups::{
-    Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic, Translation,
+    AddressGroup, Ethertype, PortBinding, Remote, RuleDirection, SecurityGroup, SgRule, Traffic,
+    Translation,
 };
 use crate::naming::{Part, node_group, policy_digest, policy_group_with};
 
@@ -28,6 +29,11 @@ pub enum PeerMode {
     /// Kuryr spec's design; fewer rules, more memberships). Egress named ports still use
     /// prefixes, because the port number depends on each destination pod.
     RemoteGroups,
+    /// One address group per selector peer holding the selected pods' addresses,
+    /// referenced by `remote_address_group_id` (fewer rules, no memberships). Off by
+    /// default: Neutron's firewall drivers ignored such rules before a 2024 fix and
+    /// admitted more than configured. Egress named ports use prefixes, as above.
+    AddressGroups,
 }
 
 /// Translation options.
@@ -76,6 +82,7 @@ enum Target {
     Any,
     Prefix(IpNet),
     Group(String, BTreeSet<Ethertype>),
+    AddressGroup(String, BTreeSet<Ethertype>),
 }
 
 /// Translates the engine's NetworkPolicies into security groups and port bindings.
@@ -119,6 +126,7 @@ fn translate_with(
         named_ports: engine.named_ports(),
         digest,
         groups: BTreeMap::new(),
+        address_groups: BTreeMap::new(),
         owners: HashMap::new(),
         bindings: BTreeMap::new(),
     };
@@ -126,9 +134,11 @@ fn translate_with(
         t.policy(i, np)?;
     }
     t.open_and_node_groups()?;
-    let security_groups = t.groups.into_values().map(dedupe).collect();
-    let ports = t
-        .bindings
+    let security_groups = std::mem::take(&mut t.groups)
+        .into_values()
+        .map(dedupe)
+        .collect();
+    let ports = std::mem::take(&mut t.bindings)
         .into_iter()
         .map(|(pod, security_groups)| {
             let p = &cluster.pods[pod];
@@ -143,6 +153,7 @@ fn translate_with(
         Translation {
             security_groups,
             ports,
+            address_groups: t.address_groups.into_values().collect(),
         },
         warnings,
     ))
@@ -161,6 +172,7 @@ struct Translator<'e> {
     named_ports: NamedPorts,
     digest: fn(&str, &str) -> u64,
     groups: BTreeMap<String, SecurityGroup>,
+    address_groups: BTreeMap<String, AddressGroup>,
     /// What each group name stands for (a policy group with its parts, a node, an open
     /// group): a second claimant is a collision.
     owners: HashMap<String, String>,
@@ -368,8 +380,48 @@ impl<'e> Translator<'e> {
                                 out.push((Target::Any, Some(pod)));
                             }
                         }
+                        PeerMode::AddressGroups if !selected.is_empty() => {
+                            let parts: Vec<Part> = class
+                                .iter()
+                                .copied()
+                                .chain([Part::Peer {
+                                    egress: dir == Direction::Egress,
+                                    rule: r,
+                                    peer: i,
+                                }])
+                                .collect();
+                            let name = self.group_name(np, &parts);
+                            let mut addresses: Vec<IpNet> = selected
+                                .iter()
+                                .flat_map(|&p| self.pods()[p].ips.iter().map(|ip| IpNet::from(*ip)))
+                                .collect();
+                            addresses.sort();
+                            addresses.dedup();
+                            let families: BTreeSet<Ethertype> =
+                                addresses.iter().map(|n| Ethertype::of(&n.addr())).collect();
+                            let dir = match dir {
+                                Direction::Ingress => "ingress",
+                                Direction::Egress => "egress",
+                            };
+                            self.claim(&name, policy_owner(np, &parts))?;
+                            self.address_groups.insert(
+                                name.clone(),
+                                AddressGroup {
+                                    name: name.clone(),
+                                    description: format!(
+                                        "addresses of the pods {dir} rule {r} peer {i} of NetworkPolicy {}/{} selects",
+                                        np.namespace, np.name
+                                    ),
+                                    addresses,
+                                },
+                            );
+                            out.push((Target::AddressGroup(name, families), None));
+                            for pod in selected {
+                                out.push((Target::Any, Some(pod)));
+                            }
+                        }
                         // A peer that selects nothing yet produces no rule.
-                        PeerMode::RemoteGroups => {}
+                        PeerMode::RemoteGroups | PeerMode::AddressGroups => {}
                     }
                 }
             }
@@ -607,13 +659,14 @@ fn push(
 ) {
     let families: Vec<Ethertype> = match remote {
         Target::Prefix(n) => vec![Ethertype::of(&n.addr())],
-        Target::Group(_, f) => f.iter().copied().collect(),
+        Target::Group(_, f) | Target::AddressGroup(_, f) => f.iter().copied().collect(),
         Target::Any => vec![Ethertype::IPv4, Ethertype::IPv6],
     };
     let remote = match remote {
         Target::Any => Remote::Any,
         Target::Prefix(n) => Remote::Prefix(*n),
         Target::Group(g, _) => Remote::Group(g.clone()),
+        Target::AddressGroup(g, _) => Remote::AddressGroup(g.clone()),
     };
     for ethertype in families {
         out.push(SgRule {

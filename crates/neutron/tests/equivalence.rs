@@ -240,5 +240,6 @@ proptest! {
     fn security_groups_agree_with_the_evaluator(c in cluster(), node_local in any::<bool>()) {
         check(&c, PeerMode::Prefixes, node_local)?;
         check(&c, PeerMode::RemoteGroups, node_local)?;
+        check(&c, PeerMode::AddressGroups, node_local)?;
     }
 }

@@ -94,7 +94,7 @@ fn show(r: &SgRule) -> String {
     let remote = match &r.remote {
         Remote::Any => "any".to_string(),
         Remote::Prefix(n) => n.to_string(),
-        Remote::Group(g) => g.clone(),
+        Remote::Group(g) | Remote::AddressGroup(g) => g.clone(),
     };
     format!(
         "{:?} {:?} {protocol}{ports} {remote}",
@@ -328,7 +328,11 @@ spec:
 
 #[test]
 fn peers_that_select_nothing_produce_no_rule() {
-    for mode in [PeerMode::Prefixes, PeerMode::RemoteGroups] {
+    for mode in [
+        PeerMode::Prefixes,
+        PeerMode::RemoteGroups,
+        PeerMode::AddressGroups,
+    ] {
         let (t, _, _) = run(
             r#"
 apiVersion: networking.k8s.io/v1
@@ -436,7 +440,11 @@ spec:
 "#;
     let loaded = palisade_model::load_str(yaml).unwrap();
     let engine = Engine::new(loaded.cluster, Options::default());
-    for mode in [PeerMode::Prefixes, PeerMode::RemoteGroups] {
+    for mode in [
+        PeerMode::Prefixes,
+        PeerMode::RemoteGroups,
+        PeerMode::AddressGroups,
+    ] {
         let (t, _) = translate(
             &engine,
             &TranslateOptions {

@@ -14,7 +14,9 @@ pub struct Flags {
     /// Translate the NetworkPolicies although admin policies exist (they are not enforced).
     #[arg(long)]
     ignore_admin_policies: bool,
-    /// Selector peers as per-pod prefixes (default) or as remote security groups.
+    /// Selector peers as per-pod prefixes (default), remote security groups, or address
+    /// groups (only where the firewall driver enforces remote address groups: see
+    /// docs/neutron.md).
     #[arg(long, value_enum, default_value = "prefixes")]
     peer_mode: PeerModeArg,
 }
@@ -26,6 +28,8 @@ enum PeerModeArg {
     Prefixes,
     /// remote_group_id rules referring to member-only groups.
     RemoteGroups,
+    /// remote_address_group_id rules referring to address groups of the pods' addresses.
+    AddressGroups,
 }
 
 impl Flags {
@@ -35,6 +39,7 @@ impl Flags {
             peer_mode: match self.peer_mode {
                 PeerModeArg::Prefixes => PeerMode::Prefixes,
                 PeerModeArg::RemoteGroups => PeerMode::RemoteGroups,
+                PeerModeArg::AddressGroups => PeerMode::AddressGroups,
             },
             ignore_admin_policies: self.ignore_admin_policies,
         }

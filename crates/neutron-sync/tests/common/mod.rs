@@ -73,6 +73,24 @@ pub fn project(test: &str) -> String {
     format!("t-{test}-{}-{nanos}", std::process::id())
 }
 
+/// A project id no other test run uses, in the UUID form Keystone gives (Neutron wants
+/// one as the target of an RBAC policy).
+pub fn project_uuid() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let hex = format!("{:08x}{:024x}", std::process::id(), nanos);
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
+}
+
 /// A client of `url` in `project`.
 pub fn client(url: &str, project: &str) -> Client {
     Client::new(
@@ -125,6 +143,17 @@ pub fn pod_ports(c: &Client, pods: &[palisade_model::Pod]) -> PortFilter {
     }
 }
 
+/// What a proxy does with one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Forward it.
+    None,
+    /// Answer with this status without forwarding.
+    Refuse(u16),
+    /// Forward it (Neutron does the work), then answer with this status: a lost answer.
+    LoseAnswer(u16),
+}
+
 /// A loopback proxy in front of `upstream` that answers a request with `status` (and a
 /// Neutron error body) instead of forwarding it when `fault(method, path)` says so; every
 /// other request is forwarded as it is. Returns the proxy's URL; it serves until the test
@@ -132,8 +161,20 @@ pub fn pod_ports(c: &Client, pods: &[palisade_model::Pod]) -> PortFilter {
 pub fn faulty_proxy(
     upstream: &str,
     status: u16,
-    fault: impl FnMut(&str, &str) -> bool + Send + 'static,
+    mut fault: impl FnMut(&str, &str) -> bool + Send + 'static,
 ) -> String {
+    proxy(upstream, move |m, p| {
+        if fault(m, p) {
+            Fault::Refuse(status)
+        } else {
+            Fault::None
+        }
+    })
+}
+
+/// A loopback proxy in front of `upstream` that does to each request what
+/// `fault(method, path)` says. Returns the proxy's URL; it serves until the test ends.
+pub fn proxy(upstream: &str, fault: impl FnMut(&str, &str) -> Fault + Send + 'static) -> String {
     use std::io::{BufRead, BufReader, Read, Write};
     use std::net::{TcpListener, TcpStream};
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -174,12 +215,16 @@ pub fn faulty_proxy(
                 parts.next().unwrap_or("").to_string(),
                 parts.next().unwrap_or("").to_string(),
             );
-            let reply = if fault(&method, &path) {
+            let injected = |status: u16| {
                 let body = format!(
                     r#"{{"NeutronError": {{"message": "injected failure of {method} {path}"}}}}"#
                 );
                 format!("HTTP/1.1 {status} Injected\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
                     .into_bytes()
+            };
+            let action = fault(&method, &path);
+            let reply = if let Fault::Refuse(status) = action {
+                injected(status)
             } else {
                 let mut up = TcpStream::connect(&upstream).unwrap();
                 let mut req = request_line.into_bytes();
@@ -191,7 +236,10 @@ pub fn faulty_proxy(
                 up.write_all(&req).unwrap();
                 let mut out = Vec::new();
                 up.read_to_end(&mut out).unwrap();
-                out
+                match action {
+                    Fault::LoseAnswer(status) => injected(status),
+                    _ => out,
+                }
             };
             let _ = stream.write_all(&reply);
         }

@@ -1,11 +1,18 @@
 //! Carries out a [`Plan`] in its order, and describes the calls it would make (`--dry-run`).
 //!
+//! Every refusal is an error: a `409` counts as done only when Neutron says the rule
+//! already exists (an over-quota `409` is reported with the quota's numbers). Groups and
+//! address groups are created idempotently (the `create` module): a creation whose answer is lost
+//! is looked up before it is tried again.
+//!
 //! The order keeps every intermediate state safe: new groups are complete before any port
 //! carries them; rules leave existing groups before ports move; each port first drops the
 //! groups it loses (never carrying more than before), then takes the groups it gains; only
 //! then do existing groups gain rules, and unwanted groups go last. A phase that fails
 //! stops the sync after that phase (its independent items are still tried), so a failure
 //! before the ports move leaves every port at least as strict as before.
+
+pub(crate) mod create;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -14,8 +21,8 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::client::{ApiError, Client};
-use crate::plan::{GroupRef, Plan, PortUpdate, default_rules, key};
-use crate::state::{parse_group, rule_body};
+use crate::plan::{AddressChange, GroupRef, NewGroup, Plan, PortUpdate, default_rules, key};
+use crate::state::rule_body;
 
 /// Groups per bulk `POST /security-groups`.
 pub const GROUPS_PER_CALL: usize = 100;
@@ -33,11 +40,41 @@ pub struct PlannedCall {
     pub what: String,
 }
 
+/// How many of a new group's rules are Neutron's default ones (kept), and how many the
+/// sync creates.
+pub fn planned_rule_creations(g: &NewGroup) -> (usize, usize) {
+    let keys: Vec<SgRule> = g
+        .rules
+        .iter()
+        .filter_map(|r| key(r, |n| Some(n.to_string())))
+        .collect();
+    let kept = default_rules().iter().filter(|d| keys.contains(d)).count();
+    (kept, g.rules.len() - kept)
+}
+
 /// The write calls a plan makes, in order. New groups are assumed to come with Neutron's
 /// two default egress rules.
 pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
     let mut out = Vec::new();
     let call = |method, path: String, what: String| PlannedCall { method, path, what };
+    for a in &plan.adopt_groups {
+        out.push(call(
+            "PUT",
+            format!("security-groups/{}/tags/{}", a.id, a.tag),
+            format!("adopt group {}", a.name),
+        ));
+    }
+    for g in &plan.create_address_groups {
+        out.push(call(
+            "POST",
+            "address-groups".into(),
+            format!(
+                "create address group {} ({} address(es))",
+                g.name,
+                g.addresses.len()
+            ),
+        ));
+    }
     for chunk in plan.create_groups.chunks(GROUPS_PER_CALL) {
         let names: Vec<&str> = chunk.iter().map(|g| g.name.as_str()).collect();
         out.push(call(
@@ -59,11 +96,9 @@ pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
             .iter()
             .filter_map(|r| key(r, |n| Some(n.to_string())))
             .collect();
-        let mut rules = g.rules.len();
+        let (_, rules) = planned_rule_creations(g);
         for d in default_rules() {
-            if keys.contains(&d) {
-                rules -= 1;
-            } else {
+            if !keys.contains(&d) {
                 out.push(call(
                     "DELETE",
                     format!(
@@ -90,6 +125,13 @@ pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
             format!("remove a rule of {}", d.group),
         ));
     }
+    for c in &plan.remove_addresses {
+        out.push(call(
+            "PUT",
+            format!("address-groups/{}/remove_addresses", c.id),
+            format!("{}: remove {} address(es)", c.name, c.addresses.len()),
+        ));
+    }
     for p in plan.tighten_ports.iter().chain(&plan.set_ports) {
         out.push(call("PUT", format!("ports/{}", p.port_id), port_what(p)));
     }
@@ -107,11 +149,25 @@ pub fn planned_calls(plan: &Plan) -> Vec<PlannedCall> {
             ));
         }
     }
+    for c in &plan.add_addresses {
+        out.push(call(
+            "PUT",
+            format!("address-groups/{}/add_addresses", c.id),
+            format!("{}: add {} address(es)", c.name, c.addresses.len()),
+        ));
+    }
     for g in &plan.delete_groups {
         out.push(call(
             "DELETE",
             format!("security-groups/{}", g.id),
             format!("delete group {}", g.name),
+        ));
+    }
+    for g in &plan.delete_address_groups {
+        out.push(call(
+            "DELETE",
+            format!("address-groups/{}", g.id),
+            format!("delete address group {}", g.name),
         ));
     }
     out
@@ -129,8 +185,10 @@ fn port_what(p: &PortUpdate) -> String {
 /// What an apply did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Applied {
-    /// Groups created.
+    /// Groups created (or found again after a lost answer).
     pub groups_created: usize,
+    /// Groups of an earlier sync adopted (tagged).
+    pub groups_adopted: usize,
     /// Groups deleted.
     pub groups_deleted: usize,
     /// Rules created.
@@ -139,6 +197,8 @@ pub struct Applied {
     pub rules_deleted: usize,
     /// Port updates.
     pub ports_updated: usize,
+    /// Address group updates (addresses added or removed).
+    pub address_changes: usize,
     /// Calls that failed (the sync stopped after the phase of the first).
     pub errors: Vec<String>,
 }
@@ -155,6 +215,9 @@ pub fn apply(client: &Client, plan: &Plan) -> Applied {
         && run.phase(|r| {
             for d in &plan.delete_rules {
                 r.delete_rule(&d.id);
+            }
+            for c in &plan.remove_addresses {
+                r.change_addresses(c, "remove_addresses");
             }
         })
         && run.phase(|r| {
@@ -174,13 +237,23 @@ pub fn apply(client: &Client, plan: &Plan) -> Applied {
                 .map(|a| (a.group_id.clone(), a.rule.clone()))
                 .collect();
             r.create_rules(&rules);
+            for c in &plan.add_addresses {
+                r.change_addresses(c, "add_addresses");
+            }
         })
         && run.phase(|r| {
             for g in &plan.delete_groups {
                 match r.client.delete(&format!("security-groups/{}", g.id)) {
                     Ok(()) => r.done.groups_deleted += 1,
                     Err(e) if e.status() == Some(404) => {}
-                    Err(e) => r.done.errors.push(e.to_string()),
+                    Err(e) => r.fail(e),
+                }
+            }
+            for g in &plan.delete_address_groups {
+                match r.client.delete(&format!("address-groups/{}", g.id)) {
+                    Ok(()) => r.done.groups_deleted += 1,
+                    Err(e) if e.status() == Some(404) => {}
+                    Err(e) => r.fail(e),
                 }
             }
         });
@@ -201,8 +274,19 @@ impl Run<'_> {
         self.done.errors.is_empty()
     }
 
+    /// Records a failed call; a refusal for being over quota gets the quota's numbers.
     fn fail(&mut self, e: ApiError) {
-        self.done.errors.push(e.to_string());
+        let mut message = e.to_string();
+        if let Some(resource) = over_quota(&e) {
+            match crate::quota::usage(self.client, resource) {
+                Ok(u) => message.push_str(&format!(
+                    " ({resource}: quota {}, used {}; raise the quota)",
+                    u.limit, u.used
+                )),
+                Err(read) => message.push_str(&format!(" (the quota could not be read: {read})")),
+            }
+        }
+        self.done.errors.push(message);
     }
 
     /// A group reference as an id, when it can be resolved.
@@ -213,85 +297,17 @@ impl Run<'_> {
         }
     }
 
-    /// Phase 1: bulk-create the groups, tag them, drop unwanted default rules, then
-    /// bulk-create their rules.
-    fn create_groups(&mut self, plan: &Plan) -> bool {
-        let mut defaults: BTreeMap<String, Vec<(String, SgRule)>> = BTreeMap::new();
-        for chunk in plan.create_groups.chunks(GROUPS_PER_CALL) {
-            let body: Vec<Value> = chunk
-                .iter()
-                .map(|g| json!({"name": g.name, "description": g.description}))
-                .collect();
-            let created = match self
-                .client
-                .post("security-groups", &json!({"security_groups": body}))
-            {
-                Ok(v) => v,
-                Err(e) => {
-                    self.fail(e);
-                    return false;
-                }
-            };
-            for g in created["security_groups"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(parse_group)
-            {
-                self.done.groups_created += 1;
-                let rules = g
-                    .rules
-                    .iter()
-                    .filter_map(|r| Some((r.id.clone(), r.rule.clone()?)))
-                    .collect();
-                defaults.insert(g.name.clone(), rules);
-                self.ids.insert(g.name, g.id);
-            }
+    /// Adds addresses to an address group, or removes them (`which`: `add_addresses` or
+    /// `remove_addresses`).
+    fn change_addresses(&mut self, c: &AddressChange, which: &str) {
+        let addresses: Vec<String> = c.addresses.iter().map(ToString::to_string).collect();
+        match self.client.put(
+            &format!("address-groups/{}/{which}", c.id),
+            &json!({"addresses": addresses}),
+        ) {
+            Ok(_) => self.done.address_changes += 1,
+            Err(e) => self.fail(e),
         }
-        for g in &plan.create_groups {
-            let Some(id) = self.ids.get(&g.name).cloned() else {
-                self.done.errors.push(format!(
-                    "POST security-groups: group {} missing from the answer",
-                    g.name
-                ));
-                continue;
-            };
-            if let Err(e) = self.client.put(
-                &format!("security-groups/{id}/tags"),
-                &json!({"tags": g.tags}),
-            ) {
-                self.fail(e);
-            }
-        }
-        if !self.done.errors.is_empty() {
-            return false;
-        }
-        let mut rules = Vec::new();
-        for g in &plan.create_groups {
-            let Some(id) = self.ids.get(&g.name).cloned() else {
-                continue;
-            };
-            let present = defaults.remove(&g.name).unwrap_or_default();
-            let mut kept = Vec::new();
-            for (rule_id, rule) in present {
-                let wanted = g
-                    .rules
-                    .iter()
-                    .any(|r| key(r, |n| Some(n.to_string())).as_ref() == Some(&rule));
-                if wanted {
-                    kept.push(rule);
-                } else {
-                    self.delete_rule(&rule_id);
-                }
-            }
-            for r in &g.rules {
-                if !key(r, |n| Some(n.to_string())).is_some_and(|k| kept.contains(&k)) {
-                    rules.push((id.clone(), r.clone()));
-                }
-            }
-        }
-        self.create_rules(&rules);
-        self.done.errors.is_empty()
     }
 
     fn delete_rule(&mut self, id: &str) {
@@ -305,9 +321,12 @@ impl Run<'_> {
     /// The body of a rule of group `group_id`, its remote group resolved to an id.
     fn body(&mut self, group_id: &str, rule: &SgRule) -> Option<Value> {
         let mut rule = rule.clone();
-        if let Remote::Group(name) = &rule.remote {
+        if let Remote::Group(name) | Remote::AddressGroup(name) = &rule.remote {
             match self.ids.get(name).cloned() {
-                Some(id) => rule.remote = Remote::Group(id),
+                Some(id) if matches!(rule.remote, Remote::Group(_)) => {
+                    rule.remote = Remote::Group(id)
+                }
+                Some(id) => rule.remote = Remote::AddressGroup(id),
                 None => {
                     self.done.errors.push(format!(
                         "rule of group {group_id}: remote group {name} has no id"
@@ -320,7 +339,8 @@ impl Run<'_> {
     }
 
     /// Creates rules in bulk, one group per call (Neutron's rule); a call Neutron refuses
-    /// is retried rule by rule, where a rule that already exists (409) counts as created.
+    /// is retried rule by rule, where a rule that already exists counts as created and
+    /// every other refusal is an error.
     fn create_rules(&mut self, rules: &[(String, SgRule)]) {
         let mut by_group: BTreeMap<&str, Vec<Value>> = BTreeMap::new();
         for (g, r) in rules {
@@ -348,7 +368,7 @@ impl Run<'_> {
                         &json!({"security_group_rule": body}),
                     ) {
                         Ok(_) => self.done.rules_created += 1,
-                        Err(e) if e.status() == Some(409) => {}
+                        Err(e) if already_exists(&e) => {}
                         Err(e) => self.fail(e),
                     }
                 }
@@ -372,6 +392,77 @@ impl Run<'_> {
         ) {
             Ok(_) => self.done.ports_updated += 1,
             Err(e) => self.fail(e),
+        }
+    }
+}
+
+/// Whether Neutron refused a rule because the same rule exists (`409`, "Security group
+/// rule already exists"), the one refusal that means the work is done.
+fn already_exists(e: &ApiError) -> bool {
+    matches!(e, ApiError::Status { status: 409, message, .. } if message.contains("already exists"))
+}
+
+/// The resource a refusal for being over quota names (`409`, "Quota exceeded for
+/// resources: ['security_group_rule']").
+fn over_quota(e: &ApiError) -> Option<&'static str> {
+    let ApiError::Status {
+        status: 409,
+        message,
+        ..
+    } = e
+    else {
+        return None;
+    };
+    if !message.contains("Quota exceeded") {
+        return None;
+    }
+    ["security_group_rule", "security_group", "port"]
+        .into_iter()
+        .find(|r| message.contains(&format!("'{r}'")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(status: u16, message: &str) -> ApiError {
+        ApiError::Status {
+            method: "POST",
+            path: "security-group-rules".into(),
+            status,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn only_an_existing_rule_is_a_refusal_that_counts_as_done() {
+        let rows = [
+            (
+                status(409, "Security group rule already exists. Rule id is r."),
+                true,
+                None,
+                "the rule exists",
+            ),
+            (
+                status(
+                    409,
+                    "Quota exceeded for resources: ['security_group_rule'].",
+                ),
+                false,
+                Some("security_group_rule"),
+                "over quota",
+            ),
+            (status(403, "not allowed"), false, None, "forbidden"),
+            (
+                status(409, "Quota exceeded for resources: ['security_group']."),
+                false,
+                Some("security_group"),
+                "group quota",
+            ),
+        ];
+        for (e, exists, quota, why) in rows {
+            assert_eq!(already_exists(&e), exists, "{why}");
+            assert_eq!(over_quota(&e), quota, "{why}");
         }
     }
 }

@@ -1,18 +1,21 @@
 //! `palisade neutron sync|controller`: apply the Neutron translation to a real Neutron,
 //! once or continuously.
 
+mod health;
+
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use palisade_agent::run::SourceSpec;
-use palisade_agent::source::{self, Event};
+use palisade_agent::source::{self, Event, Text};
 use palisade_agent::store::Store;
 use palisade_engine::{Engine, Options};
 use palisade_neutron::{TranslateOptions, Translation};
 use palisade_neutron_sync::auth::{self, Auth};
 use palisade_neutron_sync::client::{Client, Retry};
-use palisade_neutron_sync::state::PortFilter;
+use palisade_neutron_sync::state::{DEFAULT_CLUSTER_ID, PortFilter};
 use palisade_neutron_sync::{Report, SyncOptions};
 use tokio::sync::mpsc;
 
@@ -73,6 +76,11 @@ pub struct Connection {
     /// Only ports with this device_owner are pods' ports (Kuryr's: compute:kuryr).
     #[arg(long, value_name = "OWNER")]
     device_owner: Option<String>,
+    /// This cluster's identity, recorded as the tag `palisade-cluster:<ID>` on every group
+    /// it makes: only the project's groups with this tag are changed or used. Clusters
+    /// sharing a project need distinct ids.
+    #[arg(long, value_name = "ID", default_value = DEFAULT_CLUSTER_ID)]
+    cluster_id: String,
     #[command(flatten)]
     translation: super::compile_neutron::Flags,
 }
@@ -124,6 +132,17 @@ impl Connection {
         }
     }
 
+    /// The sync options of these flags.
+    fn sync_options(&self, dry_run: bool) -> Result<SyncOptions, CliError> {
+        palisade_neutron_sync::state::Owner::new("", &self.cluster_id)
+            .map_err(|e| CliError::Usage(format!("--cluster-id: {e}")))?;
+        Ok(SyncOptions {
+            dry_run,
+            ports: self.filter(),
+            cluster_id: self.cluster_id.clone(),
+        })
+    }
+
     fn options(&self) -> TranslateOptions {
         self.translation.options()
     }
@@ -171,6 +190,9 @@ pub struct ControllerArgs {
     /// Kubeconfig context for `--source kube`.
     #[arg(long)]
     context: Option<String>,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:9465")]
+    listen: SocketAddr,
 }
 
 /// Runs a `neutron` subcommand.
@@ -189,14 +211,41 @@ fn translate(engine: &Engine, options: &TranslateOptions) -> Result<Translation,
     Ok(t)
 }
 
+/// The input as the controller sees it: with `--skip-invalid`, an invalid policy whose
+/// subject can be read isolates that subject (its fail-closed stand-in), as in the
+/// controller and the agent; other invalid objects are skipped. Without it, invalid input
+/// is refused.
+fn engine(input: &Input) -> Result<Engine, CliError> {
+    if !input.skip_invalid {
+        return input.engine();
+    }
+    let texts = input.texts()?;
+    let mut store = Store::default();
+    store.handle(Event::Put(
+        texts
+            .into_iter()
+            .map(|(id, body)| Text { id, body })
+            .collect(),
+    ));
+    for diags in store.problems().values() {
+        for d in diags {
+            eprintln!("skipped: {d}");
+        }
+    }
+    if store.stand_ins() > 0 {
+        eprintln!(
+            "palisade: {} invalid polic(ies) isolate their subjects until fixed",
+            store.stand_ins()
+        );
+    }
+    Ok(Engine::new(store.cluster(), input.options()))
+}
+
 fn sync(args: SyncArgs) -> Result<(), CliError> {
-    let engine = args.input.engine()?;
+    let options = args.connection.sync_options(args.dry_run)?;
+    let engine = engine(&args.input)?;
     let desired = translate(&engine, &args.connection.options())?;
     let client = args.connection.client()?;
-    let options = SyncOptions {
-        dry_run: args.dry_run,
-        ports: args.connection.filter(),
-    };
     let report = palisade_neutron_sync::sync(&client, &desired, &options)?;
     let mut out = std::io::stdout().lock();
     match args.output {
@@ -206,6 +255,9 @@ fn sync(args: SyncArgs) -> Result<(), CliError> {
     eprintln!("palisade: {}", summary(&report));
     match &report.applied {
         Some(a) if !a.errors.is_empty() => Err(CliError::NeutronFailed(a.errors.len())),
+        _ if !report.unplaceable.is_empty() => {
+            Err(CliError::NeutronUnplaceable(report.unplaceable.len()))
+        }
         _ => Ok(()),
     }
 }
@@ -228,7 +280,24 @@ fn text(r: &Report) -> String {
         }
     }
     for u in &r.unmatched {
-        s += &format!("unmatched pod {} (left as it is): {}\n", u.pod, u.reason);
+        s += &format!(
+            "unmatched pod {} (no port to change): {}\n",
+            u.pod, u.reason
+        );
+    }
+    for u in &r.unplaceable {
+        s += &format!(
+            "closed port {} (pods {}), it cannot be placed: {}\n",
+            u.port_id,
+            u.pods.join(", "),
+            u.reason
+        );
+    }
+    for g in &r.refused {
+        s += &format!(
+            "not ours, not used: group {} ({}): {}\n",
+            g.id, g.name, g.reason
+        );
     }
     s
 }
@@ -257,11 +326,15 @@ fn summary(r: &Report) -> String {
         r.counts.writes,
         r.counts.retries,
         r.elapsed_ms,
-        if r.unmatched.is_empty() {
-            String::new()
-        } else {
-            format!("; {} pod(s) without a port", r.unmatched.len())
-        }
+        [
+            (r.unmatched.len(), "pod(s) without a port"),
+            (r.unplaceable.len(), "port(s) closed that cannot be placed"),
+            (r.refused.len(), "look-alike group(s) not used"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, what)| format!("; {n} {what}"))
+        .collect::<String>()
     )
 }
 
@@ -274,6 +347,7 @@ fn controller(args: ControllerArgs) -> Result<(), CliError> {
         )
         .init();
     let client = args.connection.client()?;
+    args.connection.sync_options(false)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -300,9 +374,13 @@ async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError
             None
         }
     };
-    tracing::info!(source = ?args.source, "neutron controller started");
+    let health = health::Health::default();
+    let bound = health
+        .serve(args.listen)
+        .map_err(|e| CliError::Controller(format!("--listen {}: {e}", args.listen)))?;
+    tracing::info!(source = ?args.source, listen = %bound, "neutron controller started");
     let options = args.connection.options();
-    let filter = args.connection.filter();
+    let sync_options = args.connection.sync_options(false)?;
     let resync = Duration::from_secs(args.resync.max(1));
     let mut store = Store::default();
     let (mut synced, mut failed) = (false, false);
@@ -353,10 +431,6 @@ async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError
         let start = Instant::now();
         let result = tokio::task::block_in_place(|| {
             let desired = translate(&engine, &options)?;
-            let sync_options = SyncOptions {
-                dry_run: false,
-                ports: filter.clone(),
-            };
             Ok::<_, CliError>(palisade_neutron_sync::sync(
                 &client,
                 &desired,
@@ -365,8 +439,15 @@ async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError
         });
         failed = match result {
             Ok(report) => {
+                health.synced(&report);
                 for u in &report.unmatched {
                     tracing::warn!(pod = %u.pod, "no port: {}", u.reason);
+                }
+                for u in &report.unplaceable {
+                    tracing::error!(port = %u.port_id, pods = ?u.pods, "port closed, it cannot be placed: {}", u.reason);
+                }
+                for g in &report.refused {
+                    tracing::warn!(group = %g.id, name = %g.name, "not ours, not used: {}", g.reason);
                 }
                 let ok = report.ok();
                 if let Some(a) = report.applied.as_ref().filter(|_| !ok) {
@@ -382,6 +463,7 @@ async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError
                 !ok
             }
             Err(e) => {
+                health.failed(&e.to_string());
                 tracing::error!(error = %e, "sync failed; retrying in 5 s");
                 true
             }
