@@ -271,41 +271,6 @@ fn port_of(n: u16) -> Port {
     Port::new(i64::from(n)).unwrap()
 }
 
-/// A second address, in IPv6, for every pod and node (host-network pods take their
-/// node's), and IPv6 ipBlocks in front of every policy's peers.
-fn dual_stack(mut c: Cluster, v6_rules: bool) -> Cluster {
-    let v6 = |ip: IpAddr| -> IpAddr {
-        match ip {
-            IpAddr::V4(a) => {
-                let [_, _, x, y] = a.octets();
-                IpAddr::from([0xfd00, 0, 0, 0, 0, 0, u16::from(x), u16::from(y)])
-            }
-            v6 => v6,
-        }
-    };
-    for p in &mut c.pods {
-        let extra: Vec<IpAddr> = p.ips.iter().map(|ip| v6(*ip)).collect();
-        p.ips.extend(extra);
-    }
-    for n in &mut c.nodes {
-        let extra: Vec<IpAddr> = n.addresses.iter().map(|ip| v6(*ip)).collect();
-        n.addresses.extend(extra);
-    }
-    if v6_rules {
-        for np in &mut c.network_policies {
-            for r in np.ingress.iter_mut().chain(np.egress.iter_mut()) {
-                if let Some(peers) = &mut r.peers {
-                    peers.push(NetworkPolicyPeer::IpBlock(palisade_model::IpBlock {
-                        cidr: "fd00::/112".parse().unwrap(),
-                        except: vec!["fd00::3/128".parse().unwrap()],
-                    }));
-                }
-            }
-        }
-    }
-    c
-}
-
 /// A changed copy of the cluster objects: one pod gone, one relabelled and moved.
 fn churn(mut c: Cluster, from: &Cluster) -> Cluster {
     if c.pods.len() > 2 {
@@ -336,7 +301,7 @@ proptest! {
             _ => b,
         };
         let (a, b) = match v6 {
-            Some((ra, rb)) => (dual_stack(a, ra), dual_stack(b, rb)),
+            Some((ra, rb)) => (common::dual_stack(a, ra), common::dual_stack(b, rb)),
             None => (a, b),
         };
         let (old, new) = (Engine::new(a, Options::default()), Engine::new(b, Options::default()));
