@@ -349,3 +349,131 @@ fn coverage_formats() {
     ]);
     assert!(stdout(&o).starts_with("| pod | ingress | egress | exposed |\n"));
 }
+
+#[test]
+fn lint_ignore_annotation_suppresses_its_codes_and_keeps_the_reason() {
+    let dir = std::env::temp_dir().join(format!("palisade-lint-ignore-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = |annotation: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: all-then-y\n  namespace: x\n  annotations: {{palisade.dev/lint-ignore: \"{annotation}\"}}\nspec:\n  podSelector: {{}}\n  ingress:\n    - from: [{{namespaceSelector: {{}}}}]\n    - from: [{{namespaceSelector: {{matchLabels: {{ns: \"y\"}}}}}}]\n"
+        )
+    };
+    let file = dir.join("p.yaml");
+    std::fs::write(&file, policy("PAL005: defence in depth")).unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let o = palisade(&["lint", "-f", CLUSTER, &f, "--fail-on", "info"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("suppressed by annotation: ")
+            && out
+                .contains("PAL005: NetworkPolicy x/all-then-y: spec.ingress[1] (defence in depth)"),
+        "{out}"
+    );
+    assert!(out.ends_with("0 finding(s): 0 error(s), 0 warning(s), 0 info; 1 suppressed (1 by annotation, 0 by the baseline)\n"), "{out}");
+    let json = palisade(&["lint", "-f", CLUSTER, &f, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["findings"][0]["suppressed"]["by"], "annotation");
+    assert_eq!(v["findings"][0]["suppressed"]["reason"], "defence in depth");
+    assert_eq!(v["summary"]["suppressed"], 1);
+    let sarif = palisade(&["lint", "-f", CLUSTER, &f, "-o", "sarif"]);
+    let v: serde_json::Value = serde_json::from_slice(&sarif.stdout).unwrap();
+    let s = &v["runs"][0]["results"][0]["suppressions"][0];
+    assert_eq!(s["kind"], "inSource");
+    assert_eq!(s["justification"], "defence in depth");
+    // Another code in the annotation does not suppress this one; an unknown code is reported.
+    std::fs::write(&file, policy("PAL002")).unwrap();
+    let o = palisade(&["lint", "-f", CLUSTER, &f, "--fail-on", "info"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    std::fs::write(&file, policy("PAL05")).unwrap();
+    let o = palisade(&["lint", "-f", CLUSTER, &f]);
+    assert!(
+        stdout(&o).contains("\"PAL05\" is not a lint code"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn lint_baseline_fails_only_on_new_findings() {
+    let dir = std::env::temp_dir().join(format!("palisade-lint-baseline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let baseline = dir.join("baseline.json").to_string_lossy().into_owned();
+    let (redundant, empty) = (fixture("redundant-rule"), fixture("empty-peer"));
+    let w = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &redundant,
+        "--write-baseline",
+        &baseline,
+    ]);
+    assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
+    assert!(
+        stderr(&w).contains("wrote 1 finding(s) to the baseline"),
+        "{}",
+        stderr(&w)
+    );
+    let same = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &redundant,
+        "--baseline",
+        &baseline,
+        "--fail-on",
+        "info",
+    ]);
+    assert_eq!(same.status.code(), Some(0), "{}", stdout(&same));
+    assert!(
+        stdout(&same).contains("1 suppressed (0 by annotation, 1 by the baseline)"),
+        "{}",
+        stdout(&same)
+    );
+    let new = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &redundant,
+        &empty,
+        "--baseline",
+        &baseline,
+        "--fail-on",
+        "warning",
+    ]);
+    assert_eq!(
+        new.status.code(),
+        Some(3),
+        "a new finding fails: {}",
+        stdout(&new)
+    );
+    assert!(stdout(&new).contains("PAL008"), "{}", stdout(&new));
+    std::fs::write(&baseline, "{\"version\": 1}").unwrap();
+    let bad = palisade(&["lint", "-f", CLUSTER, &redundant, "--baseline", &baseline]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("not a lint baseline: \"findings\" must be a list"),
+        "{}",
+        stderr(&bad)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn lint_namespace_takes_a_list() {
+    let f = fixture("overridden-rule");
+    let o = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &f,
+        "--namespace",
+        "y,x",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["findings"].as_array().map(Vec::len), Some(1), "{v:#}");
+}
