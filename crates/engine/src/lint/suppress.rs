@@ -214,7 +214,8 @@ mod tests {
 
     #[test]
     fn annotation_values() {
-        let rows: [(&str, Result<(Vec<Code>, Option<&str>), ()>, &str); 5] = [
+        type Row<'a> = (&'a str, Result<(Vec<Code>, Option<&'a str>), ()>, &'a str);
+        let rows: [Row<'_>; 5] = [
             (
                 "PAL002,PAL008",
                 Ok((vec![Code::OverriddenRule, Code::EmptyPeer], None)),
