@@ -310,7 +310,15 @@ fn coverage_formats() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("x/a\n  ingress: isolated by NetworkPolicy x/allow-from-y-b\n  egress:  open (no policy applies)\n  exposed: not reachable from outside\n"),
+        out.starts_with("exposed: 6 of 9 pod(s) accept connections from outside the cluster\n  y/a: TCP 1-65535; UDP 1-65535; SCTP 1-65535 from any address outside the cluster\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("default deny: 3 of 9 pod(s) for ingress, 0 for egress\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("x/a\n  ingress: isolated by NetworkPolicy x/allow-from-y-b — default deny\n  egress:  open (no policy applies)\n  exposed: not reachable from outside\n"),
         "{out}"
     );
     assert!(
@@ -318,7 +326,9 @@ fn coverage_formats() {
         "{out}"
     );
     assert!(
-        out.contains("no policy covers 5 of 9 pod(s) for ingress: y/a, y/b, y/c, z/a, z/b\n"),
+        out.contains(
+            "open (every connection allowed) for ingress: 5 of 9 pod(s): y/a, y/b, y/c, z/a, z/b\n"
+        ),
         "{out}"
     );
     let o = palisade(&[
@@ -347,7 +357,8 @@ fn coverage_formats() {
         "-o",
         "md",
     ]);
-    assert!(stdout(&o).starts_with("| pod | ingress | egress | exposed |\n"));
+    assert!(stdout(&o).starts_with("exposed: 6 of 9 pod(s)"));
+    assert!(stdout(&o).contains("\n| pod | ingress | egress | exposed |\n"));
 }
 
 #[test]
