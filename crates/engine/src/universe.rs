@@ -38,12 +38,7 @@ impl Universe {
 impl Engine {
     /// The representative flows of this cluster and its policies.
     pub(crate) fn universe(&self) -> Universe {
-        let m = self.matrix(&[]);
-        let classes: Vec<Vec<PodId>> = m
-            .class_members()
-            .into_iter()
-            .map(|rows| rows.into_iter().map(|r| m.pods[r]).collect())
-            .collect();
+        let classes = self.classes_by_node();
         // Every address family of every peer: a rule may cover a dual-stack peer in one
         // family only.
         let mut peers = Vec::new();
