@@ -155,7 +155,7 @@ fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
     let mut findings = Vec::new();
     for d in &loaded.diagnostics {
         match d.severity {
-            palisade_model::Severity::Notice => eprintln!("{d}"),
+            palisade_model::Severity::Notice => crate::common::once(&d.to_string()),
             _ => findings.push(Finding::from_diagnostic(d)),
         }
     }
