@@ -618,3 +618,32 @@ fn diff_prints_each_notice_once() {
     assert_eq!(notices, 1, "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn matrix_port_names_resolve_against_the_destinations_shown() {
+    let cluster = "apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: x}
+spec: {containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: w}
+spec: {containers: [{name: c, ports: [{name: http, containerPort: 9090}]}]}
+status: {podIP: 10.0.0.2}
+";
+    let o = palisade_stdin(
+        &[
+            "matrix", "-f", "-", "--ports", "http", "--to", "x", "-o", "jsonl",
+        ],
+        cluster,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("\"port\":8080"), "{out}");
+    assert!(
+        !out.contains("9090"),
+        "w/b's http is not a destination shown: {out}"
+    );
+}
