@@ -508,13 +508,15 @@ fn compare_all(
 ) -> Vec<Vec<ChangeGroup>> {
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
     let chunk = plans.len().div_ceil(workers).max(1);
+    let cuts = [old.policy_port_cuts(), new.policy_port_cuts()];
+    let cuts = &cuts;
     std::thread::scope(|s| {
         let handles: Vec<_> = plans
             .chunks(chunk)
             .map(|part| {
                 s.spawn(move || {
                     part.iter()
-                        .map(|(_, reps)| compare(old, new, actors, families, *reps))
+                        .map(|(_, reps)| compare((old, new), cuts, actors, families, *reps))
                         .collect::<Vec<_>>()
                 })
             })
@@ -529,8 +531,8 @@ fn compare_all(
 /// The changes from actor `a` to actor `b` over every family, protocol and port (the cell
 /// index is filled in by the caller).
 fn compare(
-    old: &Engine,
-    new: &Engine,
+    (old, new): (&Engine, &Engine),
+    cuts: &[BTreeSet<u32>; 2],
     actors: &[Actor],
     families: &[Family],
     (a, b): (usize, usize),
@@ -548,11 +550,11 @@ fn compare(
             continue;
         }
         for protocol in Protocol::ALL {
-            let segments = |e: &Engine, ends: Option<(Endpoint, Endpoint)>| {
-                ends.map(|(x, y)| e.port_segments(x, y, protocol, every_port()))
+            let segments = |e: &Engine, cuts, ends: Option<(Endpoint, Endpoint)>| {
+                ends.map(|(x, y)| e.port_segments_cut(x, y, protocol, every_port(), cuts))
                     .unwrap_or_default()
             };
-            let (so, sn) = (segments(old, eo), segments(new, en));
+            let (so, sn) = (segments(old, &cuts[0], eo), segments(new, &cuts[1], en));
             align(&so, &sn, |ports, before, after| {
                 let allowed = |v: Option<&Verdict>| v.is_some_and(|v| v.allowed);
                 let change = match (allowed(before), allowed(after)) {
