@@ -99,7 +99,7 @@ impl Input {
             } else {
                 ""
             };
-            eprintln!("{prefix}{d}");
+            once(&format!("{prefix}{d}"));
         }
         if self.verbose {
             for d in &loaded.details {
@@ -118,6 +118,21 @@ impl Input {
             },
             allow_node_local: !self.no_node_local,
         }
+    }
+}
+
+/// Prints a message on stderr unless this run printed it already: a command that loads
+/// the same files twice (`diff`) says each thing once.
+pub fn once(message: &str) {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    let first = seen
+        .lock()
+        .map_or(true, |mut s| s.insert(message.to_string()));
+    if first {
+        eprintln!("{message}");
     }
 }
 
@@ -205,15 +220,20 @@ pub enum Query {
 impl FlowArgs {
     /// The source and destination endpoints, of one address family.
     pub fn ends(&self, engine: &Engine) -> Result<(Endpoint, Endpoint), CliError> {
-        let src = endpoint(engine, &self.from, None)?;
-        let dst = endpoint(engine, &self.to, Some(src.ip.is_ipv6()))?;
-        if src.ip.is_ipv6() != dst.ip.is_ipv6() {
-            return Err(CliError::Usage(format!(
-                "{} and {} have no address family in common",
-                self.from, self.to
-            )));
+        // The source's first family if the destination has it, else the other one if both
+        // have it: two dual-stack or mixed endpoints meet in the family they share.
+        let first = endpoint(engine, &self.from, None)?.ip.is_ipv6();
+        for v6 in [first, !first] {
+            let src = endpoint(engine, &self.from, Some(v6))?;
+            let dst = endpoint(engine, &self.to, Some(v6))?;
+            if src.ip.is_ipv6() == v6 && dst.ip.is_ipv6() == v6 {
+                return Ok((src, dst));
+            }
         }
-        Ok((src, dst))
+        Err(CliError::Usage(format!(
+            "{} and {} have no address family in common",
+            self.from, self.to
+        )))
     }
 
     /// The question asked: one flow (a number, or a name resolved against the destination

@@ -79,6 +79,14 @@ pub enum CliError {
     /// Lint found this many findings at or above the `--fail-on` severity (exit 3).
     #[error("{0} finding(s) at or above --fail-on {1}")]
     Findings(usize, &'static str),
+    /// A lint baseline file cannot be read as one (exit 1).
+    #[error("{}: not a lint baseline: {message}", path.display())]
+    Baseline {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
     /// `diff` found differences (exit 3, no message: the output says what they are).
     #[error("the states differ")]
     Differs,

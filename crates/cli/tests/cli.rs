@@ -516,3 +516,134 @@ fn staged_policies_are_reported_beside_the_enforced_verdict() {
         stderr(&o)
     );
 }
+
+const DUAL_AND_HOST: &str = "apiVersion: v1
+kind: Namespace
+metadata: {name: x}
+---
+apiVersion: v1
+kind: Namespace
+metadata: {name: kube-system}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {addresses: [{type: InternalIP, address: 192.168.0.1}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: proxy, namespace: kube-system}
+spec: {nodeName: n1, hostNetwork: true}
+status: {podIP: 192.168.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: x}
+spec: {nodeName: n1}
+status: {podIPs: [{ip: 10.0.0.1}, {ip: 'fd00::1'}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: x}
+status: {podIPs: [{ip: 'fd00::2'}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: s, namespace: x}
+";
+
+#[test]
+fn eval_meets_in_the_family_both_ends_share() {
+    let o = palisade_stdin(
+        &[
+            "eval", "-f", "-", "--from", "x/a", "--to", "x/b", "--port", "80",
+        ],
+        DUAL_AND_HOST,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("ALLOWED: x/a (fd00::1) -> x/b (fd00::2) TCP/80\n"),
+        "{}",
+        stdout(&o)
+    );
+    let o = palisade_stdin(
+        &[
+            "eval", "-f", "-", "--from", "10.0.0.1", "--to", "x/b", "--port", "80",
+        ],
+        DUAL_AND_HOST,
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "an IPv4 address cannot reach an IPv6-only pod"
+    );
+}
+
+#[test]
+fn a_host_network_pod_is_named_once_with_its_address_once() {
+    let o = palisade_stdin(
+        &[
+            "eval",
+            "-f",
+            "-",
+            "--from",
+            "kube-system/proxy",
+            "--to",
+            "x/a",
+            "--port",
+            "80",
+        ],
+        DUAL_AND_HOST,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(
+        stdout(&o).starts_with("ALLOWED: node n1 (192.168.0.1) -> x/a (10.0.0.1) TCP/80\n"),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
+fn diff_prints_each_notice_once() {
+    let dir = std::env::temp_dir().join(format!("palisade-notice-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("c.yaml");
+    std::fs::write(&f, DUAL_AND_HOST).unwrap();
+    let f = f.to_string_lossy().into_owned();
+    let o = palisade(&["diff", "-f", &f, "--to", &f]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let notices = stderr(&o)
+        .matches("v1 Service is not a kind Palisade reads")
+        .count();
+    assert_eq!(notices, 1, "{}", stderr(&o));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn matrix_port_names_resolve_against_the_destinations_shown() {
+    let cluster = "apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: x}
+spec: {containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: b, namespace: w}
+spec: {containers: [{name: c, ports: [{name: http, containerPort: 9090}]}]}
+status: {podIP: 10.0.0.2}
+";
+    let o = palisade_stdin(
+        &[
+            "matrix", "-f", "-", "--ports", "http", "--to", "x", "-o", "jsonl",
+        ],
+        cluster,
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("\"port\":8080"), "{out}");
+    assert!(
+        !out.contains("9090"),
+        "w/b's http is not a destination shown: {out}"
+    );
+}

@@ -119,19 +119,96 @@ const DENY_X: &str = "examples/xyz/policies/01-deny-ingress-x.yaml";
 fn diff_exits_0_when_nothing_changes_and_3_when_something_does() {
     let same = palisade(&["diff", "-f", CLUSTER, DENY_X, "--to", DENY_X, CLUSTER]);
     assert_eq!(same.status.code(), Some(0), "{}", stderr(&same));
-    assert_eq!(stdout(&same), "no change over 6 probe(s)\n");
+    assert_eq!(
+        stdout(&same),
+        "no change over 9 pod(s), 1 node(s), 1 outside address range(s); every port of TCP, UDP and SCTP; IPv4\n"
+    );
     let changed = palisade(&[
         "diff", "-f", CLUSTER, "--to", CLUSTER, DENY_X, "--ports", "80",
     ]);
     assert_eq!(changed.status.code(), Some(3), "{}", stderr(&changed));
     assert_eq!(
         stdout(&changed),
-        "lost   x/*, y/{a,c}, z/* -> x/* on TCP 80 (21 connection(s) per port)\n       before: allowed: no policy decided\n       after:  ingress denied: isolated by NetworkPolicy x/allow-from-y-b and no rule matched\n0 connection(s) gained, 21 lost over 1 probe(s)\n"
+        "lost: ingress denied: isolated by NetworkPolicy x/allow-from-y-b and no rule matched\n  x/*, y/{a,c}, z/*, 0.0.0.0/0 -> x/* on TCP 80 (24 pair(s))\n    before: allowed: no policy decided\nmore changes on other ports or protocols are not shown (--ports/--protocols)\n0 pair(s) gained and 24 lost a connection over 9 pod(s), 1 node(s), 1 outside address range(s); every port of TCP, UDP and SCTP; IPv4\n"
     );
     let usage = palisade(&["diff", "-f", CLUSTER]);
     assert_eq!(usage.status.code(), Some(2), "--to or --staged is required");
     let invalid = palisade(&["diff", "-f", CLUSTER, "--to", &fixture("invalid-object")]);
     assert_eq!(invalid.status.code(), Some(1), "invalid input");
+}
+
+#[test]
+fn diff_ports_take_ranges_and_names_and_narrow_the_report_only() {
+    let dir = std::env::temp_dir().join(format!("palisade-diff-ports-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let web = dir.join("web.yaml");
+    std::fs::write(
+        &web,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: web, namespace: x, labels: {app: web}}\nspec: {containers: [{name: c, ports: [{name: http, containerPort: 8080}]}]}\nstatus: {podIP: 10.0.9.9}\n",
+    )
+    .unwrap();
+    let ssh = dir.join("ssh.yaml");
+    std::fs::write(
+        &ssh,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-web, namespace: x}\nspec: {podSelector: {matchLabels: {app: web}}}\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: ssh, namespace: x}\nspec:\n  podSelector: {matchLabels: {app: web}}\n  ingress: [{ports: [{port: 22}]}]\n",
+    )
+    .unwrap();
+    let (web, ssh) = (web.to_string_lossy(), ssh.to_string_lossy());
+    let deny = dir.join("deny.yaml");
+    std::fs::write(
+        &deny,
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny-web, namespace: x}\nspec: {podSelector: {matchLabels: {app: web}}}\n",
+    )
+    .unwrap();
+    let deny = deny.to_string_lossy();
+    // TCP 22 opened to everyone: no pod declares port 22, and it is still a change.
+    let all = palisade(&[
+        "diff", "-f", CLUSTER, &web, &deny, "--to", CLUSTER, &web, &ssh,
+    ]);
+    assert_eq!(
+        all.status.code(),
+        Some(3),
+        "{}{}",
+        stdout(&all),
+        stderr(&all)
+    );
+    assert!(
+        stdout(&all).contains("-> x/web on TCP 22 (11 pair(s))"),
+        "{}",
+        stdout(&all)
+    );
+    assert!(
+        stdout(&all).contains("0.0.0.0/0"),
+        "the outside gains it too: {}",
+        stdout(&all)
+    );
+    let low = palisade(&[
+        "diff", "-f", CLUSTER, &web, &deny, "--to", CLUSTER, &web, &ssh, "--ports", "1-1024",
+    ]);
+    assert_eq!(low.status.code(), Some(3), "{}", stderr(&low));
+    assert!(stdout(&low).contains("TCP 22"), "{}", stdout(&low));
+    let named = palisade(&[
+        "diff", "-f", CLUSTER, &web, &deny, "--to", CLUSTER, &web, &ssh, "--ports", "http",
+    ]);
+    assert_eq!(
+        named.status.code(),
+        Some(3),
+        "narrowed, but something changed: {}",
+        stderr(&named)
+    );
+    assert!(
+        stdout(&named).contains("more changes on other ports or protocols are not shown"),
+        "{}",
+        stdout(&named)
+    );
+    assert!(!stdout(&named).contains("TCP 22"), "{}", stdout(&named));
+    let unknown = palisade(&["diff", "-f", CLUSTER, "--to", CLUSTER, "--ports", "nosuch"]);
+    assert_eq!(
+        unknown.status.code(),
+        Some(2),
+        "a name no pod gives is a usage error"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -144,7 +221,11 @@ fn diff_jsonl_is_the_matrix_line_plus_change_and_verdicts() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 21, "one line per changed connection");
+    assert_eq!(
+        lines.len(),
+        24,
+        "one line per changed pair and run of ports"
+    );
     let l = lines
         .iter()
         .find(|l| l["from"] == "y/a" && l["to"] == "x/b")
@@ -172,16 +253,18 @@ fn diff_json_and_md() {
     let o = palisade(&[&args[..], &["-o", "json"]].concat());
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["same"], false);
-    assert_eq!(v["lost"], 21);
+    assert_eq!(v["lost"], 24);
     assert_eq!(v["gained"], 0);
     let o = palisade(&[&args[..], &["-o", "md"]].concat());
     let md = stdout(&o);
     assert!(
-        md.contains("| change | from | to | ports | before | after |"),
+        md.contains("### lost: ingress denied: isolated by NetworkPolicy x/allow-from-y-b and no rule matched\n\n| from | to | ports | pairs | before |"),
         "{md}"
     );
     assert!(
-        md.contains("| lost | x/*, y/{a,c}, z/* | x/* | TCP 80 |"),
+        md.contains(
+            "| x/*, y/{a,c}, z/*, 0.0.0.0/0 | x/* | TCP 80 | 24 | allowed: no policy decided |"
+        ),
         "{md}"
     );
 }
@@ -203,7 +286,7 @@ fn diff_staged_compares_enforced_with_enforced_plus_staged() {
     assert!(out.contains("-> z/*"), "{out}");
     assert!(out.contains("isolated by NetworkPolicy z/deny-z"), "{out}");
     assert!(
-        out.ends_with("0 connection(s) gained, 24 lost over 1 probe(s)\n"),
+        out.contains("0 pair(s) gained and 27 lost a connection"),
         "{out}"
     );
     let none = palisade(&["diff", "-f", CLUSTER, "--staged"]);
@@ -227,7 +310,15 @@ fn coverage_formats() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     let out = stdout(&o);
     assert!(
-        out.contains("x/a\n  ingress: isolated by NetworkPolicy x/allow-from-y-b\n  egress:  open (no policy applies)\n  exposed: not reachable from outside\n"),
+        out.starts_with("exposed: 6 of 9 pod(s) accept connections from outside the cluster\n  y/a: TCP 1-65535; UDP 1-65535; SCTP 1-65535 from any address outside the cluster\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("default deny: 3 of 9 pod(s) for ingress, 0 for egress\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("x/a\n  ingress: isolated by NetworkPolicy x/allow-from-y-b — default deny\n  egress:  open (no policy applies)\n  exposed: not reachable from outside\n"),
         "{out}"
     );
     assert!(
@@ -235,7 +326,9 @@ fn coverage_formats() {
         "{out}"
     );
     assert!(
-        out.contains("no policy covers 5 of 9 pod(s) for ingress: y/a, y/b, y/c, z/a, z/b\n"),
+        out.contains(
+            "open (every connection allowed) for ingress: 5 of 9 pod(s): y/a, y/b, y/c, z/a, z/b\n"
+        ),
         "{out}"
     );
     let o = palisade(&[
@@ -264,5 +357,134 @@ fn coverage_formats() {
         "-o",
         "md",
     ]);
-    assert!(stdout(&o).starts_with("| pod | ingress | egress | exposed |\n"));
+    assert!(stdout(&o).starts_with("exposed: 6 of 9 pod(s)"));
+    assert!(stdout(&o).contains("\n| pod | ingress | egress | exposed |\n"));
+}
+
+#[test]
+fn lint_ignore_annotation_suppresses_its_codes_and_keeps_the_reason() {
+    let dir = std::env::temp_dir().join(format!("palisade-lint-ignore-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let policy = |annotation: &str| {
+        format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: all-then-y\n  namespace: x\n  annotations: {{palisade.dev/lint-ignore: \"{annotation}\"}}\nspec:\n  podSelector: {{}}\n  ingress:\n    - from: [{{namespaceSelector: {{}}}}]\n    - from: [{{namespaceSelector: {{matchLabels: {{ns: \"y\"}}}}}}]\n"
+        )
+    };
+    let file = dir.join("p.yaml");
+    std::fs::write(&file, policy("PAL005: defence in depth")).unwrap();
+    let f = file.to_string_lossy().into_owned();
+    let o = palisade(&["lint", "-f", CLUSTER, &f, "--fail-on", "info"]);
+    assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
+    let out = stdout(&o);
+    assert!(
+        out.contains("suppressed by annotation: ")
+            && out
+                .contains("PAL005: NetworkPolicy x/all-then-y: spec.ingress[1] (defence in depth)"),
+        "{out}"
+    );
+    assert!(out.ends_with("0 finding(s): 0 error(s), 0 warning(s), 0 info; 1 suppressed (1 by annotation, 0 by the baseline)\n"), "{out}");
+    let json = palisade(&["lint", "-f", CLUSTER, &f, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["findings"][0]["suppressed"]["by"], "annotation");
+    assert_eq!(v["findings"][0]["suppressed"]["reason"], "defence in depth");
+    assert_eq!(v["summary"]["suppressed"], 1);
+    let sarif = palisade(&["lint", "-f", CLUSTER, &f, "-o", "sarif"]);
+    let v: serde_json::Value = serde_json::from_slice(&sarif.stdout).unwrap();
+    let s = &v["runs"][0]["results"][0]["suppressions"][0];
+    assert_eq!(s["kind"], "inSource");
+    assert_eq!(s["justification"], "defence in depth");
+    // Another code in the annotation does not suppress this one; an unknown code is reported.
+    std::fs::write(&file, policy("PAL002")).unwrap();
+    let o = palisade(&["lint", "-f", CLUSTER, &f, "--fail-on", "info"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    std::fs::write(&file, policy("PAL05")).unwrap();
+    let o = palisade(&["lint", "-f", CLUSTER, &f]);
+    assert!(
+        stdout(&o).contains("\"PAL05\" is not a lint code"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn lint_baseline_fails_only_on_new_findings() {
+    let dir = std::env::temp_dir().join(format!("palisade-lint-baseline-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let baseline = dir.join("baseline.json").to_string_lossy().into_owned();
+    let (redundant, empty) = (fixture("redundant-rule"), fixture("empty-peer"));
+    let w = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &redundant,
+        "--write-baseline",
+        &baseline,
+    ]);
+    assert_eq!(w.status.code(), Some(0), "{}", stderr(&w));
+    assert!(
+        stderr(&w).contains("wrote 1 finding(s) to the baseline"),
+        "{}",
+        stderr(&w)
+    );
+    let same = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &redundant,
+        "--baseline",
+        &baseline,
+        "--fail-on",
+        "info",
+    ]);
+    assert_eq!(same.status.code(), Some(0), "{}", stdout(&same));
+    assert!(
+        stdout(&same).contains("1 suppressed (0 by annotation, 1 by the baseline)"),
+        "{}",
+        stdout(&same)
+    );
+    let new = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &redundant,
+        &empty,
+        "--baseline",
+        &baseline,
+        "--fail-on",
+        "warning",
+    ]);
+    assert_eq!(
+        new.status.code(),
+        Some(3),
+        "a new finding fails: {}",
+        stdout(&new)
+    );
+    assert!(stdout(&new).contains("PAL008"), "{}", stdout(&new));
+    std::fs::write(&baseline, "{\"version\": 1}").unwrap();
+    let bad = palisade(&["lint", "-f", CLUSTER, &redundant, "--baseline", &baseline]);
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("not a lint baseline: \"findings\" must be a list"),
+        "{}",
+        stderr(&bad)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn lint_namespace_takes_a_list() {
+    let f = fixture("overridden-rule");
+    let o = palisade(&[
+        "lint",
+        "-f",
+        CLUSTER,
+        &f,
+        "--namespace",
+        "y,x",
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["findings"].as_array().map(Vec::len), Some(1), "{v:#}");
 }

@@ -129,5 +129,21 @@ fn matrix_rows(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, eval, update, compile, matrix, matrix_rows);
+/// The exact diff of two states, one NetworkPolicy apart: every pod, node and outside
+/// class, every port of every protocol.
+fn diff(c: &mut Criterion) {
+    let mut g = c.benchmark_group("diff");
+    g.sample_size(10);
+    let old_cluster = cluster(1_000, 200);
+    let mut new_cluster = old_cluster.clone();
+    new_cluster.network_policies.remove(0);
+    let old = Engine::new(old_cluster, Options::default());
+    let new = Engine::new(new_cluster, Options::default());
+    g.bench_function("1000p-200np-one-removed", |b| {
+        b.iter(|| palisade_engine::diff::diff(&old, &new).groups.len())
+    });
+    g.finish();
+}
+
+criterion_group!(benches, eval, update, compile, matrix, matrix_rows, diff);
 criterion_main!(benches);

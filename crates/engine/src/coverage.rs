@@ -15,7 +15,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use crate::eval::{EndpointKind, Flow};
 use crate::state::{Engine, PodId};
 use crate::universe::Universe;
-use crate::verdict::PolicyInfo;
+use crate::verdict::{PolicyInfo, Tier};
 
 /// The policies that apply to one pod in one direction, by tier.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,12 +26,23 @@ pub struct SideCoverage {
     pub isolated_by: Vec<Arc<PolicyInfo>>,
     /// Baseline-tier policies whose subject selects the pod and that have rules here.
     pub baseline: Vec<Arc<PolicyInfo>>,
+    /// This side allows every connection: every peer (pods, nodes, every outside address)
+    /// on every port, whatever policies apply.
+    pub allows_all: bool,
+    /// No connection of this side is left to the default: what no rule allows is denied.
+    pub default_deny: bool,
 }
 
 impl SideCoverage {
-    /// Whether no policy of any tier applies: everything is allowed by default.
-    pub fn is_open(&self) -> bool {
+    /// Whether no policy of any tier applies.
+    pub fn no_policy(&self) -> bool {
         self.admin.is_empty() && self.isolated_by.is_empty() && self.baseline.is_empty()
+    }
+
+    /// Whether this side allows every connection (no policy, or policies that leave it
+    /// open): the pod is not covered in this direction.
+    pub fn is_open(&self) -> bool {
+        self.allows_all
     }
 }
 
@@ -70,6 +81,16 @@ pub struct PodCoverage {
     pub exposure: Option<Exposure>,
 }
 
+impl PodCoverage {
+    /// The side of `dir`.
+    pub fn side(&self, dir: Direction) -> &SideCoverage {
+        match dir {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
+}
+
 /// The coverage of every pod.
 #[derive(Debug, Clone, Default)]
 pub struct Coverage {
@@ -82,7 +103,20 @@ pub struct Coverage {
 }
 
 impl Coverage {
-    /// Pods no policy covers in `dir`.
+    /// Pods some policy selects in `dir` that still allow every connection there.
+    pub fn selected_but_open(&self, dir: Direction) -> impl Iterator<Item = &PodCoverage> {
+        self.pods.iter().filter(move |p| {
+            let s = p.side(dir);
+            s.is_open() && !s.no_policy()
+        })
+    }
+
+    /// Pods in default deny in `dir`.
+    pub fn default_deny(&self, dir: Direction) -> impl Iterator<Item = &PodCoverage> {
+        self.pods.iter().filter(move |p| p.side(dir).default_deny)
+    }
+
+    /// Pods that allow every connection in `dir` (nothing covers them there).
     pub fn open(&self, dir: Direction) -> impl Iterator<Item = &PodCoverage> {
         self.pods.iter().filter(move |p| match dir {
             Direction::Ingress => p.ingress.is_open(),
@@ -111,13 +145,19 @@ impl Engine {
             (&x.namespace, &x.name).cmp(&(&y.namespace, &y.name))
         });
         let mut exposure: Vec<Option<Exposure>> = vec![None; self.cluster.pods.len()];
+        // Per pod, per direction: (allows every connection, default deny).
+        let mut openness: Vec<[(bool, bool); 2]> =
+            vec![[(true, false); 2]; self.cluster.pods.len()];
         for members in &universe.classes {
             if !self.is_subject(members[0]) {
                 continue;
             }
             let e = self.exposure(&universe, members[0]);
+            let o = [Direction::Ingress, Direction::Egress]
+                .map(|dir| self.openness(&universe, members[0], dir));
             for &p in members {
                 exposure[p] = Some(e.clone());
+                openness[p] = o;
             }
         }
         let mut out = Coverage::default();
@@ -127,11 +167,12 @@ impl Engine {
                 out.host_network.push(p.key());
                 continue;
             }
+            let [i, e] = openness[pod];
             out.pods.push(PodCoverage {
                 pod,
                 key: p.key(),
-                ingress: self.side_coverage(pod, Direction::Ingress),
-                egress: self.side_coverage(pod, Direction::Egress),
+                ingress: self.side_coverage(pod, Direction::Ingress, i),
+                egress: self.side_coverage(pod, Direction::Egress, e),
                 exposure: exposure[pod].take(),
             });
         }
@@ -153,7 +194,33 @@ impl Engine {
         out
     }
 
-    fn side_coverage(&self, pod: PodId, dir: Direction) -> SideCoverage {
+    /// Whether `pod`'s side in `dir` allows every representative connection, and whether
+    /// none of them is left to the default tier (exact: the representatives stand for every
+    /// connection).
+    fn openness(&self, universe: &Universe, pod: PodId, dir: Direction) -> (bool, bool) {
+        let (mut all, mut any, mut default) = (true, false, false);
+        for flow in self.side_flows(universe, pod, dir, |_| true) {
+            let v = self.evaluate(&flow);
+            let side = match dir {
+                Direction::Ingress => v.ingress,
+                Direction::Egress => v.egress,
+            };
+            any = true;
+            all &= side.allowed;
+            default |= side.tier == Tier::Default;
+            if !all && default {
+                break;
+            }
+        }
+        (all, any && !default)
+    }
+
+    fn side_coverage(
+        &self,
+        pod: PodId,
+        dir: Direction,
+        (allows_all, default_deny): (bool, bool),
+    ) -> SideCoverage {
         let lists = self.policies(pod, dir);
         let infos = |v: &[u32]| {
             v.iter()
@@ -168,6 +235,8 @@ impl Engine {
                 Vec::new()
             },
             baseline: infos(&lists.baseline),
+            allows_all,
+            default_deny,
         }
     }
 
@@ -292,11 +361,14 @@ impl Serialize for Infos<'_> {
     }
 }
 
-/// `{"open", "admin": [policy], "isolatedBy": [policy], "baseline": [policy]}`.
+/// `{"open", "defaultDeny", "noPolicy", "admin": [policy], "isolatedBy": [policy],
+/// "baseline": [policy]}`.
 impl Serialize for SideCoverage {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(4))?;
+        let mut m = s.serialize_map(Some(6))?;
         m.serialize_entry("open", &self.is_open())?;
+        m.serialize_entry("defaultDeny", &self.default_deny)?;
+        m.serialize_entry("noPolicy", &self.no_policy())?;
         m.serialize_entry("admin", &Infos(&self.admin))?;
         m.serialize_entry("isolatedBy", &Infos(&self.isolated_by))?;
         m.serialize_entry("baseline", &Infos(&self.baseline))?;

@@ -115,11 +115,12 @@ impl NamedEndpoint {
 }
 
 impl Engine {
-    /// `x/a`, a node name, or the address.
+    /// `x/a`, `node NAME` (a node's own address, a host-network pod's too), or the address;
+    /// renderings add the address once.
     pub fn endpoint_name(&self, kind: EndpointKind, ip: IpAddr) -> String {
         match kind {
             EndpointKind::Pod(p) => self.cluster.pods[p].key(),
-            EndpointKind::Host(Some(n)) => format!("node {} ({ip})", self.cluster.nodes[n].name),
+            EndpointKind::Host(Some(n)) => format!("node {}", self.cluster.nodes[n].name),
             EndpointKind::Host(None) | EndpointKind::External => ip.to_string(),
         }
     }

@@ -38,16 +38,56 @@ pub struct Matrix {
     verdicts: Vec<BitSet>,
     /// Per row: a workload's representative (its cell with itself is between replicas).
     replicated: Vec<bool>,
+    /// Per row: the node whose own address the row is (host-network pods), and the node
+    /// a pod runs on; applied over the classes when the node-local exemption is on.
+    local: Vec<Local>,
+}
+
+/// A row's place for the node-local exemption.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Local {
+    /// A node's own address (a host-network pod on that node).
+    Host(usize),
+    /// A pod on that node.
+    On(usize),
+    /// Neither, or the exemption is off.
+    None,
 }
 
 impl Matrix {
-    /// Whether `pods[from]` reaches `pods[to]` on `probes[probe]`.
+    /// Whether `pods[from]` reaches `pods[to]` on `probes[probe]`: its class's verdict, or
+    /// the node-local exemption (a node's own address reaches the pods on that node).
     pub fn allowed(&self, probe: usize, from: usize, to: usize) -> bool {
         (from == to && !self.replicated[from])
+            || self.node_local(from, to)
             || self.class_allowed(probe, self.class_of[from], self.class_of[to])
     }
 
-    /// Whether pods of class `from` reach (other) pods of class `to` on `probes[probe]`.
+    /// Whether `pods[from]` is the own address of the node `pods[to]` runs on, and the
+    /// node-local exemption is on: allowed whatever the policies say. Classes leave this
+    /// out (it would split every workload by node); it is this one rule for every pod.
+    pub fn node_local(&self, from: usize, to: usize) -> bool {
+        matches!((self.local[from], self.local[to]), (Local::Host(a), Local::On(b)) if a == b)
+    }
+
+    /// Whether some row is exempt by the node-local rule towards another (a host-network
+    /// pod and a pod on its node, with the exemption on): reports then state the rule once.
+    pub fn has_node_local(&self) -> bool {
+        let hosts: BTreeSet<usize> = self
+            .local
+            .iter()
+            .filter_map(|l| match l {
+                Local::Host(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        self.local
+            .iter()
+            .any(|l| matches!(l, Local::On(n) if hosts.contains(n)))
+    }
+
+    /// Whether pods of class `from` reach (other) pods of class `to` on `probes[probe]` by
+    /// policy (the node-local exemption aside, see [`Matrix::node_local`]).
     pub fn class_allowed(&self, probe: usize, from: usize, to: usize) -> bool {
         self.class_row(probe, from).contains(to)
     }
@@ -83,7 +123,7 @@ pub enum Distinction {
     HostNetwork,
     /// They are of different address families.
     Family,
-    /// They run on different nodes (host-network pods, or policies select nodes).
+    /// They are the own addresses of different nodes (host-network pods).
     Node,
     /// Their container ports differ, and some policy uses named ports.
     ContainerPorts,
@@ -212,7 +252,7 @@ impl Engine {
     pub fn distinctions_of(&self, pairs: &[(PodId, PodId)]) -> Vec<Vec<Distinction>> {
         let cidrs = self.policy_cidrs();
         let owners: Vec<_> = self.cidr_owners().collect();
-        let (named, nodes_matter) = (self.uses_named_ports(), self.nodes_matter());
+        let (named, nodes_matter) = (self.uses_named_ports(), false);
         pairs
             .iter()
             .map(|&(a, b)| {
@@ -341,11 +381,13 @@ impl Engine {
         }
     }
 
-    /// Groups the matrix pods into classes no policy can tell apart.
-    fn classes(&self, pods: &[PodId]) -> (Vec<usize>, Vec<PodId>, Vec<Vec<PodId>>) {
+    /// Groups the matrix pods into classes no policy can tell apart; with `by_node`, also
+    /// by node wherever host endpoints or node peers exist (the node-local exemption then
+    /// tells pods on different nodes apart).
+    fn classes(&self, pods: &[PodId], by_node: bool) -> (Vec<usize>, Vec<PodId>, Vec<Vec<PodId>>) {
         let cidrs = self.policy_cidrs();
         let named = self.uses_named_ports();
-        let nodes_matter = self.nodes_matter();
+        let nodes_matter = by_node && self.nodes_matter();
         let mut index: HashMap<Signature, usize> = HashMap::new();
         let mut members: Vec<Vec<PodId>> = Vec::new();
         let mut class_of = Vec::with_capacity(pods.len());
@@ -370,8 +412,19 @@ impl Engine {
             .into_iter()
             .map(|(p, _)| p)
             .collect();
-        let (class_of, _reps, members) = self.classes(&pods);
+        let (class_of, _reps, members) = self.classes(&pods, false);
         (pods, class_of, members)
+    }
+
+    /// The matrix classes split by node where the node-local exemption tells pods apart:
+    /// classes every flow of whose members, exemption included, is decided alike.
+    pub(crate) fn classes_by_node(&self) -> Vec<Vec<PodId>> {
+        let pods: Vec<PodId> = self
+            .addressable_pods()
+            .into_iter()
+            .map(|(p, _)| p)
+            .collect();
+        self.classes(&pods, true).2
     }
 
     /// Evaluates every probe between every pair of addressable pods, a source class at a
@@ -419,7 +472,7 @@ impl Engine {
                 (members[from][0], members[to][0])
             };
             self.pod_flow(a, b, *probe)
-                .is_some_and(|f| self.evaluate(&f).allowed)
+                .is_some_and(|f| self.allowed_by_policy(&f))
         };
         let verdicts = probes
             .iter()
@@ -436,6 +489,23 @@ impl Engine {
         self.assemble(pods, probes, class_of, c, verdicts)
     }
 
+    /// Whether policy allows `flow`, the node-local exemption aside.
+    fn allowed_by_policy(&self, flow: &Flow) -> bool {
+        let v = self.evaluate(flow);
+        match (&v.ingress.decision, flow.dst.kind) {
+            (
+                crate::verdict::Decision::Exempt(crate::verdict::Exemption::NodeLocal),
+                crate::eval::EndpointKind::Pod(p),
+            ) => {
+                v.egress.allowed
+                    && self
+                        .decide(p, palisade_model::Direction::Ingress, flow)
+                        .allowed
+            }
+            _ => v.allowed,
+        }
+    }
+
     fn assemble(
         &self,
         pods: Vec<PodId>,
@@ -448,8 +518,22 @@ impl Engine {
             .iter()
             .map(|&p| palisade_model::workload_of(&self.cluster.pods[p]).is_some())
             .collect();
+        let local = pods
+            .iter()
+            .map(|&p| match self.pod_node[p] {
+                Some(n) if self.options.allow_node_local => {
+                    if self.cluster.pods[p].host_network {
+                        Local::Host(n)
+                    } else {
+                        Local::On(n)
+                    }
+                }
+                _ => Local::None,
+            })
+            .collect();
         Matrix {
             replicated,
+            local,
             pods,
             probes: probes.to_vec(),
             class_of,

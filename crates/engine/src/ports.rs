@@ -21,11 +21,9 @@ pub struct PortSegment {
 }
 
 impl Engine {
-    /// The first ports of the runs within which no rule's port matching can change for a
-    /// connection to `dst`: the ends of every port range a policy names, and the destination
-    /// pod's container ports (named ports resolve against them), clipped to `within`.
-    fn port_cuts(&self, dst: &Endpoint, within: PortRange) -> BTreeSet<u32> {
-        let mut cuts = BTreeSet::from([u32::from(within.start.get())]);
+    /// The ports where a port range some policy names starts, or just after one ends.
+    pub(crate) fn policy_port_cuts(&self) -> BTreeSet<u32> {
+        let mut cuts = BTreeSet::new();
         let mut range = |r: &PortRange| {
             cuts.insert(u32::from(r.start.get()));
             cuts.insert(u32::from(r.end.get()) + 1);
@@ -48,13 +46,31 @@ impl Engine {
                 }
             }
         }
+        cuts
+    }
+
+    /// The first ports of the runs within which no rule's port matching can change for a
+    /// connection to `dst`: `policy_cuts` ([`Engine::policy_port_cuts`]), and the
+    /// destination pod's container ports (named ports resolve against them), clipped to
+    /// `within`.
+    fn port_cuts(
+        &self,
+        dst: &Endpoint,
+        within: PortRange,
+        policy_cuts: &BTreeSet<u32>,
+    ) -> BTreeSet<u32> {
+        let (lo, hi) = (u32::from(within.start.get()), u32::from(within.end.get()));
+        let mut cuts: BTreeSet<u32> = policy_cuts.range(lo..=hi).copied().collect();
+        cuts.insert(lo);
         if let EndpointKind::Pod(pod) = dst.kind {
             for cp in &self.cluster.pods[pod].ports {
-                range(&PortRange::single(cp.port));
+                for c in [u32::from(cp.port.get()), u32::from(cp.port.get()) + 1] {
+                    if lo <= c && c <= hi {
+                        cuts.insert(c);
+                    }
+                }
             }
         }
-        let (lo, hi) = (u32::from(within.start.get()), u32::from(within.end.get()));
-        cuts.retain(|&c| lo <= c && c <= hi);
         cuts
     }
 
@@ -68,7 +84,22 @@ impl Engine {
         protocol: Protocol,
         within: PortRange,
     ) -> Vec<PortSegment> {
-        let cuts: Vec<u32> = self.port_cuts(&dst, within).into_iter().collect();
+        self.port_segments_cut(src, dst, protocol, within, &self.policy_port_cuts())
+    }
+
+    /// [`Engine::port_segments`] with the policies' cuts computed once by the caller.
+    pub(crate) fn port_segments_cut(
+        &self,
+        src: Endpoint,
+        dst: Endpoint,
+        protocol: Protocol,
+        within: PortRange,
+        policy_cuts: &BTreeSet<u32>,
+    ) -> Vec<PortSegment> {
+        let cuts: Vec<u32> = self
+            .port_cuts(&dst, within, policy_cuts)
+            .into_iter()
+            .collect();
         let end = u32::from(within.end.get());
         let mut out: Vec<PortSegment> = Vec::new();
         for (i, &start) in cuts.iter().enumerate() {

@@ -74,8 +74,6 @@ pub(crate) struct Rows<'e> {
     admin_peers: Vec<[Vec<Vec<PeerSet<'e>>>; 2]>,
     /// Per (port name, protocol it must have) and probe: the pod classes that declare it.
     named: HashMap<(&'e str, Option<Protocol>), Vec<BitSet>>,
-    /// Per node: the classes that are that node's host address.
-    hosts_on: HashMap<usize, BitSet>,
     full: BitSet,
 }
 
@@ -111,19 +109,10 @@ impl<'e> Rows<'e> {
             np_peers: Vec::new(),
             admin_peers: Vec::new(),
             named: HashMap::new(),
-            hosts_on: HashMap::new(),
             full: BitSet::full(n),
         };
         rows.compile_peers();
         rows.compile_named_ports();
-        for c in 0..n {
-            if let EndpointKind::Host(Some(node)) = rows.kinds[c] {
-                rows.hosts_on
-                    .entry(node)
-                    .or_insert_with(|| BitSet::new(n))
-                    .insert(c);
-            }
-        }
         rows
     }
 
@@ -429,13 +418,7 @@ impl<'e> Rows<'e> {
                 a.union(d);
             }
         }
-        // "Traffic from a node's own host IP to a pod on that node is allowed."
-        if dir == Direction::Ingress
-            && e.options.allow_node_local
-            && let Some(hosts) = e.pod_node[rep].and_then(|node| self.hosts_on.get(&node))
-        {
-            allowed.iter_mut().for_each(|a| a.union(hosts));
-        }
+        // The node-local exemption is not a class's: `Matrix::node_local` applies it per pod.
         allowed
     }
 

@@ -20,8 +20,9 @@ use crate::state::{Engine, PodId};
 pub(crate) struct Universe {
     /// Pods with an address, grouped into classes no policy tells apart.
     pub classes: Vec<Vec<PodId>>,
-    /// One endpoint per pod class (two for a class with several pods, so a pod meets a
-    /// distinct pod of its own class), per node address and per external region.
+    /// One endpoint per pod class and address family (two for a class with several pods,
+    /// so a pod meets a distinct pod of its own class), per node and family, and per
+    /// external region.
     pub peers: Vec<Endpoint>,
     /// One probe per port interval of each protocol.
     pub probes: Vec<Probe>,
@@ -37,23 +38,29 @@ impl Universe {
 impl Engine {
     /// The representative flows of this cluster and its policies.
     pub(crate) fn universe(&self) -> Universe {
-        let m = self.matrix(&[]);
-        let classes: Vec<Vec<PodId>> = m
-            .class_members()
-            .into_iter()
-            .map(|rows| rows.into_iter().map(|r| m.pods[r]).collect())
-            .collect();
+        let classes = self.classes_by_node();
+        // Every address family of every peer: a rule may cover a dual-stack peer in one
+        // family only.
         let mut peers = Vec::new();
         for members in &classes {
             for &p in members.iter().take(2) {
-                peers.extend(self.endpoint_for_pod(p, None));
+                for v6 in [false, true] {
+                    if let Some(e) = self.endpoint_for_pod(p, Some(v6))
+                        && e.ip.is_ipv6() == v6
+                    {
+                        peers.push(e);
+                    }
+                }
             }
         }
         for (n, node) in self.cluster.nodes.iter().enumerate() {
-            if let Some(ip) = node.addresses.iter().find(|ip| {
-                matches!(self.endpoint_for_ip(**ip).kind, EndpointKind::Host(Some(k)) if k == n)
-            }) {
-                peers.push(self.endpoint_for_ip(*ip));
+            for v6 in [false, true] {
+                if let Some(ip) = node.addresses.iter().find(|ip| {
+                    ip.is_ipv6() == v6
+                        && matches!(self.endpoint_for_ip(**ip).kind, EndpointKind::Host(Some(k)) if k == n)
+                }) {
+                    peers.push(self.endpoint_for_ip(*ip));
+                }
             }
         }
         peers.extend(

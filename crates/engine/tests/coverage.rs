@@ -108,3 +108,44 @@ fn exposure_is_exact_at_the_edges_of_cidrs_and_port_ranges() {
         "x/a on some ports, every other pod on all"
     );
 }
+
+/// A cluster-wide admin policy with narrow Allow rules leaves every other connection to
+/// the lower tiers: the pods it selects are still open, and exposed to the outside.
+#[test]
+fn a_cluster_wide_admin_policy_with_narrow_allows_does_not_cover() {
+    let e = common::engine(
+        r#"
+apiVersion: policy.networking.k8s.io/v1alpha1
+kind: AdminNetworkPolicy
+metadata: {name: allow-monitoring}
+spec:
+  priority: 10
+  subject: {namespaces: {}}
+  ingress: [{action: Allow, from: [{namespaces: {matchLabels: {ns: "y"}}}], ports: [{portNumber: {port: 9090}}]}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: deny-all, namespace: x}
+spec: {podSelector: {matchLabels: {pod: a}}, policyTypes: [Ingress, Egress]}
+"#,
+    );
+    let c = e.coverage();
+    let open: Vec<&str> = c
+        .selected_but_open(Direction::Ingress)
+        .map(|p| p.key.as_str())
+        .collect();
+    assert_eq!(
+        open,
+        ["x/b", "x/c", "y/a", "y/b", "y/c", "z/a", "z/b", "z/c"]
+    );
+    assert!(c.open(Direction::Ingress).all(|p| !p.ingress.no_policy()));
+    assert_eq!(c.exposed().count(), 8, "every pod but x/a, on every port");
+    let xa = c.pods.iter().find(|p| p.key == "x/a").unwrap();
+    assert!(xa.ingress.default_deny && xa.egress.default_deny, "{xa:?}");
+    assert!(!xa.ingress.is_open());
+    let dd: Vec<&str> = c
+        .default_deny(Direction::Ingress)
+        .map(|p| p.key.as_str())
+        .collect();
+    assert_eq!(dd, ["x/a"]);
+}

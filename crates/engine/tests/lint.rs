@@ -262,5 +262,23 @@ fn sarif_is_a_2_1_0_log_with_every_rule_and_each_result_on_its_line() {
     assert_eq!(loc["artifactLocation"]["uri"], "policies.yaml");
     assert_eq!(loc["region"]["startLine"], 6);
     let index = r["ruleIndex"].as_u64().unwrap() as usize;
-    assert_eq!(run["tool"]["driver"]["rules"][index]["id"], "PAL008");
+    let rule = &run["tool"]["driver"]["rules"][index];
+    assert_eq!(rule["id"], "PAL008");
+    assert!(
+        rule["helpUri"]
+            .as_str()
+            .unwrap()
+            .ends_with("docs/lint.md#pal008-empty-peer"),
+        "{rule:#}"
+    );
+    let (message, fix) = (
+        r["message"]["text"].as_str().unwrap(),
+        r["properties"]["fix"].as_str().unwrap(),
+    );
+    assert!(
+        !message.contains("Fix:") && !message.contains(fix),
+        "message and fix apart: {r:#}"
+    );
+    assert!(!fix.is_empty(), "{r:#}");
+    assert!(r.get("suppressions").is_none(), "not suppressed: {r:#}");
 }

@@ -121,3 +121,54 @@ proptest! {
         }
     }
 }
+
+/// One host-network pod per node (kube-proxy) does not split a workload by node: the
+/// node-local exemption is one rule applied per pod, not a class.
+#[test]
+fn host_network_pods_do_not_split_classes_by_node() {
+    let mut docs = String::new();
+    for n in 1..=3 {
+        docs.push_str(&format!(
+            "apiVersion: v1\nkind: Node\nmetadata: {{name: n{n}}}\nstatus: {{addresses: [{{type: InternalIP, address: 192.168.0.{n}}}]}}\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {{name: proxy-{n}, namespace: kube-system, labels: {{app: proxy}}}}\nspec: {{nodeName: n{n}, hostNetwork: true}}\nstatus: {{podIP: 192.168.0.{n}}}\n---\n\
+             apiVersion: v1\nkind: Pod\nmetadata: {{name: web-{n}, namespace: shop, labels: {{app: web}}}}\nspec: {{nodeName: n{n}}}\nstatus: {{podIP: 10.0.0.{n}}}\n---\n"
+        ));
+    }
+    docs.push_str("apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: shop}\nspec: {podSelector: {}}\n");
+    let loaded = palisade_model::load_str(&docs).unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::new(loaded.cluster, Options::default());
+    let probe = [Probe {
+        protocol: Protocol::Tcp,
+        port: 80,
+    }];
+    let m = engine.matrix(&probe);
+    let row = |ns: &str, name: &str| {
+        let p = engine.pod_id(ns, name).unwrap();
+        m.pods.iter().position(|&q| q == p).unwrap()
+    };
+    let webs: Vec<usize> = (1..=3)
+        .map(|n| m.class_of[row("shop", &format!("web-{n}"))])
+        .collect();
+    assert!(
+        webs.iter().all(|&c| c == webs[0]),
+        "one class for the workload: {webs:?}"
+    );
+    assert!(m.has_node_local());
+    let (proxy1, web1, web2) = (
+        row("kube-system", "proxy-1"),
+        row("shop", "web-1"),
+        row("shop", "web-2"),
+    );
+    assert!(
+        m.allowed(0, proxy1, web1),
+        "a node's own address reaches the pods on it"
+    );
+    assert!(
+        !m.allowed(0, proxy1, web2),
+        "and no other pod the policy isolates"
+    );
+    assert!(
+        !m.class_allowed(0, m.class_of[proxy1], m.class_of[web1]),
+        "by policy: denied"
+    );
+}

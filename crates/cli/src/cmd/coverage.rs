@@ -2,7 +2,7 @@
 
 use std::io::Write;
 
-use palisade_engine::coverage::{Coverage, Exposure, SideCoverage};
+use palisade_engine::coverage::{Coverage, Exposure, PodCoverage, SideCoverage};
 use palisade_model::Direction;
 
 use crate::common::Input;
@@ -10,6 +10,14 @@ use crate::error::CliError;
 
 /// Arguments of `coverage`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  palisade coverage -f cluster/ policies/
+  palisade coverage -f cluster/ policies/ -o md > coverage.md
+  palisade coverage --kube -o json
+
+The report leads with exposure: the pods that accept connections from outside the
+cluster (and on which ports), the pods in default deny for each direction, and the pods
+that policies select but that still allow every connection.")]
 pub struct Args {
     #[command(flatten)]
     input: Input,
@@ -43,9 +51,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `isolated by NetworkPolicy x/a; Admin: AdminNetworkPolicy p` or `open (no policy)`.
+/// `isolated by NetworkPolicy x/a; Admin: AdminNetworkPolicy p` or `open (no policy)`,
+/// then whether it is default deny or still open.
 fn side(s: &SideCoverage) -> String {
-    if s.is_open() {
+    if s.no_policy() {
         return "open (no policy applies)".into();
     }
     let names = |v: &[std::sync::Arc<palisade_engine::PolicyInfo>]| {
@@ -64,7 +73,13 @@ fn side(s: &SideCoverage) -> String {
     if !s.baseline.is_empty() {
         parts.push(format!("Baseline: {}", names(&s.baseline)));
     }
-    parts.join("; ")
+    let mut out = parts.join("; ");
+    if s.is_open() {
+        out.push_str(" — still open: every connection allowed");
+    } else if s.default_deny {
+        out.push_str(" — default deny");
+    }
+    out
 }
 
 fn exposure(e: Option<&Exposure>) -> String {
@@ -87,7 +102,50 @@ fn exposure(e: Option<&Exposure>) -> String {
     }
 }
 
+/// The headline: exposure, default deny, and pods selected but still open.
+fn headline(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
+    let exposed: Vec<_> = c.exposed().collect();
+    writeln!(
+        out,
+        "exposed: {} of {} pod(s) accept connections from outside the cluster",
+        exposed.len(),
+        c.pods.len()
+    )?;
+    for (p, e) in exposed.iter().take(10) {
+        writeln!(out, "  {}: {}", p.key, exposure(Some(e)))?;
+    }
+    if exposed.len() > 10 {
+        writeln!(
+            out,
+            "  and {} more (-o json lists them all)",
+            exposed.len() - 10
+        )?;
+    }
+    let count = |it: &mut dyn Iterator<Item = &PodCoverage>| it.count();
+    writeln!(
+        out,
+        "default deny: {} of {n} pod(s) for ingress, {} for egress",
+        count(&mut c.default_deny(Direction::Ingress)),
+        count(&mut c.default_deny(Direction::Egress)),
+        n = c.pods.len()
+    )?;
+    for dir in [Direction::Ingress, Direction::Egress] {
+        let names: Vec<&str> = c.selected_but_open(dir).map(|p| p.key.as_str()).collect();
+        if !names.is_empty() {
+            writeln!(
+                out,
+                "selected but open for {}: {} pod(s) that policies select still allow every connection: {}",
+                dir.as_str().to_lowercase(),
+                names.len(),
+                some(&names)
+            )?;
+        }
+    }
+    writeln!(out)
+}
+
 fn text(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
+    headline(out, c)?;
     for p in &c.pods {
         writeln!(out, "{}", p.key)?;
         writeln!(out, "  ingress: {}", side(&p.ingress))?;
@@ -102,7 +160,7 @@ fn lists(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
         let open: Vec<&str> = c.open(dir).map(|p| p.key.as_str()).collect();
         writeln!(
             out,
-            "no policy covers {} of {} pod(s) for {}{}{}",
+            "open (every connection allowed) for {2}: {0} of {1} pod(s){3}{4}",
             open.len(),
             c.pods.len(),
             dir.as_str().to_lowercase(),
@@ -161,6 +219,7 @@ fn some(names: &[&str]) -> String {
 
 fn md(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
     let cell = |s: String| s.replace('|', "\\|");
+    headline(out, c)?;
     writeln!(out, "| pod | ingress | egress | exposed |")?;
     writeln!(out, "|---|---|---|---|")?;
     for p in &c.pods {

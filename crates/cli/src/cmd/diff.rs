@@ -3,15 +3,26 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use palisade_engine::diff::{self, Diff};
-use palisade_engine::{Engine, Probe};
-use palisade_model::Protocol;
+use std::collections::BTreeSet;
+
+use palisade_engine::Engine;
+use palisade_engine::diff::{self, Diff, Filter};
+use palisade_model::{PortRange, Protocol};
 
 use crate::common::{Input, parse_protocol};
 use crate::error::CliError;
+use crate::report::ports::PortArg;
 
 /// Arguments of `diff`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:
+  palisade diff -f cluster/ policies/ --to cluster/ new-policies/
+  palisade diff -f cluster/ --staged -o md
+  palisade diff -f old/ --to new/ --ports 1-1024,http --protocols TCP
+
+Every pod, node and outside address range, in every address family, on every port of
+every protocol is compared. Exit status: 0 nothing changed anywhere, 3 something changed
+(even outside --ports/--protocols), 1 invalid input, 2 usage error.")]
 pub struct Args {
     /// The old state: `-f` (and the loading options) as for every analysis command.
     #[command(flatten)]
@@ -23,11 +34,12 @@ pub struct Args {
     /// (annotated palisade.dev/staged: "true") enforced too.
     #[arg(long)]
     staged: bool,
-    /// Ports to probe (comma-separated). Default: the pods' container ports in either state.
-    #[arg(long, value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..))]
-    ports: Vec<u16>,
-    /// Protocols to probe (comma-separated). With --ports the default is TCP; without,
-    /// this filters the container ports.
+    /// Report only changes on these ports (comma-separated numbers, ranges such as
+    /// 1-1024, or container port names). The comparison itself covers every port; the exit
+    /// status still says whether anything changed.
+    #[arg(long, value_delimiter = ',')]
+    ports: Vec<PortArg>,
+    /// Report only changes over these protocols (comma-separated).
     #[arg(long, value_delimiter = ',', value_parser = parse_protocol)]
     protocols: Vec<Protocol>,
     /// Output format.
@@ -65,73 +77,141 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         .engine()?
     };
-    let probes = probes(&old, &new, &args.ports, &args.protocols);
-    let d = diff::diff(&old, &new, &probes);
+    let filter = filter(&old, &new, &args.ports, &args.protocols)?;
+    let whole = diff::diff(&old, &new);
+    let shown = whole.narrowed(&filter);
+    // Some changed port is left out of the report.
+    let ports = |d: &Diff| -> usize {
+        d.groups
+            .iter()
+            .map(|g| usize::from(g.ports.end.get() - g.ports.start.get()) + 1)
+            .sum()
+    };
+    let hidden = ports(&shown) < ports(&whole);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.output {
-        Format::Text => text(&mut out, &d, &old)?,
-        Format::Md => md(&mut out, &d, &old)?,
-        Format::Jsonl => jsonl(&mut out, &d)?,
-        Format::Json => json(&mut out, &d)?,
+        Format::Text => text(&mut out, &shown, hidden)?,
+        Format::Md => md(&mut out, &shown, hidden)?,
+        Format::Jsonl => jsonl(&mut out, &shown)?,
+        Format::Json => json(&mut out, &shown, &whole)?,
     }
     out.flush()?;
-    if d.is_empty() {
+    if whole.is_empty() {
         Ok(())
     } else {
         Err(CliError::Differs)
     }
 }
 
-/// `--ports` × `--protocols` (TCP by default), or the container ports of either state.
-fn probes(old: &Engine, new: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Probe> {
-    if ports.is_empty() {
-        return diff::default_probes(old, new)
-            .into_iter()
-            .filter(|p| protocols.is_empty() || protocols.contains(&p.protocol))
-            .collect();
+/// `--ports` and `--protocols` as a filter: numbers and ranges as given, a name as every
+/// (protocol, number) a pod of either state gives it.
+fn filter(
+    old: &Engine,
+    new: &Engine,
+    ports: &[PortArg],
+    protocols: &[Protocol],
+) -> Result<Filter, CliError> {
+    let mut ranges = Vec::new();
+    let mut named_protocols = BTreeSet::new();
+    for arg in ports {
+        match arg {
+            PortArg::Number(p) => ranges.push(PortRange::single(*p)),
+            PortArg::Range(r) => ranges.push(*r),
+            PortArg::Named(name) => {
+                let found: BTreeSet<(u16, Protocol)> = [old, new]
+                    .iter()
+                    .flat_map(|e| &e.cluster().pods)
+                    .flat_map(|p| &p.ports)
+                    .filter(|cp| cp.name.as_deref() == Some(name.as_str()))
+                    .filter(|cp| protocols.is_empty() || protocols.contains(&cp.protocol))
+                    .map(|cp| (cp.port.get(), cp.protocol))
+                    .collect();
+                if found.is_empty() {
+                    return Err(CliError::Usage(format!(
+                        "--ports {name}: no pod of either state declares a container port of that name"
+                    )));
+                }
+                for (port, protocol) in found {
+                    named_protocols.insert(protocol);
+                    if let Some(p) = palisade_model::Port::new(i64::from(port)) {
+                        ranges.push(PortRange::single(p));
+                    }
+                }
+            }
+        }
     }
-    let protocols = if protocols.is_empty() {
-        &[Protocol::Tcp][..]
-    } else {
-        protocols
+    // Numbers without --protocols mean TCP, as for `matrix`; names bring their protocols.
+    let numbered = ports.iter().any(|p| !matches!(p, PortArg::Named(_)));
+    let protocols = match (protocols.is_empty(), ports.is_empty()) {
+        (false, _) => protocols.to_vec(),
+        (true, true) => Vec::new(),
+        (true, false) => {
+            if numbered {
+                named_protocols.insert(Protocol::Tcp);
+            }
+            named_protocols.into_iter().collect()
+        }
     };
-    protocols
-        .iter()
-        .flat_map(|&protocol| ports.iter().map(move |&port| Probe { protocol, port }))
-        .collect()
+    Ok(Filter {
+        protocols,
+        ports: ranges,
+    })
 }
 
-fn probe_list(probes: &[Probe]) -> String {
-    probes
-        .iter()
-        .map(|p| format!("{} {}", p.protocol, p.port))
-        .collect::<Vec<_>>()
-        .join(", ")
+/// `1,480 pod(s)…`: what was compared, for the summary line.
+fn scope(d: &Diff) -> String {
+    let (mut pods, mut nodes, mut outside) = (0, 0, 0);
+    for a in &d.actors {
+        match a {
+            diff::Actor::Pod { .. } => pods += 1,
+            diff::Actor::Node { .. } => nodes += 1,
+            diff::Actor::Outside(_) => outside += 1,
+        }
+    }
+    let families: Vec<&str> = d.families.iter().map(|f| f.as_str()).collect();
+    format!(
+        "{pods} pod(s), {nodes} node(s), {outside} outside address range(s); every port of TCP, UDP and SCTP; {}",
+        if families.is_empty() {
+            "no address".to_string()
+        } else {
+            families.join(" and ")
+        }
+    )
 }
 
-fn text(out: &mut impl Write, d: &Diff, old: &Engine) -> std::io::Result<()> {
-    for m in d.merged() {
+fn text(out: &mut impl Write, d: &Diff, hidden: bool) -> std::io::Result<()> {
+    let mut section: Option<(diff::ChangeKind, String)> = None;
+    for l in d.lines() {
+        let key = (l.change, l.after.clone());
+        if section.as_ref() != Some(&key) {
+            writeln!(out, "{}: {}", l.change.as_str(), l.after)?;
+            section = Some(key);
+        }
         writeln!(
             out,
-            "{:<6} {} -> {} on {} ({} connection(s) per port)",
-            m.change.as_str(),
-            d.describe(old, &m.from),
-            d.describe(old, &m.to),
-            probe_list(&m.probes),
-            m.connections
+            "  {} -> {} on {} ({} pair(s))",
+            d.describe(&l.from),
+            d.describe(&l.to),
+            d.ports_text(&l.ports),
+            l.pairs
         )?;
-        writeln!(out, "       before: {}", m.before)?;
-        writeln!(out, "       after:  {}", m.after)?;
+        writeln!(out, "    before: {}", l.before)?;
     }
     pods_lines(out, d)?;
     let (gained, lost) = d.counts();
+    if hidden {
+        writeln!(
+            out,
+            "more changes on other ports or protocols are not shown (--ports/--protocols)"
+        )?;
+    }
     if d.is_empty() {
-        writeln!(out, "no change over {} probe(s)", d.probes.len())
+        writeln!(out, "no change over {}", scope(d))
     } else {
         writeln!(
             out,
-            "{gained} connection(s) gained, {lost} lost over {} probe(s)",
-            d.probes.len()
+            "{gained} pair(s) gained and {lost} lost a connection over {}",
+            scope(d)
         )
     }
 }
@@ -143,34 +223,56 @@ fn pods_lines(out: &mut impl Write, d: &Diff) -> std::io::Result<()> {
     if !d.pods_removed.is_empty() {
         writeln!(out, "pods removed: {}", d.pods_removed.join(", "))?;
     }
+    if !d.nodes_added.is_empty() {
+        writeln!(out, "nodes added: {}", d.nodes_added.join(", "))?;
+    }
+    if !d.nodes_removed.is_empty() {
+        writeln!(out, "nodes removed: {}", d.nodes_removed.join(", "))?;
+    }
     Ok(())
 }
 
-fn md(out: &mut impl Write, d: &Diff, old: &Engine) -> std::io::Result<()> {
+fn md(out: &mut impl Write, d: &Diff, hidden: bool) -> std::io::Result<()> {
     let (gained, lost) = d.counts();
     writeln!(
         out,
-        "**{gained}** connection(s) gained, **{lost}** lost over {} probe(s).\n",
-        d.probes.len()
+        "**{gained}** pair(s) gained and **{lost}** lost a connection over {}.\n",
+        scope(d)
     )?;
-    let cell = |s: &str| s.replace('|', "\\|");
-    if !d.groups.is_empty() {
-        writeln!(out, "| change | from | to | ports | before | after |")?;
-        writeln!(out, "|---|---|---|---|---|---|")?;
-        for m in d.merged() {
-            writeln!(
-                out,
-                "| {} | {} | {} | {} | {} | {} |",
-                m.change.as_str(),
-                cell(&d.describe(old, &m.from)),
-                cell(&d.describe(old, &m.to)),
-                probe_list(&m.probes),
-                cell(&m.before),
-                cell(&m.after)
-            )?;
-        }
+    if hidden {
+        writeln!(
+            out,
+            "More changes on other ports or protocols are not shown.\n"
+        )?;
     }
-    if !d.pods_added.is_empty() || !d.pods_removed.is_empty() {
+    let cell = |s: &str| s.replace('|', "\\|");
+    let mut section: Option<(diff::ChangeKind, String)> = None;
+    for l in d.lines() {
+        let key = (l.change, l.after.clone());
+        if section.as_ref() != Some(&key) {
+            if section.is_some() {
+                writeln!(out)?;
+            }
+            writeln!(out, "### {}: {}\n", l.change.as_str(), cell(&l.after))?;
+            writeln!(out, "| from | to | ports | pairs | before |")?;
+            writeln!(out, "|---|---|---|---|---|")?;
+            section = Some(key);
+        }
+        writeln!(
+            out,
+            "| {} | {} | {} | {} | {} |",
+            cell(&d.describe(&l.from)),
+            cell(&d.describe(&l.to)),
+            d.ports_text(&l.ports),
+            l.pairs,
+            cell(&l.before)
+        )?;
+    }
+    if !d.pods_added.is_empty()
+        || !d.pods_removed.is_empty()
+        || !d.nodes_added.is_empty()
+        || !d.nodes_removed.is_empty()
+    {
         writeln!(out)?;
         pods_lines(out, d)?;
     }
@@ -179,57 +281,55 @@ fn md(out: &mut impl Write, d: &Diff, old: &Engine) -> std::io::Result<()> {
 
 fn jsonl(out: &mut impl Write, d: &Diff) -> Result<(), CliError> {
     for (g, a, b) in d.changes() {
-        let line = serde_json::json!({
-            "from": a.key,
-            "to": b.key,
-            "protocol": g.probe.protocol.as_str(),
-            "port": g.probe.port,
+        let mut line = serde_json::json!({
+            "from": a.name(),
+            "to": b.name(),
+            "family": g.family.as_str(),
+            "protocol": g.protocol.as_str(),
+            "ports": g.ports.to_string(),
             "allowed": g.change == diff::ChangeKind::Gained,
             "change": g.change.as_str(),
             "before": g.before,
             "after": g.after,
         });
+        if g.ports.start == g.ports.end {
+            line["port"] = g.ports.start.get().into();
+        }
         writeln!(out, "{line}")?;
     }
     Ok(())
 }
 
-fn json(out: &mut impl Write, d: &Diff) -> Result<(), CliError> {
+fn json(out: &mut impl Write, d: &Diff, whole: &Diff) -> Result<(), CliError> {
     let (gained, lost) = d.counts();
-    let keys = |c: usize| {
-        d.classes[c]
-            .iter()
-            .map(|p| p.key.clone())
-            .collect::<Vec<_>>()
-    };
+    let names =
+        |actors: &[usize]| -> Vec<String> { actors.iter().map(|&a| d.actors[a].name()).collect() };
     let changes: Vec<serde_json::Value> = d
         .groups
         .iter()
         .map(|g| {
+            let c = &d.cells[g.cell];
             serde_json::json!({
                 "change": g.change.as_str(),
-                "protocol": g.probe.protocol.as_str(),
-                "port": g.probe.port,
-                "from": keys(g.from),
-                "to": keys(g.to),
-                "connections": d.size(g),
+                "family": g.family.as_str(),
+                "protocol": g.protocol.as_str(),
+                "ports": g.ports.to_string(),
+                "from": names(&c.from),
+                "to": names(&c.to),
+                "pairs": c.pairs,
                 "before": g.before,
                 "after": g.after,
             })
         })
         .collect();
-    let probes: Vec<serde_json::Value> = d
-        .probes
-        .iter()
-        .map(|p| serde_json::json!({"protocol": p.protocol.as_str(), "port": p.port}))
-        .collect();
     let doc = serde_json::json!({
-        "same": d.is_empty(),
-        "probes": probes,
+        "same": whole.is_empty(),
         "gained": gained,
         "lost": lost,
         "podsAdded": d.pods_added,
         "podsRemoved": d.pods_removed,
+        "nodesAdded": d.nodes_added,
+        "nodesRemoved": d.nodes_removed,
         "changes": changes,
     });
     writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;

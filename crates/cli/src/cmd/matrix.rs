@@ -2,7 +2,7 @@
 
 use std::collections::BTreeSet;
 
-use palisade_engine::{Engine, Probe};
+use palisade_engine::{Engine, PodId, Probe};
 use palisade_model::Protocol;
 
 use crate::common::{Input, parse_protocol};
@@ -102,9 +102,11 @@ pub fn probes(engine: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Pro
 }
 
 /// The probes of `--ports` given as numbers, ranges and names: a name becomes one probe per
-/// (protocol, number) some pod gives that name, applying only to the pods that do.
+/// (protocol, number) some destination shown (`dests`) gives that name, applying only to
+/// the pods that do.
 fn probe_cols(
     engine: &Engine,
+    dests: &[PodId],
     ports: &[PortArg],
     protocols: &[Protocol],
 ) -> Result<Vec<ProbeCol>, CliError> {
@@ -144,18 +146,16 @@ fn probe_cols(
                 }
             }
             PortArg::Named(name) => {
-                let found: BTreeSet<(u16, Protocol)> = engine
-                    .cluster()
-                    .pods
+                let found: BTreeSet<(u16, Protocol)> = dests
                     .iter()
-                    .flat_map(|p| &p.ports)
+                    .flat_map(|&p| &engine.cluster().pods[p].ports)
                     .filter(|cp| cp.name.as_deref() == Some(name.as_str()))
                     .filter(|cp| protocols.is_empty() || protocols.contains(&cp.protocol))
                     .map(|cp| (cp.port.get(), cp.protocol))
                     .collect();
                 if found.is_empty() {
                     return Err(CliError::Usage(format!(
-                        "--ports {name}: no pod declares a container port of that name"
+                        "--ports {name}: no destination shown declares a container port of that name"
                     )));
                 }
                 out.extend(found.into_iter().map(|(port, protocol)| ProbeCol {
@@ -196,22 +196,29 @@ pub fn run(args: Args) -> Result<(), CliError> {
             if n == 1 { "it" } else { "them" }
         );
     }
-    let cols = probe_cols(&engine, &args.ports, &args.protocols)?;
-    let probes: Vec<Probe> = cols.iter().map(|c| c.probe).collect();
-    let m = engine.matrix(&probes);
-    if m.pods.is_empty() {
+    // The matrix rows are the addressable pods in this order, whatever the probes: focus
+    // first, so that a port name resolves against the destinations shown only.
+    let order: Vec<PodId> = engine
+        .addressable_pods()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    if order.is_empty() {
         return Err(CliError::Empty(
             "no pod in the input has an address (status.podIP/podIPs) and no workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) stands for one, so the matrix would be empty; dump the pods with `kubectl get pods -A -o yaml`".into(),
         ));
     }
     let pods = &engine.cluster().pods;
-    let names: Vec<String> = m.pods.iter().map(|&p| pods[p].key()).collect();
-    let keys: Vec<(&str, &str)> = m
-        .pods
+    let names: Vec<String> = order.iter().map(|&p| pods[p].key()).collect();
+    let keys: Vec<(&str, &str)> = order
         .iter()
         .map(|&p| (pods[p].namespace.as_str(), pods[p].name.as_str()))
         .collect();
     let (rows, cols_idx) = args.focus.select(&keys)?;
+    let dests: Vec<PodId> = cols_idx.iter().map(|&c| order[c]).collect();
+    let cols = probe_cols(&engine, &dests, &args.ports, &args.protocols)?;
+    let probes: Vec<Probe> = cols.iter().map(|c| c.probe).collect();
+    let m = engine.matrix(&probes);
     let allowed = |p: usize, f: usize, t: usize| m.allowed(p, f, t);
     let applies = |p: usize, t: usize| match &cols[p].name {
         None => true,

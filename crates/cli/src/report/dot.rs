@@ -27,9 +27,10 @@ fn quote(s: &str) -> String {
 /// Most probe names an edge label lists before `...`.
 const LABEL_PROBES: usize = 4;
 
-/// The graph: a node per class (namespace, labels, pod count), a cluster per namespace, an
-/// edge per pair of classes with at least one allowed probe, labelled with the allowed
-/// probes unless all are.
+/// The graph: a node per class (namespace, labels without controller hashes, pod count),
+/// a cluster per namespace, an edge per pair of distinct classes with at least one allowed
+/// probe, labelled with the allowed probes unless all are; the node-local exemption as the
+/// graph's label.
 pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> std::io::Result<()> {
     let pods = &engine.cluster().pods;
     let mut members: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
@@ -66,13 +67,30 @@ pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> s
         "  node [shape=box, style=rounded, fontname=\"sans-serif\"];"
     )?;
     writeln!(out, "  edge [fontname=\"sans-serif\", fontsize=10];")?;
+    if m.has_node_local() {
+        writeln!(
+            out,
+            "  label={};",
+            quote(
+                "node-local: a node's own address (its host-network pods) reaches every pod on that node, whatever the policies say"
+            )
+        )?;
+    }
     for (i, (ns, classes)) in by_ns.iter().enumerate() {
         writeln!(out, "  subgraph cluster_{i} {{")?;
         writeln!(out, "    label={};", quote(&format!("namespace {ns}")))?;
         for &c in classes {
             let rows = &members[&c];
             let pod = &pods[m.pods[rows[0]]];
-            let labels: Vec<String> = pod.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            // The hashes controllers add tell nothing apart a reader cares about.
+            let labels: Vec<String> = pod
+                .labels
+                .iter()
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "pod-template-hash" | "controller-revision-hash")
+                })
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect();
             let count = if rows.len() == 1 {
                 v.names[rows[0]].clone()
             } else {
@@ -87,7 +105,8 @@ pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> s
         writeln!(out, "  }}")?;
     }
     for &f in from.keys() {
-        for &t in to.keys() {
+        // A class reaching itself is a loop on every node of the graph: left out.
+        for &t in to.keys().filter(|&&t| t != f) {
             let allowed: Vec<String> = v
                 .probes
                 .iter()

@@ -43,6 +43,12 @@ pub fn summary(
         all.len(),
         members.len()
     )?;
+    if m.has_node_local() {
+        writeln!(
+            out,
+            "node-local: a node's own address (its host-network pods) reaches every pod on that node, whatever the policies say (--no-node-local turns this off); the reach below is by policy"
+        )?;
+    }
     let mut by_labels: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     for (&c, rows) in &members {
         let (ns, labels) = describe(engine, m, rows[0]);

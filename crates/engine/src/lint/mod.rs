@@ -13,6 +13,7 @@ mod lines;
 mod order;
 mod sarif;
 mod selection;
+mod suppress;
 
 use std::fmt;
 
@@ -22,7 +23,10 @@ use serde::Serialize;
 use crate::state::Engine;
 
 pub use lines::FieldLines;
-pub use sarif::{SarifLog, sarif};
+pub use sarif::{LINT_DOCS, SarifLog, help_uri, sarif};
+pub use suppress::{
+    Baseline, IGNORE_ANNOTATION, Ignore, SuppressedBy, Suppression, suppress_annotated,
+};
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -238,6 +242,9 @@ pub struct Finding {
     pub message: String,
     /// How to fix it, in one line.
     pub fix: String,
+    /// Set when an annotation or the baseline accepts it: it does not count for `--fail-on`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<Suppression>,
 }
 
 /// `policies.yaml:12: warning[PAL001 same-priority-overlap]: AdminNetworkPolicy a:
@@ -260,7 +267,12 @@ impl fmt::Display for Finding {
 
 impl Finding {
     /// A finding about an object read at `origin`.
-    fn at(code: Code, object: String, origin: Option<&Origin>, field: String) -> Finding {
+    pub(crate) fn at(
+        code: Code,
+        object: String,
+        origin: Option<&Origin>,
+        field: String,
+    ) -> Finding {
         Finding {
             code,
             severity: code.severity(),
@@ -271,6 +283,7 @@ impl Finding {
             field,
             message: String::new(),
             fix: String::new(),
+            suppressed: None,
         }
     }
 

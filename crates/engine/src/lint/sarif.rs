@@ -39,6 +39,7 @@ struct Rule {
     id: &'static str,
     name: &'static str,
     short_description: Text,
+    help_uri: String,
     default_configuration: Configuration,
 }
 
@@ -61,6 +62,23 @@ struct SarifResult {
     message: Text,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     locations: Vec<Location>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    suppressions: Vec<SarifSuppression>,
+    properties: Properties,
+}
+
+/// The fix, apart from the message (SARIF's own `fixes` need file edits).
+#[derive(Debug, Serialize)]
+struct Properties {
+    fix: String,
+}
+
+#[derive(Debug, Serialize)]
+struct SarifSuppression {
+    /// `inSource` (the annotation) or `external` (the baseline).
+    kind: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    justification: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -107,8 +125,17 @@ fn level(s: Severity) -> &'static str {
     }
 }
 
+/// Where each code is documented: this page, at the code's heading.
+pub const LINT_DOCS: &str = concat!(env!("CARGO_PKG_REPOSITORY"), "/blob/main/docs/lint.md");
+
+/// The documentation of a code: `…/docs/lint.md#pal002-overridden-rule`.
+pub fn help_uri(c: Code) -> String {
+    format!("{LINT_DOCS}#{}-{}", c.id().to_ascii_lowercase(), c.name())
+}
+
 /// The SARIF 2.1.0 log of `findings`, from the tool at `version`. Every code is listed as
-/// a rule; each result says the message and the fix, at its file and line.
+/// a rule with its documentation; each result has the message, and the fix apart (in its
+/// properties), at its file and line; suppressed findings carry their suppression.
 pub fn sarif(findings: &[Finding], version: &str) -> SarifLog {
     let rules = Code::ALL
         .iter()
@@ -118,6 +145,7 @@ pub fn sarif(findings: &[Finding], version: &str) -> SarifLog {
             short_description: Text {
                 text: c.summary().to_string(),
             },
+            help_uri: help_uri(*c),
             default_configuration: Configuration {
                 level: level(c.severity()),
             },
@@ -156,9 +184,21 @@ pub fn sarif(findings: &[Finding], version: &str) -> SarifLog {
                 rule_index: Code::ALL.iter().position(|c| *c == f.code).unwrap_or(0),
                 level: level(f.severity),
                 message: Text {
-                    text: format!("{} Fix: {}", f.message, f.fix),
+                    text: f.message.clone(),
                 },
                 locations,
+                suppressions: f
+                    .suppressed
+                    .iter()
+                    .map(|s| SarifSuppression {
+                        kind: match s.by {
+                            super::SuppressedBy::Annotation => "inSource",
+                            super::SuppressedBy::Baseline => "external",
+                        },
+                        justification: s.reason.clone(),
+                    })
+                    .collect(),
+                properties: Properties { fix: f.fix.clone() },
             }
         })
         .collect();

@@ -1,6 +1,8 @@
 //! Checks on what selectors, named ports and CIDRs resolve to: subjects and peers that
 //! select nothing, named ports no container declares, CIDRs that contain pod addresses.
 
+use std::collections::BTreeMap;
+
 use ipnet::IpNet;
 use palisade_model::{
     AdminPeer, AdminPort, Direction, NamespaceMatch, NetworkPolicyPeer, PortSpec, Protocol,
@@ -48,6 +50,72 @@ impl Engine {
             })
     }
 
+    /// The fix of a peer whose selectors select nothing, naming the labels namespaces carry.
+    fn selector_fix(&self) -> String {
+        let mut count: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for ns in &self.cluster.namespaces {
+            for (k, v) in &ns.labels {
+                if k != palisade_model::NAMESPACE_NAME_LABEL {
+                    *count.entry((k.as_str(), v.as_str())).or_default() += 1;
+                }
+            }
+        }
+        let mut by: Vec<((&str, &str), usize)> = count.into_iter().collect();
+        by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let shown: Vec<String> = by.iter().map(|((k, v), _)| format!("{k}={v}")).collect();
+        let names: Vec<String> = self
+            .cluster
+            .namespaces
+            .iter()
+            .map(|n| n.name.clone())
+            .collect();
+        let mut fix = format!(
+            "correct the selector's labels: namespaces carry kubernetes.io/metadata.name=<name> ({})",
+            some(&names, 4)
+        );
+        if !shown.is_empty() {
+            fix.push_str(&format!(" and {}", some(&shown, 6)));
+        }
+        fix
+    }
+
+    /// `the pods of namespace x carry app=web (3 pods), tier=db (1 pod)`: the labels a
+    /// selector could use there, most common first (at most six; the hashes controllers
+    /// add are left out).
+    fn labels_there(&self, namespace: &str) -> String {
+        let mut count: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        let mut pods = 0;
+        for p in self
+            .cluster
+            .pods
+            .iter()
+            .filter(|p| p.namespace == namespace)
+        {
+            pods += 1;
+            for (k, v) in &p.labels {
+                if !matches!(k.as_str(), "pod-template-hash" | "controller-revision-hash") {
+                    *count.entry((k.as_str(), v.as_str())).or_default() += 1;
+                }
+            }
+        }
+        if pods == 0 {
+            return format!("namespace {namespace} has no pods");
+        }
+        if count.is_empty() {
+            return format!("the pods of namespace {namespace} carry no labels");
+        }
+        let mut by: Vec<((&str, &str), usize)> = count.into_iter().collect();
+        by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        let shown: Vec<String> = by
+            .iter()
+            .map(|((k, v), n)| format!("{k}={v} ({n} pod{})", if *n == 1 { "" } else { "s" }))
+            .collect();
+        format!(
+            "the pods of namespace {namespace} carry {}",
+            some(&shown, 6)
+        )
+    }
+
     fn lint_np_selection(&self, out: &mut Vec<Finding>) {
         for (k, np) in self.cluster.network_policies.iter().enumerate() {
             if self.nps[k].subject.is_empty() {
@@ -66,7 +134,10 @@ impl Engine {
                 out.push(
                     Finding::network(Code::EmptySubject, np, "spec.podSelector".into()).says(
                         format!("{why}: the policy applies to nothing"),
-                        "correct the podSelector's labels, or delete the policy",
+                        format!(
+                            "correct the podSelector's labels ({}), or delete the policy",
+                            self.labels_there(&np.namespace)
+                        ),
                     ),
                 );
             }
@@ -147,7 +218,7 @@ impl Engine {
                     out.push(
                         Finding::network(Code::EmptyPeer, np, format!("{at}.{field}")).says(
                             format!("{why}: this peer allows nothing"),
-                            "correct the selector's labels (namespaces carry kubernetes.io/metadata.name=<name>)",
+                            self.selector_fix(),
                         ),
                     );
                 }
@@ -166,7 +237,10 @@ impl Engine {
                                 "podSelector {pods} matches no pod of namespace {}: this peer allows nothing",
                                 np.namespace
                             ),
-                            "correct the selector's labels; to select pods of other namespaces add a namespaceSelector",
+                            format!(
+                                "correct the selector's labels ({}); to select pods of other namespaces add a namespaceSelector",
+                                self.labels_there(&np.namespace)
+                            ),
                         ),
                     );
                 }
@@ -385,7 +459,7 @@ impl Engine {
         let empty = |field: String, why: String| {
             Finding::admin(Code::EmptyPeer, p, field).says(
                 format!("{why}: this peer matches nothing"),
-                "correct the selector's labels (namespaces carry kubernetes.io/metadata.name=<name>)",
+                self.selector_fix(),
             )
         };
         match peer {

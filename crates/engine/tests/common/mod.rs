@@ -145,3 +145,40 @@ pub fn decided_by(side: &palisade_engine::SideVerdict) -> String {
         d => format!("{} {:?}", side.tier.as_str(), d),
     }
 }
+
+/// A second address, in IPv6, for every pod and node (host-network pods take their
+/// node's), and IPv6 ipBlocks in front of every policy's peers.
+pub fn dual_stack(mut c: palisade_model::Cluster, v6_rules: bool) -> palisade_model::Cluster {
+    let v6 = |ip: std::net::IpAddr| -> std::net::IpAddr {
+        match ip {
+            std::net::IpAddr::V4(a) => {
+                let [_, _, x, y] = a.octets();
+                std::net::IpAddr::from([0xfd00, 0, 0, 0, 0, 0, u16::from(x), u16::from(y)])
+            }
+            v6 => v6,
+        }
+    };
+    for p in &mut c.pods {
+        let extra: Vec<std::net::IpAddr> = p.ips.iter().map(|ip| v6(*ip)).collect();
+        p.ips.extend(extra);
+    }
+    for n in &mut c.nodes {
+        let extra: Vec<std::net::IpAddr> = n.addresses.iter().map(|ip| v6(*ip)).collect();
+        n.addresses.extend(extra);
+    }
+    if v6_rules {
+        for np in &mut c.network_policies {
+            for r in np.ingress.iter_mut().chain(np.egress.iter_mut()) {
+                if let Some(peers) = &mut r.peers {
+                    peers.push(palisade_model::NetworkPolicyPeer::IpBlock(
+                        palisade_model::IpBlock {
+                            cidr: "fd00::/112".parse().unwrap(),
+                            except: vec!["fd00::3/128".parse().unwrap()],
+                        },
+                    ));
+                }
+            }
+        }
+    }
+    c
+}
