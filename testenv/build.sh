@@ -56,21 +56,23 @@ echo "testenv: building kube-apiserver and kubectl $kube_version (several minute
 (cd "$here/kube" && go build -trimpath -ldflags "$kube_ldflags" -o "$stage/bin/" \
   k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl)
 echo "testenv: building etcd $etcd_version" >&2
-(cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$stage/bin/etcd" go.etcd.io/etcd/server/v3)
+# etcd's release build stamps the git commit; a module build has the module version.
+(cd "$here/etcd" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=$etcd_version" \
+  -o "$stage/bin/etcd" go.etcd.io/etcd/server/v3)
 
 module_dir() { (cd "$here/etcd" && go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'); }
 anp_dir="$(module_dir "sigs.k8s.io/network-policy-api@$anp_crds_version")"
 cnp_dir="$(module_dir "sigs.k8s.io/network-policy-api@$cnp_crds_version")"
-cp "$anp_dir/config/crd/policy.networking.k8s.io_adminnetworkpolicies.yaml" \
-   "$anp_dir/config/crd/policy.networking.k8s.io_baselineadminnetworkpolicies.yaml" "$stage/crds/"
 # The experimental channel: the standard one lacks fields Palisade understands.
-cp "$cnp_dir/config/crd/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml" "$stage/crds/"
+cp "$anp_dir/config/crd/experimental/policy.networking.k8s.io_adminnetworkpolicies.yaml" \
+   "$anp_dir/config/crd/experimental/policy.networking.k8s.io_baselineadminnetworkpolicies.yaml" \
+   "$cnp_dir/config/crd/experimental/policy.networking.k8s.io_clusternetworkpolicies.yaml" "$stage/crds/"
 chmod -R u+w "$stage/crds"
 
 cat > "$stage/VERSIONS" <<VERSIONS
 kubernetes $kube_version
 etcd $etcd_version
-network-policy-api $anp_crds_version (AdminNetworkPolicy, BaselineAdminNetworkPolicy v1alpha1)
+network-policy-api $anp_crds_version (AdminNetworkPolicy, BaselineAdminNetworkPolicy v1alpha1, experimental channel)
 network-policy-api $cnp_crds_version (ClusterNetworkPolicy v1alpha2, experimental channel)
 go $(go env GOVERSION)
 built $build_date in $((SECONDS - start)) s
