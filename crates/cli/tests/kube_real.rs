@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -265,5 +266,107 @@ fn a_generated_1000_pod_cluster_through_the_api_server_equals_its_dump() {
     assert!(
         stdout(&files) == matrix,
         "the generated cluster's matrix from the API server differs from its files'"
+    );
+}
+
+/// The rows of `kubectl auth can-i --list` for a ServiceAccount, as (resource, verbs).
+fn can_i_list(cp: &ControlPlane, namespace: &str, account: &str) -> BTreeSet<String> {
+    let out = cp.kubectl_ok(&[
+        "auth",
+        "can-i",
+        "--list",
+        &format!("--as=system:serviceaccount:{namespace}:{account}"),
+        "-n",
+        namespace,
+    ]);
+    out.lines()
+        .skip(1)
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .collect()
+}
+
+/// deploy/ as shipped, applied to the real API server: its ServiceAccount may do exactly
+/// what a ServiceAccount without any binding may do, plus get, list and watch on the kinds
+/// the agent reads, and nothing else.
+#[test]
+fn deploy_grants_the_agent_exactly_what_it_reads() {
+    let Some(cp) = plane("deploy_grants_the_agent_exactly_what_it_reads") else {
+        return;
+    };
+    cp.reset();
+    let deploy = [
+        "deploy/00-namespace.yaml",
+        "deploy/01-serviceaccount.yaml",
+        "deploy/02-rbac.yaml",
+        "deploy/03-daemonset.yaml",
+    ]
+    .map(|f| std::fs::read_to_string(repo(f)).expect("read deploy/"))
+    .join("\n---\n");
+    cp.apply(&deploy);
+    cp.kubectl_ok(&[
+        "create",
+        "serviceaccount",
+        "nobody",
+        "-n",
+        "palisade-system",
+    ]);
+    let baseline = can_i_list(&cp, "palisade-system", "nobody");
+    let agent = can_i_list(&cp, "palisade-system", "palisade-agent");
+    let extra: BTreeSet<&String> = agent.difference(&baseline).collect();
+    let expected: BTreeSet<String> = [
+        "namespaces [] [] [get list watch]",
+        "nodes [] [] [get list watch]",
+        "pods [] [] [get list watch]",
+        "networkpolicies.networking.k8s.io [] [] [get list watch]",
+        "adminnetworkpolicies.policy.networking.k8s.io [] [] [get list watch]",
+        "baselineadminnetworkpolicies.policy.networking.k8s.io [] [] [get list watch]",
+        "clusternetworkpolicies.policy.networking.k8s.io [] [] [get list watch]",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(
+        extra,
+        expected.iter().collect(),
+        "what deploy/ grants beyond an unbound ServiceAccount"
+    );
+    assert!(
+        baseline.is_subset(&agent),
+        "the agent may do less than an unbound ServiceAccount"
+    );
+    // A token of that account reads the cluster: `palisade matrix --kube` with it works.
+    cp.apply(&std::fs::read_to_string(repo("examples/xyz/cluster.yaml")).expect("read"));
+    let token = cp.kubectl_ok(&["create", "token", "palisade-agent", "-n", "palisade-system"]);
+    let config = cp.token_kubeconfig("palisade-agent", token.trim());
+    let o = palisade(&[
+        "matrix",
+        "--kubeconfig",
+        config.to_str().expect("utf-8 path"),
+        "-o",
+        "jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o)
+            == stdout(&palisade(&[
+                "matrix",
+                "-f",
+                "examples/xyz/cluster.yaml",
+                "-o",
+                "jsonl"
+            ]))
+    );
+    // The unbound account may not.
+    let token = cp.kubectl_ok(&["create", "token", "nobody", "-n", "palisade-system"]);
+    let config = cp.token_kubeconfig("nobody", token.trim());
+    let o = palisade(&[
+        "matrix",
+        "--kubeconfig",
+        config.to_str().expect("utf-8 path"),
+    ]);
+    assert!(!o.status.success(), "an unbound account read the cluster");
+    assert!(
+        stderr(&o).contains("403") || stderr(&o).contains("forbidden"),
+        "{}",
+        stderr(&o)
     );
 }

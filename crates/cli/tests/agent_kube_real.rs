@@ -1,0 +1,333 @@
+//! `palisade agent --source kube` against the real Kubernetes API server (etcd and
+//! kube-apiserver from `palisade-testenv`, started on the loopback of the lab's node
+//! namespace, where the agent runs), reading as the ServiceAccount `deploy/` makes, with
+//! a token from `kubectl create token`. It follows `kubectl apply`, `label`, `delete` and
+//! `patch --subresource=status` with the kernel equal to the evaluator of what the API
+//! server holds after each; with kube-apiserver killed, and with etcd killed, the kernel
+//! keeps enforcing, and once they are back a change made through them is enforced.
+//! Needs root (network namespaces, nftables) and the built control plane: otherwise it
+//! prints why it is skipped (under `CI=true` a missing control plane fails it).
+
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{is_root, palisade, stderr};
+use palisade_testenv::ControlPlane;
+
+const EXE: &str = env!("CARGO_BIN_EXE_palisade");
+const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
+const DENY_X: &str = include_str!("../../../examples/xyz/policies/01-deny-ingress-x.yaml");
+const ANP: &str = include_str!("../../../examples/xyz/policies/02-anp.yaml");
+const DEPLOY: [&str; 4] = [
+    include_str!("../../../deploy/00-namespace.yaml"),
+    include_str!("../../../deploy/01-serviceaccount.yaml"),
+    include_str!("../../../deploy/02-rbac.yaml"),
+    include_str!("../../../deploy/03-daemonset.yaml"),
+];
+/// How soon after a `kubectl` command returns the kernel must enforce it.
+const WITHIN: Duration = Duration::from_secs(5);
+
+/// A lab, the control plane in its node namespace, and the agent beside it.
+struct KubeAgentLab {
+    name: String,
+    netns: String,
+    cp: Option<ControlPlane>,
+    agent: Option<Child>,
+    agent_kubeconfig: PathBuf,
+    log: PathBuf,
+    work: tempfile::TempDir,
+}
+
+impl KubeAgentLab {
+    fn cp(&self) -> &ControlPlane {
+        self.cp.as_ref().expect("the control plane")
+    }
+
+    fn start_agent(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                EXE,
+                "agent",
+                "--source",
+                "kube",
+            ])
+            .arg("--kubeconfig")
+            .arg(&self.agent_kubeconfig)
+            .args(["--listen", "127.0.0.1:9464", "--node", "node-1"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.agent = Some(child);
+        let start = Instant::now();
+        while self.get("/readyz").0 != 200 {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "agent not ready: {}",
+                self.agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "agent ready {:.2} s after it started",
+            start.elapsed().as_secs_f64()
+        );
+    }
+
+    fn agent_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// (status, body) of the agent's endpoint, from inside its network namespace.
+    fn get(&self, path: &str) -> (u16, String) {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.netns, "curl", "-s", "-m", "2"])
+            .args(["-w", "\n%{http_code}"])
+            .arg(format!("http://127.0.0.1:9464{path}"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    fn commits(&self) -> f64 {
+        let (_, body) = self.get("/metrics");
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix("palisade_time_to_apply_seconds_count ")?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    }
+
+    /// Runs `kubectl ARGS` (with `stdin`), then waits until the agent committed a
+    /// transaction; returns how long that took after kubectl returned.
+    fn kubectl_and_wait(&self, args: &[&str], stdin: &str) -> Duration {
+        let before = self.commits();
+        self.cp().kubectl_stdin_ok(args, stdin);
+        let start = Instant::now();
+        while self.commits() <= before {
+            assert!(
+                start.elapsed() < WITHIN,
+                "kubectl {args:?}: no transaction within {WITHIN:?}: {}",
+                self.agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        start.elapsed()
+    }
+
+    /// The kernel agrees with the evaluator on `state` (manifest text).
+    fn assert_enforces_text(&self, state: &str, what: &str) {
+        let dir = self.work.path().join("expected");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("state.yaml"), state).unwrap();
+        let o = palisade(&[
+            "lab",
+            "probe",
+            "-f",
+            dir.to_str().unwrap(),
+            "--name",
+            &self.name,
+            "--ports",
+            "80,81",
+            "--protocols",
+            "TCP,UDP",
+            "--compare",
+            "-o",
+            "jsonl",
+        ]);
+        assert!(
+            o.status.success(),
+            "{what}: kernel and evaluator disagree: {}\nagent: {}",
+            stderr(&o),
+            self.agent_log()
+        );
+    }
+
+    /// The kernel agrees with the evaluator on what the API server holds now.
+    fn assert_enforces_cluster(&self, what: &str) -> String {
+        let state = self.cp().dump_yaml();
+        self.assert_enforces_text(&state, what);
+        state
+    }
+}
+
+impl Drop for KubeAgentLab {
+    fn drop(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            // `ip netns exec` execs the agent: this is the agent's own pid.
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+        // The control plane runs in the lab's namespace: stop it before the lab goes.
+        drop(self.cp.take());
+        let _ = palisade(&["lab", "down", "--name", &self.name]);
+    }
+}
+
+/// The document of `CLUSTER` that names `name` in `namespace`, and the rest.
+fn split_pod(name: &str, namespace: &str) -> (String, String) {
+    let at = CLUSTER
+        .find(&format!("  name: {name}\n  namespace: {namespace}"))
+        .unwrap();
+    let doc_start = CLUSTER[..at].rfind("---").unwrap();
+    let doc_end = CLUSTER[at..].find("---").map_or(CLUSTER.len(), |i| at + i);
+    (
+        CLUSTER[doc_start..doc_end]
+            .trim_start_matches("---")
+            .to_string(),
+        format!("{}{}", &CLUSTER[..doc_start], &CLUSTER[doc_end..]),
+    )
+}
+
+#[test]
+fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
+    const TEST: &str = "the_agent_follows_the_real_api_server_and_survives_its_faults";
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TEST}: skipped: not root (network namespaces and nftables need root)"
+        );
+        return;
+    }
+    let Some(bins) = palisade_testenv::require(TEST) else {
+        return;
+    };
+    let name = format!("k{:x}", std::process::id());
+    let o = palisade(&[
+        "lab",
+        "up",
+        "-f",
+        "examples/xyz/cluster.yaml",
+        "--name",
+        &name,
+    ]);
+    assert!(o.status.success(), "lab up: {}", stderr(&o));
+    let netns = format!("{name}-node");
+    let work = tempfile::tempdir().unwrap();
+    let mut lab = KubeAgentLab {
+        log: work.path().join("agent.log"),
+        agent_kubeconfig: PathBuf::new(),
+        cp: None,
+        agent: None,
+        name,
+        netns,
+        work,
+    };
+    let cp = ControlPlane::start(&bins, Some(&lab.netns)).expect("the control plane");
+    eprintln!(
+        "control plane in {} ready in {:.2} s",
+        lab.netns,
+        cp.startup.as_secs_f64()
+    );
+    lab.cp = Some(cp);
+
+    // deploy/ as shipped, and the agent reading as its ServiceAccount.
+    lab.cp().apply(&DEPLOY.join("\n---\n"));
+    let token = lab.cp().kubectl_ok(&[
+        "create",
+        "token",
+        "palisade-agent",
+        "-n",
+        "palisade-system",
+        "--duration=1h",
+    ]);
+    lab.agent_kubeconfig = lab.cp().token_kubeconfig("palisade-agent", token.trim());
+
+    // Pod z/c starts outside the cluster; it is added later, then given its address.
+    let (zc, without_zc) = split_pod("c", "z");
+    lab.cp().apply(&without_zc);
+    lab.cp().apply(DENY_X);
+    lab.start_agent();
+    lab.assert_enforces_cluster("after start");
+
+    let mut took = Vec::new();
+    took.push(lab.kubectl_and_wait(&["apply", "-f", "-"], ANP));
+    lab.assert_enforces_cluster("a policy applied");
+
+    took.push(lab.kubectl_and_wait(
+        &["label", "pod", "b", "-n", "x", "pod=c", "--overwrite"],
+        "",
+    ));
+    lab.assert_enforces_cluster("a pod relabelled");
+
+    took.push(lab.kubectl_and_wait(&["label", "namespace", "y", "ns=w", "--overwrite"], ""));
+    lab.assert_enforces_cluster("a namespace relabelled");
+
+    took.push(lab.kubectl_and_wait(
+        &["delete", "networkpolicy", "allow-from-y-b", "-n", "x"],
+        "",
+    ));
+    lab.assert_enforces_cluster("a policy deleted");
+
+    // A pod as the scheduler binds it (no address yet), then its address as the kubelet
+    // reports it, through the status subresource.
+    lab.cp().kubectl_stdin_ok(&["apply", "-f", "-"], &zc);
+    lab.assert_enforces_cluster("a pod without an address");
+    let ip = zc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("podIP: "))
+        .expect("z/c's address")
+        .trim_matches('"')
+        .to_string();
+    let patch =
+        format!(r#"{{"status":{{"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"phase":"Running"}}}}"#);
+    took.push(lab.kubectl_and_wait(
+        &[
+            "patch",
+            "pod",
+            "c",
+            "-n",
+            "z",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        "",
+    ));
+    let state = lab.assert_enforces_cluster("a pod's address reported");
+    eprintln!("kubectl returned → kernel commit: {took:?}");
+
+    // kube-apiserver killed: the kernel keeps enforcing the last state.
+    lab.cp.as_mut().unwrap().kill_apiserver();
+    std::thread::sleep(Duration::from_secs(2));
+    lab.assert_enforces_text(&state, "kube-apiserver down");
+    let (code, body) = lab.get("/readyz");
+    eprintln!("kube-apiserver down: /readyz {code}: {body}");
+    lab.cp.as_mut().unwrap().start_apiserver().unwrap();
+    lab.cp().wait_ready().unwrap();
+    lab.kubectl_and_wait(&["delete", "adminnetworkpolicy", "protect-z-c"], "");
+    lab.assert_enforces_cluster("a policy deleted after kube-apiserver restarted");
+
+    // etcd killed: the API server stays up but can serve nothing; the kernel keeps
+    // enforcing; etcd back, a change is followed.
+    let state = lab.cp().dump_yaml();
+    lab.cp.as_mut().unwrap().kill_etcd();
+    std::thread::sleep(Duration::from_secs(2));
+    lab.assert_enforces_text(&state, "etcd down");
+    let (code, body) = lab.get("/readyz");
+    eprintln!("etcd down: /readyz {code}: {body}");
+    lab.cp.as_mut().unwrap().start_etcd().unwrap();
+    lab.cp().wait_ready().unwrap();
+    lab.kubectl_and_wait(&["apply", "-f", "-"], DENY_X);
+    lab.assert_enforces_cluster("a policy applied after etcd restarted");
+}
