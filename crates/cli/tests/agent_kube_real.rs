@@ -45,11 +45,82 @@ struct KubeAgentLab {
 }
 
 impl KubeAgentLab {
+    /// A lab of the xyz cluster (`<prefix><pid>`), the control plane in its node
+    /// namespace with `deploy/` applied, and a kubeconfig with a token of the agent's
+    /// ServiceAccount for the agent.
+    fn up(prefix: &str, bins: &palisade_testenv::Binaries) -> KubeAgentLab {
+        let name = format!("{prefix}{:x}", std::process::id());
+        let o = palisade(&[
+            "lab",
+            "up",
+            "-f",
+            "examples/xyz/cluster.yaml",
+            "--name",
+            &name,
+        ]);
+        assert!(o.status.success(), "lab up: {}", stderr(&o));
+        let netns = format!("{name}-node");
+        let work = tempfile::tempdir().unwrap();
+        let mut lab = KubeAgentLab {
+            log: work.path().join("agent.log"),
+            agent_kubeconfig: PathBuf::new(),
+            cp: None,
+            agent: None,
+            name,
+            netns,
+            work,
+        };
+        let cp = ControlPlane::start(bins, Some(&lab.netns)).expect("the control plane");
+        eprintln!(
+            "control plane in {} ready in {:.2} s",
+            lab.netns,
+            cp.startup.as_secs_f64()
+        );
+        lab.cp = Some(cp);
+        // deploy/ as shipped, and the agent reading as its ServiceAccount.
+        lab.cp().apply(&DEPLOY.join("\n---\n"));
+        let token = lab.cp().kubectl_ok(&[
+            "create",
+            "token",
+            "palisade-agent",
+            "-n",
+            "palisade-system",
+            "--duration=1h",
+        ]);
+        lab.agent_kubeconfig = lab.cp().token_kubeconfig("palisade-agent", token.trim());
+        lab
+    }
+
     fn cp(&self) -> &ControlPlane {
         self.cp.as_ref().expect("the control plane")
     }
 
     fn start_agent(&mut self) {
+        self.spawn_agent();
+        let start = Instant::now();
+        while self.get("/readyz").0 != 200 {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "agent not ready: {}",
+                self.agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "agent ready {:.2} s after it started",
+            start.elapsed().as_secs_f64()
+        );
+    }
+
+    fn kill_agent(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            // `ip netns exec` execs the agent: this is the agent's own pid.
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+    }
+
+    fn spawn_agent(&mut self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -73,19 +144,6 @@ impl KubeAgentLab {
             .spawn()
             .unwrap();
         self.agent = Some(child);
-        let start = Instant::now();
-        while self.get("/readyz").0 != 200 {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "agent not ready: {}",
-                self.agent_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!(
-            "agent ready {:.2} s after it started",
-            start.elapsed().as_secs_f64()
-        );
     }
 
     fn agent_log(&self) -> String {
@@ -172,11 +230,7 @@ impl KubeAgentLab {
 
 impl Drop for KubeAgentLab {
     fn drop(&mut self) {
-        if let Some(mut agent) = self.agent.take() {
-            // `ip netns exec` execs the agent: this is the agent's own pid.
-            let _ = agent.kill();
-            let _ = agent.wait();
-        }
+        self.kill_agent();
         // The control plane runs in the lab's namespace: stop it before the lab goes.
         drop(self.cp.take());
         let _ = palisade(&["lab", "down", "--name", &self.name]);
@@ -211,47 +265,7 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     let Some(bins) = palisade_testenv::require(TEST) else {
         return;
     };
-    let name = format!("k{:x}", std::process::id());
-    let o = palisade(&[
-        "lab",
-        "up",
-        "-f",
-        "examples/xyz/cluster.yaml",
-        "--name",
-        &name,
-    ]);
-    assert!(o.status.success(), "lab up: {}", stderr(&o));
-    let netns = format!("{name}-node");
-    let work = tempfile::tempdir().unwrap();
-    let mut lab = KubeAgentLab {
-        log: work.path().join("agent.log"),
-        agent_kubeconfig: PathBuf::new(),
-        cp: None,
-        agent: None,
-        name,
-        netns,
-        work,
-    };
-    let cp = ControlPlane::start(&bins, Some(&lab.netns)).expect("the control plane");
-    eprintln!(
-        "control plane in {} ready in {:.2} s",
-        lab.netns,
-        cp.startup.as_secs_f64()
-    );
-    lab.cp = Some(cp);
-
-    // deploy/ as shipped, and the agent reading as its ServiceAccount.
-    lab.cp().apply(&DEPLOY.join("\n---\n"));
-    let token = lab.cp().kubectl_ok(&[
-        "create",
-        "token",
-        "palisade-agent",
-        "-n",
-        "palisade-system",
-        "--duration=1h",
-    ]);
-    lab.agent_kubeconfig = lab.cp().token_kubeconfig("palisade-agent", token.trim());
-
+    let mut lab = KubeAgentLab::up("k", &bins);
     // Pod z/c starts outside the cluster; it is added later, then given its address.
     let (zc, without_zc) = split_pod("c", "z");
     lab.cp().apply(&without_zc);
@@ -330,4 +344,87 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     lab.cp().wait_ready().unwrap();
     lab.kubectl_and_wait(&["apply", "-f", "-"], DENY_X);
     lab.assert_enforces_cluster("a policy applied after etcd restarted");
+}
+
+/// `deploy/`'s ClusterRole is exactly what the agent needs: without any one of its
+/// resources the agent never reports ready and its log names the resource it may not
+/// read; with all of them it is ready.
+#[test]
+fn without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which() {
+    const TEST: &str =
+        "without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which";
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TEST}: skipped: not root (network namespaces and nftables need root)"
+        );
+        return;
+    }
+    let Some(bins) = palisade_testenv::require(TEST) else {
+        return;
+    };
+    let mut lab = KubeAgentLab::up("r", &bins);
+    lab.cp().apply(CLUSTER);
+    let rules: [(&str, &[&str]); 3] = [
+        ("", &["namespaces", "pods", "nodes"]),
+        ("networking.k8s.io", &["networkpolicies"]),
+        (
+            "policy.networking.k8s.io",
+            &[
+                "adminnetworkpolicies",
+                "baselineadminnetworkpolicies",
+                "clusternetworkpolicies",
+            ],
+        ),
+    ];
+    for (_, resources) in rules {
+        for missing in resources {
+            let role = serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "palisade-agent"},
+                "rules": rules
+                    .iter()
+                    .map(|(group, resources)| serde_json::json!({
+                        "apiGroups": [group],
+                        "resources": resources.iter().filter(|r| *r != missing).collect::<Vec<_>>(),
+                        "verbs": ["get", "list", "watch"],
+                    }))
+                    .filter(|rule| rule["resources"] != serde_json::json!([]))
+                    .collect::<Vec<_>>(),
+            });
+            lab.cp()
+                .kubectl_stdin_ok(&["apply", "-f", "-"], &role.to_string());
+            lab.log = lab.work.path().join(format!("agent-without-{missing}.log"));
+            lab.spawn_agent();
+            let start = Instant::now();
+            let said = |log: &str| {
+                log.lines().any(|l| {
+                    let l = l.to_lowercase();
+                    l.contains(missing) && (l.contains("403") || l.contains("forbidden"))
+                })
+            };
+            while !said(&lab.agent_log()) {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "without {missing}: no log line names it as forbidden:\n{}",
+                    lab.agent_log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // Every other kind has long been listed; still not ready.
+            std::thread::sleep(Duration::from_secs(1));
+            let (code, body) = lab.get("/readyz");
+            assert_ne!(code, 200, "without {missing} the agent is ready: {body}");
+            if *missing == "pods" {
+                eprintln!("without pods: /readyz {code}: {body}");
+            }
+            lab.kill_agent();
+        }
+    }
+    // The role as shipped: ready.
+    lab.cp().apply(DEPLOY[2]);
+    lab.log = lab.work.path().join("agent.log");
+    lab.start_agent();
+    lab.assert_enforces_cluster("with deploy/'s role");
 }
