@@ -327,7 +327,13 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     lab.assert_enforces_text(&state, "kube-apiserver down");
     let (code, body) = lab.get("/readyz");
     eprintln!("kube-apiserver down: /readyz {code}: {body}");
+    // While it starts (its CRD informer syncing: custom resources can answer 404 for a
+    // moment) and the agent lists again, the kernel never leaves the state.
     lab.cp.as_mut().unwrap().start_apiserver().unwrap();
+    let restarted = Instant::now();
+    while restarted.elapsed() < Duration::from_secs(6) {
+        lab.assert_enforces_text(&state, "kube-apiserver restarting, the agent resyncing");
+    }
     lab.cp().wait_ready().unwrap();
     lab.kubectl_and_wait(&["delete", "adminnetworkpolicy", "protect-z-c"], "");
     lab.assert_enforces_cluster("a policy deleted after kube-apiserver restarted");
@@ -341,6 +347,10 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     let (code, body) = lab.get("/readyz");
     eprintln!("etcd down: /readyz {code}: {body}");
     lab.cp.as_mut().unwrap().start_etcd().unwrap();
+    let restarted = Instant::now();
+    while restarted.elapsed() < Duration::from_secs(6) {
+        lab.assert_enforces_text(&state, "etcd restarting, the agent resyncing");
+    }
     lab.cp().wait_ready().unwrap();
     lab.kubectl_and_wait(&["apply", "-f", "-"], DENY_X);
     lab.assert_enforces_cluster("a policy applied after etcd restarted");
