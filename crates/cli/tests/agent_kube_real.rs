@@ -438,3 +438,85 @@ fn without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_whi
     lab.start_agent();
     lab.assert_enforces_cluster("with deploy/'s role");
 }
+
+/// Removes a network namespace this test made.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// The time from `kubectl apply` returning to the agent's kernel commit, with a generated
+/// cluster of 1,000 pods on 10 nodes and 200 policies of every kind in the API server and
+/// the agent enforcing one node's pods: printed (docs/performance.md records it), and each
+/// within 5 s.
+#[test]
+fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
+    const TEST: &str = "kubectl_apply_reaches_the_kernel_quickly_at_1000_pods";
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TEST}: skipped: not root (network namespaces and nftables need root)"
+        );
+        return;
+    }
+    let Some(bins) = palisade_testenv::require(TEST) else {
+        return;
+    };
+    // A bare network namespace is enough: nothing is probed, only commits are timed.
+    let ns = Netns(format!("p{:x}-node", std::process::id()));
+    for args in [
+        &["netns", "add", &ns.0][..],
+        &["-n", &ns.0, "link", "set", "lo", "up"],
+    ] {
+        assert!(Command::new("ip").args(args).status().unwrap().success());
+    }
+    let work = tempfile::tempdir().unwrap();
+    let gen_dir = work.path().join("gen");
+    let o = palisade(&[
+        "gen",
+        "--pods",
+        "1000",
+        "--policies",
+        "200",
+        "--mix",
+        "all",
+        "-o",
+        gen_dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "gen: {}", stderr(&o));
+    let text = ["cluster/cluster.yaml", "policies/policies.yaml"]
+        .map(|f| std::fs::read_to_string(gen_dir.join(f)).unwrap())
+        .join("\n---\n");
+    let cp = ControlPlane::start(&bins, Some(&ns.0)).expect("the control plane");
+    cp.apply_with(&["--server-side"], &text);
+    let mut lab = KubeAgentLab {
+        // No lab of this name exists: dropping it stops the agent and the control plane.
+        name: format!("p{:x}-none", std::process::id()),
+        netns: ns.0.clone(),
+        log: work.path().join("agent.log"),
+        agent_kubeconfig: cp.kubeconfig.clone(),
+        cp: Some(cp),
+        agent: None,
+        work,
+    };
+    lab.start_agent();
+    let mut took = Vec::new();
+    for i in 0..10 {
+        // A policy selecting pods of every node, the kind of change a rollout makes.
+        let policy = format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: timed-{i}\n  namespace: ns-{}\nspec:\n  podSelector: {{}}\n  ingress:\n  - ports:\n    - port: {}\n",
+            i % 5,
+            8000 + i
+        );
+        took.push(lab.kubectl_and_wait(&["apply", "-f", "-"], &policy));
+    }
+    took.sort();
+    eprintln!(
+        "1,000 pods: kubectl apply returned → kernel commit: median {:?}, max {:?} (all: {took:?})",
+        took[took.len() / 2],
+        took[took.len() - 1]
+    );
+}
