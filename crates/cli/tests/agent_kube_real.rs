@@ -10,9 +10,12 @@
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -191,6 +194,57 @@ impl KubeAgentLab {
         start.elapsed()
     }
 
+    /// [`KubeAgentLab::kubectl_and_wait`] with real packets probing every pair of pods
+    /// from before the command until after the commit: no probe gets through where both
+    /// the state before and the state after deny.
+    fn kubectl_probed(&self, args: &[&str], stdin: &str) -> Duration {
+        let before = self.cp().dump_yaml();
+        let state = self.work.path().join("probed-before.yaml");
+        std::fs::write(&state, &before).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (name, stop2) = (self.name.clone(), stop.clone());
+        let prober = std::thread::spawn(move || {
+            let mut allowed = BTreeSet::new();
+            let mut runs = 0;
+            // At least two runs: one across the change, one after it.
+            while runs < 2 || !stop2.load(Ordering::SeqCst) {
+                let o = palisade(&[
+                    "lab",
+                    "probe",
+                    "-f",
+                    state.to_str().unwrap(),
+                    "--name",
+                    &name,
+                    "--ports",
+                    "80,81",
+                    "--protocols",
+                    "TCP,UDP",
+                    "-o",
+                    "jsonl",
+                ]);
+                assert!(o.status.success(), "lab probe: {}", stderr(&o));
+                allowed.extend(allowed_keys(&String::from_utf8_lossy(&o.stdout)));
+                runs += 1;
+            }
+            allowed
+        });
+        let took = self.kubectl_and_wait(args, stdin);
+        stop.store(true, Ordering::SeqCst);
+        let observed = prober.join().expect("the probe loop");
+        let after = self.cp().dump_yaml();
+        let (before, after) = (evaluated(&before), evaluated(&after));
+        let opened: Vec<&String> = observed
+            .iter()
+            .filter(|k| before.0.contains(*k) && after.0.contains(*k))
+            .filter(|k| !before.1.contains(*k) && !after.1.contains(*k))
+            .collect();
+        assert!(
+            opened.is_empty(),
+            "kubectl {args:?}: probes got through that both states deny: {opened:?}"
+        );
+        took
+    }
+
     /// The kernel agrees with the evaluator on `state` (manifest text).
     fn assert_enforces_text(&self, state: &str, what: &str) {
         let dir = self.work.path().join("expected");
@@ -237,6 +291,45 @@ impl Drop for KubeAgentLab {
     }
 }
 
+/// The keys (from, to, protocol, port) of the allowed lines of a `-o jsonl` matrix.
+fn allowed_keys(jsonl: &str) -> BTreeSet<String> {
+    keys(jsonl).1
+}
+
+/// Every key of a `-o jsonl` matrix, and the allowed ones.
+fn keys(jsonl: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut all, mut allowed) = (BTreeSet::new(), BTreeSet::new());
+    for line in jsonl.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let key = format!("{} {} {} {}", v["from"], v["to"], v["protocol"], v["port"]);
+        if v["allowed"] == true {
+            allowed.insert(key.clone());
+        }
+        all.insert(key);
+    }
+    (all, allowed)
+}
+
+/// The evaluator's matrix of `state` (manifest text): every key and the allowed ones.
+fn evaluated(state: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let o = common::palisade_stdin(
+        &[
+            "matrix",
+            "-f",
+            "-",
+            "--ports",
+            "80,81",
+            "--protocols",
+            "TCP,UDP",
+            "-o",
+            "jsonl",
+        ],
+        state,
+    );
+    assert!(o.status.success(), "matrix: {}", stderr(&o));
+    keys(&String::from_utf8_lossy(&o.stdout))
+}
+
 /// The document of `CLUSTER` that names `name` in `namespace`, and the rest.
 fn split_pod(name: &str, namespace: &str) -> (String, String) {
     let at = CLUSTER
@@ -274,19 +367,19 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     lab.assert_enforces_cluster("after start");
 
     let mut took = Vec::new();
-    took.push(lab.kubectl_and_wait(&["apply", "-f", "-"], ANP));
+    took.push(lab.kubectl_probed(&["apply", "-f", "-"], ANP));
     lab.assert_enforces_cluster("a policy applied");
 
-    took.push(lab.kubectl_and_wait(
+    took.push(lab.kubectl_probed(
         &["label", "pod", "b", "-n", "x", "pod=c", "--overwrite"],
         "",
     ));
     lab.assert_enforces_cluster("a pod relabelled");
 
-    took.push(lab.kubectl_and_wait(&["label", "namespace", "y", "ns=w", "--overwrite"], ""));
+    took.push(lab.kubectl_probed(&["label", "namespace", "y", "ns=w", "--overwrite"], ""));
     lab.assert_enforces_cluster("a namespace relabelled");
 
-    took.push(lab.kubectl_and_wait(
+    took.push(lab.kubectl_probed(
         &["delete", "networkpolicy", "allow-from-y-b", "-n", "x"],
         "",
     ));
@@ -304,7 +397,7 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
         .to_string();
     let patch =
         format!(r#"{{"status":{{"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"phase":"Running"}}}}"#);
-    took.push(lab.kubectl_and_wait(
+    took.push(lab.kubectl_probed(
         &[
             "patch",
             "pod",
@@ -475,12 +568,19 @@ fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
     }
     let work = tempfile::tempdir().unwrap();
     let gen_dir = work.path().join("gen");
+    // PALISADE_KUBE_PERF_PODS=10000 measures a larger cluster (one policy per five pods).
+    let pods: usize = std::env::var("PALISADE_KUBE_PERF_PODS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1000);
+    let policies = (pods / 5).to_string();
+    let pods_arg = pods.to_string();
     let o = palisade(&[
         "gen",
         "--pods",
-        "1000",
+        &pods_arg,
         "--policies",
-        "200",
+        &policies,
         "--mix",
         "all",
         "-o",
@@ -491,7 +591,12 @@ fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
         .map(|f| std::fs::read_to_string(gen_dir.join(f)).unwrap())
         .join("\n---\n");
     let cp = ControlPlane::start(&bins, Some(&ns.0)).expect("the control plane");
+    let begin = Instant::now();
     cp.apply_with(&["--server-side"], &text);
+    eprintln!(
+        "{pods} pods and {policies} policies applied in {:.1} s",
+        begin.elapsed().as_secs_f64()
+    );
     let mut lab = KubeAgentLab {
         // No lab of this name exists: dropping it stops the agent and the control plane.
         name: format!("p{:x}-none", std::process::id()),
@@ -515,7 +620,7 @@ fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
     }
     took.sort();
     eprintln!(
-        "1,000 pods: kubectl apply returned → kernel commit: median {:?}, max {:?} (all: {took:?})",
+        "{pods} pods: kubectl apply returned → kernel commit: median {:?}, max {:?} (all: {took:?})",
         took[took.len() / 2],
         took[took.len() - 1]
     );
