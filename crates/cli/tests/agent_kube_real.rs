@@ -1,0 +1,627 @@
+//! `palisade agent --source kube` against the real Kubernetes API server (etcd and
+//! kube-apiserver from `palisade-testenv`, started on the loopback of the lab's node
+//! namespace, where the agent runs), reading as the ServiceAccount `deploy/` makes, with
+//! a token from `kubectl create token`. It follows `kubectl apply`, `label`, `delete` and
+//! `patch --subresource=status` with the kernel equal to the evaluator of what the API
+//! server holds after each; with kube-apiserver killed, and with etcd killed, the kernel
+//! keeps enforcing, and once they are back a change made through them is enforced.
+//! Needs root (network namespaces, nftables) and the built control plane: otherwise it
+//! prints why it is skipped (under `CI=true` a missing control plane fails it).
+
+#![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+mod common;
+
+use common::{is_root, palisade, stderr};
+use palisade_testenv::ControlPlane;
+
+const EXE: &str = env!("CARGO_BIN_EXE_palisade");
+const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
+const DENY_X: &str = include_str!("../../../examples/xyz/policies/01-deny-ingress-x.yaml");
+const ANP: &str = include_str!("../../../examples/xyz/policies/02-anp.yaml");
+const DEPLOY: [&str; 4] = [
+    include_str!("../../../deploy/00-namespace.yaml"),
+    include_str!("../../../deploy/01-serviceaccount.yaml"),
+    include_str!("../../../deploy/02-rbac.yaml"),
+    include_str!("../../../deploy/03-daemonset.yaml"),
+];
+/// How soon after a `kubectl` command returns the kernel must enforce it.
+const WITHIN: Duration = Duration::from_secs(5);
+
+/// A lab, the control plane in its node namespace, and the agent beside it.
+struct KubeAgentLab {
+    name: String,
+    netns: String,
+    cp: Option<ControlPlane>,
+    agent: Option<Child>,
+    agent_kubeconfig: PathBuf,
+    log: PathBuf,
+    work: tempfile::TempDir,
+}
+
+impl KubeAgentLab {
+    /// A lab of the xyz cluster (`<prefix><pid>`), the control plane in its node
+    /// namespace with `deploy/` applied, and a kubeconfig with a token of the agent's
+    /// ServiceAccount for the agent.
+    fn up(prefix: &str, bins: &palisade_testenv::Binaries) -> KubeAgentLab {
+        let name = format!("{prefix}{:x}", std::process::id());
+        let o = palisade(&[
+            "lab",
+            "up",
+            "-f",
+            "examples/xyz/cluster.yaml",
+            "--name",
+            &name,
+        ]);
+        assert!(o.status.success(), "lab up: {}", stderr(&o));
+        let netns = format!("{name}-node");
+        let work = tempfile::tempdir().unwrap();
+        let mut lab = KubeAgentLab {
+            log: work.path().join("agent.log"),
+            agent_kubeconfig: PathBuf::new(),
+            cp: None,
+            agent: None,
+            name,
+            netns,
+            work,
+        };
+        let cp = ControlPlane::start(bins, Some(&lab.netns)).expect("the control plane");
+        eprintln!(
+            "control plane in {} ready in {:.2} s",
+            lab.netns,
+            cp.startup.as_secs_f64()
+        );
+        lab.cp = Some(cp);
+        // deploy/ as shipped, and the agent reading as its ServiceAccount.
+        lab.cp().apply(&DEPLOY.join("\n---\n"));
+        let token = lab.cp().kubectl_ok(&[
+            "create",
+            "token",
+            "palisade-agent",
+            "-n",
+            "palisade-system",
+            "--duration=1h",
+        ]);
+        lab.agent_kubeconfig = lab.cp().token_kubeconfig("palisade-agent", token.trim());
+        lab
+    }
+
+    fn cp(&self) -> &ControlPlane {
+        self.cp.as_ref().expect("the control plane")
+    }
+
+    fn start_agent(&mut self) {
+        self.spawn_agent();
+        let start = Instant::now();
+        while self.get("/readyz").0 != 200 {
+            assert!(
+                start.elapsed() < Duration::from_secs(30),
+                "agent not ready: {}",
+                self.agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        eprintln!(
+            "agent ready {:.2} s after it started",
+            start.elapsed().as_secs_f64()
+        );
+    }
+
+    fn kill_agent(&mut self) {
+        if let Some(mut agent) = self.agent.take() {
+            // `ip netns exec` execs the agent: this is the agent's own pid.
+            let _ = agent.kill();
+            let _ = agent.wait();
+        }
+    }
+
+    fn spawn_agent(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                EXE,
+                "agent",
+                "--source",
+                "kube",
+            ])
+            .arg("--kubeconfig")
+            .arg(&self.agent_kubeconfig)
+            .args(["--listen", "127.0.0.1:9464", "--node", "node-1"])
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.agent = Some(child);
+    }
+
+    fn agent_log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// (status, body) of the agent's endpoint, from inside its network namespace.
+    fn get(&self, path: &str) -> (u16, String) {
+        let o = Command::new("ip")
+            .args(["netns", "exec", &self.netns, "curl", "-s", "-m", "2"])
+            .args(["-w", "\n%{http_code}"])
+            .arg(format!("http://127.0.0.1:9464{path}"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    fn commits(&self) -> f64 {
+        let (_, body) = self.get("/metrics");
+        body.lines()
+            .find_map(|l| {
+                l.strip_prefix("palisade_time_to_apply_seconds_count ")?
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0)
+    }
+
+    /// Runs `kubectl ARGS` (with `stdin`), then waits until the agent committed a
+    /// transaction; returns how long that took after kubectl returned.
+    fn kubectl_and_wait(&self, args: &[&str], stdin: &str) -> Duration {
+        let before = self.commits();
+        self.cp().kubectl_stdin_ok(args, stdin);
+        let start = Instant::now();
+        while self.commits() <= before {
+            assert!(
+                start.elapsed() < WITHIN,
+                "kubectl {args:?}: no transaction within {WITHIN:?}: {}",
+                self.agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        start.elapsed()
+    }
+
+    /// [`KubeAgentLab::kubectl_and_wait`] with real packets probing every pair of pods
+    /// from before the command until after the commit: no probe gets through where both
+    /// the state before and the state after deny.
+    fn kubectl_probed(&self, args: &[&str], stdin: &str) -> Duration {
+        let before = self.cp().dump_yaml();
+        let state = self.work.path().join("probed-before.yaml");
+        std::fs::write(&state, &before).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (name, stop2) = (self.name.clone(), stop.clone());
+        let prober = std::thread::spawn(move || {
+            let mut allowed = BTreeSet::new();
+            let mut runs = 0;
+            // At least two runs: one across the change, one after it.
+            while runs < 2 || !stop2.load(Ordering::SeqCst) {
+                let o = palisade(&[
+                    "lab",
+                    "probe",
+                    "-f",
+                    state.to_str().unwrap(),
+                    "--name",
+                    &name,
+                    "--ports",
+                    "80,81",
+                    "--protocols",
+                    "TCP,UDP",
+                    "-o",
+                    "jsonl",
+                ]);
+                assert!(o.status.success(), "lab probe: {}", stderr(&o));
+                allowed.extend(allowed_keys(&String::from_utf8_lossy(&o.stdout)));
+                runs += 1;
+            }
+            allowed
+        });
+        let took = self.kubectl_and_wait(args, stdin);
+        stop.store(true, Ordering::SeqCst);
+        let observed = prober.join().expect("the probe loop");
+        let after = self.cp().dump_yaml();
+        let (before, after) = (evaluated(&before), evaluated(&after));
+        let opened: Vec<&String> = observed
+            .iter()
+            .filter(|k| before.0.contains(*k) && after.0.contains(*k))
+            .filter(|k| !before.1.contains(*k) && !after.1.contains(*k))
+            .collect();
+        assert!(
+            opened.is_empty(),
+            "kubectl {args:?}: probes got through that both states deny: {opened:?}"
+        );
+        took
+    }
+
+    /// The kernel agrees with the evaluator on `state` (manifest text).
+    fn assert_enforces_text(&self, state: &str, what: &str) {
+        let dir = self.work.path().join("expected");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("state.yaml"), state).unwrap();
+        let o = palisade(&[
+            "lab",
+            "probe",
+            "-f",
+            dir.to_str().unwrap(),
+            "--name",
+            &self.name,
+            "--ports",
+            "80,81",
+            "--protocols",
+            "TCP,UDP",
+            "--compare",
+            "-o",
+            "jsonl",
+        ]);
+        assert!(
+            o.status.success(),
+            "{what}: kernel and evaluator disagree: {}\nagent: {}",
+            stderr(&o),
+            self.agent_log()
+        );
+    }
+
+    /// The kernel agrees with the evaluator on what the API server holds now.
+    fn assert_enforces_cluster(&self, what: &str) -> String {
+        let state = self.cp().dump_yaml();
+        self.assert_enforces_text(&state, what);
+        state
+    }
+}
+
+impl Drop for KubeAgentLab {
+    fn drop(&mut self) {
+        self.kill_agent();
+        // The control plane runs in the lab's namespace: stop it before the lab goes.
+        drop(self.cp.take());
+        let _ = palisade(&["lab", "down", "--name", &self.name]);
+    }
+}
+
+/// The keys (from, to, protocol, port) of the allowed lines of a `-o jsonl` matrix.
+fn allowed_keys(jsonl: &str) -> BTreeSet<String> {
+    keys(jsonl).1
+}
+
+/// Every key of a `-o jsonl` matrix, and the allowed ones.
+fn keys(jsonl: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut all, mut allowed) = (BTreeSet::new(), BTreeSet::new());
+    for line in jsonl.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let key = format!("{} {} {} {}", v["from"], v["to"], v["protocol"], v["port"]);
+        if v["allowed"] == true {
+            allowed.insert(key.clone());
+        }
+        all.insert(key);
+    }
+    (all, allowed)
+}
+
+/// The evaluator's matrix of `state` (manifest text): every key and the allowed ones.
+fn evaluated(state: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let o = common::palisade_stdin(
+        &[
+            "matrix",
+            "-f",
+            "-",
+            "--ports",
+            "80,81",
+            "--protocols",
+            "TCP,UDP",
+            "-o",
+            "jsonl",
+        ],
+        state,
+    );
+    assert!(o.status.success(), "matrix: {}", stderr(&o));
+    keys(&String::from_utf8_lossy(&o.stdout))
+}
+
+/// The document of `CLUSTER` that names `name` in `namespace`, and the rest.
+fn split_pod(name: &str, namespace: &str) -> (String, String) {
+    let at = CLUSTER
+        .find(&format!("  name: {name}\n  namespace: {namespace}"))
+        .unwrap();
+    let doc_start = CLUSTER[..at].rfind("---").unwrap();
+    let doc_end = CLUSTER[at..].find("---").map_or(CLUSTER.len(), |i| at + i);
+    (
+        CLUSTER[doc_start..doc_end]
+            .trim_start_matches("---")
+            .to_string(),
+        format!("{}{}", &CLUSTER[..doc_start], &CLUSTER[doc_end..]),
+    )
+}
+
+#[test]
+fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
+    const TEST: &str = "the_agent_follows_the_real_api_server_and_survives_its_faults";
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TEST}: skipped: not root (network namespaces and nftables need root)"
+        );
+        return;
+    }
+    let Some(bins) = palisade_testenv::require(TEST) else {
+        return;
+    };
+    let mut lab = KubeAgentLab::up("k", &bins);
+    // Pod z/c starts outside the cluster; it is added later, then given its address.
+    let (zc, without_zc) = split_pod("c", "z");
+    lab.cp().apply(&without_zc);
+    lab.cp().apply(DENY_X);
+    lab.start_agent();
+    lab.assert_enforces_cluster("after start");
+
+    let mut took = Vec::new();
+    took.push(lab.kubectl_probed(&["apply", "-f", "-"], ANP));
+    lab.assert_enforces_cluster("a policy applied");
+
+    took.push(lab.kubectl_probed(
+        &["label", "pod", "b", "-n", "x", "pod=c", "--overwrite"],
+        "",
+    ));
+    lab.assert_enforces_cluster("a pod relabelled");
+
+    took.push(lab.kubectl_probed(&["label", "namespace", "y", "ns=w", "--overwrite"], ""));
+    lab.assert_enforces_cluster("a namespace relabelled");
+
+    took.push(lab.kubectl_probed(
+        &["delete", "networkpolicy", "allow-from-y-b", "-n", "x"],
+        "",
+    ));
+    lab.assert_enforces_cluster("a policy deleted");
+
+    // A pod as the scheduler binds it (no address yet), then its address as the kubelet
+    // reports it, through the status subresource.
+    lab.cp().kubectl_stdin_ok(&["apply", "-f", "-"], &zc);
+    lab.assert_enforces_cluster("a pod without an address");
+    let ip = zc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("podIP: "))
+        .expect("z/c's address")
+        .trim_matches('"')
+        .to_string();
+    let patch =
+        format!(r#"{{"status":{{"podIP":"{ip}","podIPs":[{{"ip":"{ip}"}}],"phase":"Running"}}}}"#);
+    took.push(lab.kubectl_probed(
+        &[
+            "patch",
+            "pod",
+            "c",
+            "-n",
+            "z",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            &patch,
+        ],
+        "",
+    ));
+    let state = lab.assert_enforces_cluster("a pod's address reported");
+    eprintln!("kubectl returned → kernel commit: {took:?}");
+
+    // kube-apiserver killed: the kernel keeps enforcing the last state.
+    lab.cp.as_mut().unwrap().kill_apiserver();
+    std::thread::sleep(Duration::from_secs(2));
+    lab.assert_enforces_text(&state, "kube-apiserver down");
+    let (code, body) = lab.get("/readyz");
+    eprintln!("kube-apiserver down: /readyz {code}: {body}");
+    // While it starts (its CRD informer syncing: custom resources can answer 404 for a
+    // moment) and the agent lists again, the kernel never leaves the state.
+    lab.cp.as_mut().unwrap().start_apiserver().unwrap();
+    let restarted = Instant::now();
+    while restarted.elapsed() < Duration::from_secs(6) {
+        lab.assert_enforces_text(&state, "kube-apiserver restarting, the agent resyncing");
+    }
+    lab.cp().wait_ready().unwrap();
+    lab.kubectl_and_wait(&["delete", "adminnetworkpolicy", "protect-z-c"], "");
+    lab.assert_enforces_cluster("a policy deleted after kube-apiserver restarted");
+
+    // etcd killed: the API server stays up but can serve nothing; the kernel keeps
+    // enforcing; etcd back, a change is followed.
+    let state = lab.cp().dump_yaml();
+    lab.cp.as_mut().unwrap().kill_etcd();
+    std::thread::sleep(Duration::from_secs(2));
+    lab.assert_enforces_text(&state, "etcd down");
+    let (code, body) = lab.get("/readyz");
+    eprintln!("etcd down: /readyz {code}: {body}");
+    lab.cp.as_mut().unwrap().start_etcd().unwrap();
+    let restarted = Instant::now();
+    while restarted.elapsed() < Duration::from_secs(6) {
+        lab.assert_enforces_text(&state, "etcd restarting, the agent resyncing");
+    }
+    lab.cp().wait_ready().unwrap();
+    lab.kubectl_and_wait(&["apply", "-f", "-"], DENY_X);
+    lab.assert_enforces_cluster("a policy applied after etcd restarted");
+}
+
+/// `deploy/`'s ClusterRole is exactly what the agent needs: without any one of its
+/// resources the agent never reports ready and its log names the resource it may not
+/// read; with all of them it is ready.
+#[test]
+fn without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which() {
+    const TEST: &str =
+        "without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which";
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TEST}: skipped: not root (network namespaces and nftables need root)"
+        );
+        return;
+    }
+    let Some(bins) = palisade_testenv::require(TEST) else {
+        return;
+    };
+    let mut lab = KubeAgentLab::up("r", &bins);
+    lab.cp().apply(CLUSTER);
+    let rules: [(&str, &[&str]); 3] = [
+        ("", &["namespaces", "pods", "nodes"]),
+        ("networking.k8s.io", &["networkpolicies"]),
+        (
+            "policy.networking.k8s.io",
+            &[
+                "adminnetworkpolicies",
+                "baselineadminnetworkpolicies",
+                "clusternetworkpolicies",
+            ],
+        ),
+    ];
+    for (_, resources) in rules {
+        for missing in resources {
+            let role = serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": "palisade-agent"},
+                "rules": rules
+                    .iter()
+                    .map(|(group, resources)| serde_json::json!({
+                        "apiGroups": [group],
+                        "resources": resources.iter().filter(|r| *r != missing).collect::<Vec<_>>(),
+                        "verbs": ["get", "list", "watch"],
+                    }))
+                    .filter(|rule| rule["resources"] != serde_json::json!([]))
+                    .collect::<Vec<_>>(),
+            });
+            lab.cp()
+                .kubectl_stdin_ok(&["apply", "-f", "-"], &role.to_string());
+            lab.log = lab.work.path().join(format!("agent-without-{missing}.log"));
+            lab.spawn_agent();
+            let start = Instant::now();
+            let said = |log: &str| {
+                log.lines().any(|l| {
+                    let l = l.to_lowercase();
+                    l.contains(missing) && (l.contains("403") || l.contains("forbidden"))
+                })
+            };
+            while !said(&lab.agent_log()) {
+                assert!(
+                    start.elapsed() < Duration::from_secs(10),
+                    "without {missing}: no log line names it as forbidden:\n{}",
+                    lab.agent_log()
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            // Every other kind has long been listed; still not ready.
+            std::thread::sleep(Duration::from_secs(1));
+            let (code, body) = lab.get("/readyz");
+            assert_ne!(code, 200, "without {missing} the agent is ready: {body}");
+            if *missing == "pods" {
+                eprintln!("without pods: /readyz {code}: {body}");
+            }
+            lab.kill_agent();
+        }
+    }
+    // The role as shipped: ready.
+    lab.cp().apply(DEPLOY[2]);
+    lab.log = lab.work.path().join("agent.log");
+    lab.start_agent();
+    lab.assert_enforces_cluster("with deploy/'s role");
+}
+
+/// Removes a network namespace this test made.
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+    }
+}
+
+/// The time from `kubectl apply` returning to the agent's kernel commit, with a generated
+/// cluster of 1,000 pods on 10 nodes and 200 policies of every kind in the API server and
+/// the agent enforcing one node's pods: printed (docs/performance.md records it), and each
+/// within 5 s.
+#[test]
+fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
+    const TEST: &str = "kubectl_apply_reaches_the_kernel_quickly_at_1000_pods";
+    if !is_root() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{TEST}: skipped: not root (network namespaces and nftables need root)"
+        );
+        return;
+    }
+    let Some(bins) = palisade_testenv::require(TEST) else {
+        return;
+    };
+    // A bare network namespace is enough: nothing is probed, only commits are timed.
+    let ns = Netns(format!("p{:x}-node", std::process::id()));
+    for args in [
+        &["netns", "add", &ns.0][..],
+        &["-n", &ns.0, "link", "set", "lo", "up"],
+    ] {
+        assert!(Command::new("ip").args(args).status().unwrap().success());
+    }
+    let work = tempfile::tempdir().unwrap();
+    let gen_dir = work.path().join("gen");
+    // PALISADE_KUBE_PERF_PODS=10000 measures a larger cluster (one policy per five pods).
+    let pods: usize = std::env::var("PALISADE_KUBE_PERF_PODS")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(1000);
+    let policies = (pods / 5).to_string();
+    let pods_arg = pods.to_string();
+    let o = palisade(&[
+        "gen",
+        "--pods",
+        &pods_arg,
+        "--policies",
+        &policies,
+        "--mix",
+        "all",
+        "-o",
+        gen_dir.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "gen: {}", stderr(&o));
+    let text = ["cluster/cluster.yaml", "policies/policies.yaml"]
+        .map(|f| std::fs::read_to_string(gen_dir.join(f)).unwrap())
+        .join("\n---\n");
+    let cp = ControlPlane::start(&bins, Some(&ns.0)).expect("the control plane");
+    let begin = Instant::now();
+    cp.apply_with(&["--server-side"], &text);
+    eprintln!(
+        "{pods} pods and {policies} policies applied in {:.1} s",
+        begin.elapsed().as_secs_f64()
+    );
+    let mut lab = KubeAgentLab {
+        // No lab of this name exists: dropping it stops the agent and the control plane.
+        name: format!("p{:x}-none", std::process::id()),
+        netns: ns.0.clone(),
+        log: work.path().join("agent.log"),
+        agent_kubeconfig: cp.kubeconfig.clone(),
+        cp: Some(cp),
+        agent: None,
+        work,
+    };
+    lab.start_agent();
+    let mut took = Vec::new();
+    for i in 0..10 {
+        // A policy selecting pods of every node, the kind of change a rollout makes.
+        let policy = format!(
+            "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: timed-{i}\n  namespace: ns-{}\nspec:\n  podSelector: {{}}\n  ingress:\n  - ports:\n    - port: {}\n",
+            i % 5,
+            8000 + i
+        );
+        took.push(lab.kubectl_and_wait(&["apply", "-f", "-"], &policy));
+    }
+    took.sort();
+    eprintln!(
+        "{pods} pods: kubectl apply returned → kernel commit: median {:?}, max {:?} (all: {took:?})",
+        took[took.len() / 2],
+        took[took.len() - 1]
+    );
+}
