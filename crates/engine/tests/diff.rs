@@ -422,6 +422,24 @@ spec:
         }],
     });
     assert!(narrowed.groups.is_empty(), "--ports 80 does not show it");
+    let overlapping = d.narrowed(&Filter {
+        protocols: vec![Protocol::Tcp],
+        ports: vec![
+            PortRange {
+                start: port_of(1),
+                end: port_of(30),
+            },
+            PortRange {
+                start: port_of(20),
+                end: port_of(22),
+            },
+        ],
+    });
+    assert_eq!(
+        overlapping.changes().count(),
+        27,
+        "overlapping ranges asked report each change once"
+    );
     assert!(
         !narrowed.is_empty() || !d.is_empty(),
         "but the diff is not empty"

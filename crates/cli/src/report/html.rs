@@ -79,16 +79,20 @@ fn pair(from: &Axis, to: &Axis) -> (PodId, PodId) {
     }
 }
 
-/// The page's data: axes, probes, the distinct verdicts, each cell's verdict index (-1:
-/// the probe is a named port the destination does not declare), and the cells whose
-/// verdict depends on the address a workload will get (`[probe, row, column]`).
-fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
+/// Each cell's verdict index, `[probe][row][column]` (-1: the probe is a named port the
+/// destination does not declare).
+type Cells = Vec<Vec<Vec<i64>>>;
+
+/// The page's data: axes, probes, the distinct verdicts, and the cells whose verdict
+/// depends on the address a workload will get (`[probe, row, column]`); and apart, each
+/// cell's verdict index (kept out of the JSON tree: millions of numbers at cluster scale).
+fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> (Value, Cells) {
     let classes = v.rows.len() > MAX_PODS || v.cols.len() > MAX_PODS;
     let rows = axis(engine, m, &v.rows, classes);
     let cols = axis(engine, m, &v.cols, classes);
     let col_index: HashMap<PodId, usize> = v.cols.iter().map(|&i| (m.pods[i], i)).collect();
     let mut verdicts: Vec<Value> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut index: HashMap<palisade_engine::Verdict, usize> = HashMap::new();
     let mut cells: Vec<Vec<Vec<i64>>> = Vec::with_capacity(v.probes.len());
     let mut depends: Vec<[usize; 3]> = Vec::new();
     for (pi, probe) in v.probes.iter().enumerate() {
@@ -108,14 +112,17 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
                 if engine.depends_on_address(&flow) {
                     depends.push([pi, grid.len(), line.len()]);
                 }
+                // Verdicts are compared as values and serialized once each.
                 let verdict = engine.evaluate(&flow);
-                let value = serde_json::to_value(&verdict).unwrap_or(Value::Null);
-                let key = value.to_string();
                 let next = verdicts.len();
-                let i = *index.entry(key).or_insert(next);
-                if i == next {
-                    verdicts.push(value);
-                }
+                let i = match index.get(&verdict) {
+                    Some(&i) => i,
+                    None => {
+                        verdicts.push(serde_json::to_value(&verdict).unwrap_or(Value::Null));
+                        index.insert(verdict, next);
+                        next
+                    }
+                };
                 line.push(i as i64);
             }
             grid.push(line);
@@ -140,16 +147,16 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
             v.cols.len()
         )
     };
-    json!({
+    let meta = json!({
         "level": if classes { "classes" } else { "pods" },
         "note": note,
         "probes": v.probes.iter().map(|p| json!({"label": p.label(), "protocol": p.probe.protocol.as_str(), "port": p.probe.port})).collect::<Vec<_>>(),
         "rows": axis_json(&rows),
         "cols": axis_json(&cols),
         "verdicts": verdicts,
-        "cells": cells,
         "depends": depends,
-    })
+    });
+    (meta, cells)
 }
 
 /// JSON that can sit inside a `<script>` element: every `<` escaped.
@@ -164,11 +171,17 @@ pub fn html(
     m: &Matrix,
     v: &View<'_>,
 ) -> std::io::Result<()> {
-    let data = data(engine, m, v);
+    let (meta, cells) = data(engine, m, v);
+    // The cells are numbers only: nothing in them can close the script element.
+    let mut data = script_safe(&meta);
+    data.pop();
+    data.push_str(",\"cells\":");
+    data.push_str(&serde_json::to_string(&cells).unwrap_or_else(|_| "[]".into()));
+    data.push('}');
     write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Palisade connectivity matrix</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>Palisade connectivity matrix</h1>\n<p id=\"note\"></p>\n<form id=\"filters\">\n<label>from namespace <select id=\"from-ns\"></select></label>\n<label>to namespace <select id=\"to-ns\"></select></label>\n<label>protocol <select id=\"protocol\"></select></label>\n<label>port <select id=\"port\"></select></label>\n</form>\n<p class=\"legend\"><span class=\"cell allowed\"></span> allowed <span class=\"cell denied\"></span> denied <span class=\"cell na\"></span> not a port of the destination; ? depends on the address a workload will get. Rows: from; columns: to. Click a cell for its explanation.</p>\n<div id=\"layout\"><div id=\"grid\"><table id=\"matrix\"></table></div>\n<aside id=\"explanation\"><p>Click a cell.</p></aside></div>\n<script type=\"application/json\" id=\"data\">{}</script>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n",
-        script_safe(&data)
+        data
     )?;
     out.flush()
 }

@@ -137,6 +137,22 @@ impl Diff {
         if filter == &Filter::default() {
             return self.clone();
         }
+        // Overlapping ranges asked would report a port twice: merge them first.
+        let mut ranges = filter.ports.clone();
+        ranges.sort();
+        let mut merged: Vec<PortRange> = Vec::new();
+        for r in ranges {
+            match merged.last_mut() {
+                Some(last) if u32::from(r.start.get()) <= u32::from(last.end.get()) + 1 => {
+                    last.end = last.end.max(r.end);
+                }
+                _ => merged.push(r),
+            }
+        }
+        let filter = &Filter {
+            protocols: filter.protocols.clone(),
+            ports: merged,
+        };
         let groups = self
             .groups
             .iter()
