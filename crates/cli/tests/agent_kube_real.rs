@@ -177,10 +177,19 @@ impl KubeAgentLab {
             .unwrap_or(0.0)
     }
 
+    /// How many "ruleset updated" lines the agent logged: each follows a commit once the
+    /// tracked connections the change forbids were cut.
+    fn updates_logged(&self) -> usize {
+        self.agent_log().matches("ruleset updated").count()
+    }
+
     /// Runs `kubectl ARGS` (with `stdin`), then waits until the agent committed a
-    /// transaction; returns how long that took after kubectl returned.
+    /// transaction; returns how long that took after kubectl returned. Returns once the
+    /// agent also cut the tracked connections the change forbids (which follows the
+    /// commit): until then a UDP flow a probe opened before may still pass.
     fn kubectl_and_wait(&self, args: &[&str], stdin: &str) -> Duration {
         let before = self.commits();
+        let logged = self.updates_logged();
         self.cp().kubectl_stdin_ok(args, stdin);
         let start = Instant::now();
         while self.commits() <= before {
@@ -191,7 +200,16 @@ impl KubeAgentLab {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        start.elapsed()
+        let took = start.elapsed();
+        while self.updates_logged() <= logged {
+            assert!(
+                start.elapsed() < WITHIN,
+                "kubectl {args:?}: the commit's connection cut not done within {WITHIN:?}: {}",
+                self.agent_log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        took
     }
 
     /// [`KubeAgentLab::kubectl_and_wait`] with real packets probing every pair of pods

@@ -761,3 +761,22 @@ impl Drop for ControlPlane {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cache entry's name is made of every pinned version, read from the files
+    /// `testenv/build.sh` reads: none may be missing, or the tests would look for the
+    /// binaries somewhere the script never puts them.
+    #[test]
+    fn the_cache_key_names_every_pinned_version() {
+        let key = cache_key();
+        assert!(key.starts_with("k8s-v1."), "{key}");
+        for part in key.split('-').filter(|p| p.starts_with('v')) {
+            assert!(part.len() > 1, "{key}");
+        }
+        assert_eq!(key.matches("-v").count(), 4, "{key}");
+        assert!(!key.contains("--"), "{key}");
+    }
+}
