@@ -450,3 +450,98 @@ fn sync_skip_invalid_isolates_the_subject_of_an_invalid_policy() {
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     assert!(stderr(&bad).contains("--cluster-id"), "{}", stderr(&bad));
 }
+
+/// The controller given a relative `dir:PATH`, as the README writes it: an edit applies
+/// (each file is named one way); the directory moved away keeps every group and rule in
+/// Neutron and answers `/readyz` 503 with the reason; back, it is ready again.
+#[test]
+fn the_controller_fails_closed_when_its_directory_moves() {
+    let Some(url) = neutron::neutron_url() else {
+        return;
+    };
+    let project = neutron::project("cli-moved");
+    let c = neutron::client(&url, &project);
+    neutron::make_ports(&c, &xyz_ips());
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("manifests");
+    std::fs::create_dir(&dir).unwrap();
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../../");
+    std::fs::copy(
+        format!("{root}examples/xyz/cluster.yaml"),
+        dir.join("cluster.yaml"),
+    )
+    .unwrap();
+    std::fs::copy(format!("{root}{XYZ_POLICY}"), dir.join("policy.yaml")).unwrap();
+    let addr = free_addr();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_palisade"))
+        .current_dir(parent.path())
+        .args([
+            "neutron",
+            "controller",
+            "--source",
+            "dir:manifests",
+            "--neutron-url",
+            &url,
+            "--project-id",
+            &project,
+            "--listen",
+            &addr,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let filter = PortFilter::default();
+    let wait = |what: &str, f: &dyn Fn() -> bool| {
+        let start = Instant::now();
+        while !f() {
+            assert!(
+                start.elapsed() < Duration::from_secs(120),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(300));
+        }
+    };
+    wait("ready", &|| {
+        get(&addr, "/readyz").is_some_and(|(s, _)| s == 200)
+    });
+    let groups = || read_back(&c, &filter).unwrap().security_groups.len();
+    let with_policy = groups();
+    // An edit through the relative root: removing the policy removes its group.
+    std::fs::remove_file(dir.join("policy.yaml")).unwrap();
+    wait("the policy's group to go", &|| groups() < with_policy);
+    std::fs::copy(format!("{root}{XYZ_POLICY}"), dir.join("policy.yaml")).unwrap();
+    wait("the policy's group back", &|| groups() == with_policy);
+    // Moved away: not ready, and nothing in Neutron changes.
+    let before = read_back(&c, &filter).unwrap();
+    std::fs::rename(&dir, parent.path().join("elsewhere")).unwrap();
+    wait("not ready", &|| {
+        get(&addr, "/readyz").is_some_and(|(s, _)| s == 503)
+    });
+    let (_, why) = get(&addr, "/readyz").unwrap();
+    std::thread::sleep(Duration::from_secs(2));
+    let during = read_back(&c, &filter).unwrap();
+    std::fs::rename(parent.path().join("elsewhere"), &dir).unwrap();
+    wait("ready again", &|| {
+        get(&addr, "/readyz").is_some_and(|(s, _)| s == 200)
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(why.contains("cannot read its input"), "{why}");
+    assert_eq!(
+        during.security_groups.len(),
+        before.security_groups.len(),
+        "a moved directory removed groups"
+    );
+    let rules = |t: &palisade_neutron::Translation| -> usize {
+        t.security_groups
+            .iter()
+            .map(|g| g.security_group_rules.len())
+            .sum()
+    };
+    assert_eq!(
+        rules(&during),
+        rules(&before),
+        "a moved directory changed rules"
+    );
+}

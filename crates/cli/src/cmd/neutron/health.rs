@@ -1,9 +1,11 @@
 //! The Neutron controller's `/metrics`, `/healthz` and `/readyz`: plain HTTP/1.1 on a
 //! thread of its own, one request per connection.
 //!
-//! Ready means: the last sync succeeded and placed every port. A port that could not be
-//! placed (closed, see docs/neutron.md) or a failed sync makes `/readyz` answer 503 with
-//! the reason, and shows in the metrics.
+//! Ready means: the source reads its input, and the last sync succeeded and placed every
+//! port. A port that could not be placed (closed, see docs/neutron.md), a failed sync, or a
+//! source that cannot read its input (a directory moved away, a kind failing to list: the
+//! last objects stay in force) makes `/readyz` answer 503 with the reason, and shows in
+//! the metrics.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -26,6 +28,8 @@ struct State {
     refused: usize,
     syncs: u64,
     failures: u64,
+    /// The parts of the source that cannot read their input, with the reason.
+    source: std::collections::BTreeMap<String, String>,
 }
 
 /// The controller's health, shared between the loop and the endpoint.
@@ -72,12 +76,34 @@ impl Health {
         });
     }
 
+    /// Records whether a part of the source can read its input.
+    pub fn source(&self, part: &str, problem: Option<&str>) {
+        self.with(|s| match problem {
+            Some(p) => s.source.insert(part.to_string(), p.to_string()),
+            None => s.source.remove(part),
+        });
+    }
+
     fn ready(&self) -> (bool, String) {
         self.with(|s| {
+            let mut why: Vec<String> = s
+                .source
+                .iter()
+                .map(|(part, p)| {
+                    format!("source {part} cannot read its input (its objects stay in force): {p}")
+                })
+                .collect();
             if !s.synced {
-                return (false, "waiting for the first sync".into());
+                why.push("waiting for the first sync".into());
+                return (false, why.join("\n"));
             }
-            (s.ok && s.unplaceable == 0, s.detail.clone())
+            if !s.detail.is_empty() {
+                why.push(s.detail.clone());
+            }
+            (
+                s.ok && s.unplaceable == 0 && s.source.is_empty(),
+                why.join("\n"),
+            )
         })
     }
 
@@ -85,7 +111,7 @@ impl Health {
     pub fn metrics(&self) -> String {
         let s = self.with(|s| s.clone());
         let (ready, _) = self.ready();
-        let rows: [(&str, &str, &str, u64); 6] = [
+        let rows: [(&str, &str, &str, u64); 7] = [
             (
                 "ready",
                 "gauge",
@@ -109,6 +135,12 @@ impl Health {
                 "gauge",
                 "Groups named like this cluster's that belong to another project or name no cluster (not used)",
                 s.refused as u64,
+            ),
+            (
+                "source_unavailable",
+                "gauge",
+                "Parts of the source that cannot read their input (their objects stay in force)",
+                s.source.len() as u64,
             ),
             ("syncs_total", "counter", "Syncs run", s.syncs),
             (

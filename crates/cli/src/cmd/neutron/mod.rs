@@ -407,6 +407,9 @@ async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError
         }
         for e in batch {
             synced |= e == Event::Synced;
+            if let Event::Health { part, problem } = &e {
+                health.source(part, problem.as_deref());
+            }
             store.handle(e);
         }
         if !synced {
