@@ -436,8 +436,20 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     lab.cp.as_mut().unwrap().kill_apiserver();
     std::thread::sleep(Duration::from_secs(2));
     lab.assert_enforces_text(&state, "kube-apiserver down");
-    let (code, body) = lab.get("/readyz");
-    eprintln!("kube-apiserver down: /readyz {code}: {body}");
+    // ... and says it cannot read its input.
+    let down = Instant::now();
+    loop {
+        let (code, body) = lab.get("/readyz");
+        if code == 503 {
+            assert!(body.contains("cannot read its input"), "{body}");
+            break;
+        }
+        assert!(
+            down.elapsed() < Duration::from_secs(20),
+            "still ready with kube-apiserver down: {code} {body}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // While it starts (its CRD informer syncing: custom resources can answer 404 for a
     // moment) and the agent lists again, the kernel never leaves the state.
     lab.cp.as_mut().unwrap().start_apiserver().unwrap();
@@ -448,6 +460,16 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     lab.cp().wait_ready().unwrap();
     lab.kubectl_and_wait(&["delete", "adminnetworkpolicy", "protect-z-c"], "");
     lab.assert_enforces_cluster("a policy deleted after kube-apiserver restarted");
+    // Every kind listed again: ready again, by itself.
+    let back = Instant::now();
+    while lab.get("/readyz").0 != 200 {
+        assert!(
+            back.elapsed() < Duration::from_secs(60),
+            "not ready again after kube-apiserver came back: {:?}",
+            lab.get("/readyz")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // etcd killed: the API server stays up but can serve nothing; the kernel keeps
     // enforcing; etcd back, a change is followed.
