@@ -189,6 +189,18 @@ impl Drop for AgentLab {
     }
 }
 
+/// Whether the test can run (root: network namespaces and nftables); if not, says so.
+fn root_or_skip(test: &str) -> bool {
+    let root = is_root();
+    if !root {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{test}: skipped: not root (network namespaces and nftables need root)"
+        );
+    }
+    root
+}
+
 /// (status, body) of an agent endpoint, from inside its network namespace.
 fn get(netns: &str, path: &str) -> (u16, String) {
     let o = Command::new("ip")
@@ -229,11 +241,7 @@ fn expected(name: &str, files: &[(&str, &str)]) -> PathBuf {
 
 #[test]
 fn the_agent_follows_its_directory() {
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "the_agent_follows_its_directory: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !root_or_skip("the_agent_follows_its_directory") {
         return;
     }
     let name = format!("g{:x}", std::process::id());
@@ -346,11 +354,7 @@ fn the_agent_follows_its_directory() {
 /// matrix equals the evaluator within 2 s.
 #[test]
 fn an_agent_per_node_enforces_the_cluster_together() {
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "an_agent_per_node_enforces_the_cluster_together: skipped: not root"
-        );
+    if !root_or_skip("an_agent_per_node_enforces_the_cluster_together") {
         return;
     }
     const THREE: &str = include_str!("../../lab/tests/fixtures/clusters/xyz-three-nodes.yaml");
@@ -381,11 +385,7 @@ fn an_agent_per_node_enforces_the_cluster_together() {
 /// again, and ready returns.
 #[test]
 fn a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready() {
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready: skipped: not root"
-        );
+    if !root_or_skip("a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready") {
         return;
     }
     let name = format!("m{:x}", std::process::id());
@@ -447,11 +447,7 @@ fn a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready() {
 /// `palisade agent --uninstall` removes the table `inet palisade` and nothing else.
 #[test]
 fn uninstall_removes_the_table_and_nothing_else() {
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "uninstall_removes_the_table_and_nothing_else: skipped: not root"
-        );
+    if !root_or_skip("uninstall_removes_the_table_and_nothing_else") {
         return;
     }
     let netns = format!("palisade-uninstall-{:x}", std::process::id());
@@ -498,11 +494,7 @@ fn uninstall_removes_the_table_and_nothing_else() {
 /// logged live as `"verdict":"allow"` with `"staged":{"allowed":false}`.
 #[test]
 fn new_connections_that_a_staged_policy_would_deny_are_logged() {
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "new_connections_that_a_staged_policy_would_deny_are_logged: skipped: not root"
-        );
+    if !root_or_skip("new_connections_that_a_staged_policy_would_deny_are_logged") {
         return;
     }
     const LOCKDOWN: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: lockdown, namespace: x, annotations: {palisade.dev/staged: \"true\"}}\nspec: {podSelector: {}, policyTypes: [Ingress]}\n";
@@ -587,11 +579,7 @@ impl Rng {
 /// state is enforced exactly. The seed is printed; `PALISADE_SEED=N` replays one sequence.
 #[test]
 fn random_directory_operations_never_open_the_kernel() {
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "random_directory_operations_never_open_the_kernel: skipped: not root"
-        );
+    if !root_or_skip("random_directory_operations_never_open_the_kernel") {
         return;
     }
     let seed: u64 = std::env::var("PALISADE_SEED")
@@ -728,11 +716,7 @@ fn random_directory_operations_never_open_the_kernel() {
 /// off), and the Job's labels give the address nothing.
 #[test]
 fn a_completed_pods_address_belongs_to_the_pod_that_reuses_it() {
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "a_completed_pods_address_belongs_to_the_pod_that_reuses_it: skipped: not root"
-        );
+    if !root_or_skip("a_completed_pods_address_belongs_to_the_pod_that_reuses_it") {
         return;
     }
     const JOB: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: job, namespace: z, labels: {pod: b}}\nspec: {nodeName: node-1, containers: [{name: c, image: i}]}\nstatus: {phase: Succeeded, podIP: 10.0.1.11, podIPs: [{ip: 10.0.1.11}]}\n";
