@@ -22,6 +22,16 @@ pub enum SourceSpec {
     Kube,
 }
 
+impl std::fmt::Display for SourceSpec {
+    /// As given on the command line: `dir:PATH` or `kube`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourceSpec::Dir(path) => write!(f, "dir:{}", path.display()),
+            SourceSpec::Kube => f.write_str("kube"),
+        }
+    }
+}
+
 impl std::str::FromStr for SourceSpec {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
@@ -113,7 +123,12 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
             addr: options.listen,
             source,
         })?;
-    tracing::info!(listen = %options.listen, source = ?options.source, node = ?options.config.node, "agent started");
+    tracing::info!(
+        listen = %options.listen,
+        source = %options.source,
+        node = options.config.node.as_deref().unwrap_or("(every pod)"),
+        "agent started"
+    );
     let reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
     let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
     let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());

@@ -34,6 +34,25 @@ pub enum Key {
     Admin(PolicyKind, String, bool),
 }
 
+impl std::fmt::Display for Key {
+    /// `Kind namespace/name` (`Kind name` for cluster-scoped kinds), `(staged)` after a
+    /// staged policy: the form diagnostics use.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::Namespace(n) | Key::Node(n) | Key::Admin(_, n, _) => {
+                write!(f, "{} {n}", self.kind())?
+            }
+            Key::Pod(ns, n) | Key::NetworkPolicy(ns, n, _) => {
+                write!(f, "{} {ns}/{n}", self.kind())?
+            }
+        }
+        if self.staged() {
+            f.write_str(" (staged)")?;
+        }
+        Ok(())
+    }
+}
+
 impl Key {
     /// The object's kind, as a metric label.
     pub fn kind(&self) -> &'static str {
@@ -327,16 +346,20 @@ impl Store {
             });
             match (key, previous, invalid.stand_in) {
                 (_, Some((key, last_valid)), _) => {
-                    tracing::warn!(text = id, object = ?key, "invalid; its last valid version stays in force");
+                    tracing::warn!(text = id, object = %key, "invalid; its last valid version stays in force");
                     h.insert(key, last_valid);
                 }
                 (Some(key), None, Some(stand_in)) => {
-                    tracing::warn!(text = id, object = ?key, "invalid new policy; its subject is isolated until it is fixed");
+                    tracing::warn!(text = id, object = %key, "invalid new policy; its subject is isolated until it is fixed");
                     h.insert(key, Arc::new(stand_in_object(stand_in)));
                     *stand_ins.entry(id.to_string()).or_default() += 1;
                 }
                 (key, None, _) => {
-                    tracing::warn!(text = id, object = ?key, "invalid new object; not enforced");
+                    tracing::warn!(
+                        text = id,
+                        object = %key.map(|k| k.to_string()).unwrap_or_default(),
+                        "invalid new object; not enforced"
+                    );
                 }
             }
         }
@@ -398,7 +421,7 @@ impl Store {
                 Some(c) => c.object = object.clone(),
                 None => {
                     if let Some(first) = claims.first() {
-                        tracing::error!(text = id, object = ?key, defined_in = first.text, "defined twice; the first definition stays in force");
+                        tracing::error!(text = id, object = %key, defined_in = first.text, "defined twice; the first definition stays in force");
                     }
                     claims.push(Claim {
                         text: id.to_string(),

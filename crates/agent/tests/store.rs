@@ -370,3 +370,20 @@ fn a_completed_pod_gives_its_address_up() {
         ],
     );
 }
+
+/// Logs and diagnostics name objects plainly, never in Rust's debug form.
+#[test]
+fn keys_read_as_kind_namespace_and_name() {
+    use palisade_agent::store::Key;
+    use palisade_model::PolicyKind;
+    assert_eq!(Key::Pod("x".into(), "a".into()).to_string(), "Pod x/a");
+    assert_eq!(
+        Key::NetworkPolicy("x".into(), "web".into(), true).to_string(),
+        "NetworkPolicy x/web (staged)"
+    );
+    assert_eq!(
+        Key::Admin(PolicyKind::ClusterNetworkPolicy, "deny".into(), false).to_string(),
+        "ClusterNetworkPolicy deny"
+    );
+    assert_eq!(Key::Namespace("x".into()).to_string(), "Namespace x");
+}

@@ -262,8 +262,13 @@ fn the_agent_follows_its_directory() {
         ("deny-x.yaml", DENY_X.to_string()),
     ];
     check(&lab, &state, "after start");
-    // The first commit's log line says where its time went, stage by stage.
+    // The first commit's log line says where its time went, stage by stage; a log that
+    // is not a terminal carries no colour codes.
     let agent_log = lab.agent_log();
+    assert!(
+        !agent_log.contains('\x1b'),
+        "colour codes in a log file: {agent_log}"
+    );
     let updated = agent_log
         .lines()
         .find(|l| l.contains("ruleset updated"))

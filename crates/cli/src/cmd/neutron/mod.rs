@@ -341,6 +341,8 @@ fn summary(r: &Report) -> String {
 fn controller(args: ControllerArgs) -> Result<(), CliError> {
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // Colour only for a person at a terminal, never in a log file or collector.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
@@ -378,7 +380,7 @@ async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError
     let bound = health
         .serve(args.listen)
         .map_err(|e| CliError::Controller(format!("--listen {}: {e}", args.listen)))?;
-    tracing::info!(source = ?args.source, listen = %bound, "neutron controller started");
+    tracing::info!(source = %args.source, listen = %bound, "neutron controller started");
     let options = args.connection.options();
     let sync_options = args.connection.sync_options(false)?;
     let resync = Duration::from_secs(args.resync.max(1));
@@ -447,7 +449,7 @@ async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError
                     tracing::warn!(pod = %u.pod, "no port: {}", u.reason);
                 }
                 for u in &report.unplaceable {
-                    tracing::error!(port = %u.port_id, pods = ?u.pods, "port closed, it cannot be placed: {}", u.reason);
+                    tracing::error!(port = %u.port_id, pods = %u.pods.join(","), "port closed, it cannot be placed: {}", u.reason);
                 }
                 for g in &report.refused {
                     tracing::warn!(group = %g.id, name = %g.name, "not ours, not used: {}", g.reason);
