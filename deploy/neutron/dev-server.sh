@@ -106,7 +106,9 @@ stop() {
   fi
 }
 
-ready() { curl -fsS -o /dev/null -H 'X-Project-Id: probe' -H 'X-User-Id: probe' -H 'X-Roles: member' "$url/v2.0/extensions" 2>/dev/null; }
+# Serving, database included: a listing reads the database (the extension list would not,
+# so a server whose MariaDB has stopped would pass for ready).
+ready() { curl -fsS -m 10 -o /dev/null -H 'X-Project-Id: probe' -H 'X-User-Id: probe' -H 'X-Roles: member' "$url/v2.0/security-groups?limit=1" 2>/dev/null; }
 
 start() {
   if ready; then log "already running at $url"; echo "export PALISADE_NEUTRON_URL=$url"; return; fi
