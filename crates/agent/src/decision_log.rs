@@ -232,6 +232,14 @@ pub async fn run(
     loop {
         let time = SystemTime::now();
         let now = Instant::now();
+        // Within the source's rate, or dropped and counted.
+        let mut admit = |src: IpAddr| {
+            let admitted = limit.allow(src, now);
+            if !admitted {
+                metrics.decision_log_dropped();
+            }
+            admitted
+        };
         let lines: Vec<Value> = tokio::select! {
             packets = stream.recv() => {
                 let Some(packets) = packets else { return Ok(()) };
@@ -240,10 +248,7 @@ pub async fn run(
                     .iter()
                     .filter_map(|p| Some((p.src, line(&state, p, time)?)))
                     .filter(|(_, l)| settings.wants(l))
-                    .filter_map(|(src, l)| limit.allow(src, now).then_some(l).or_else(|| {
-                        metrics.decision_log_dropped();
-                        None
-                    }))
+                    .filter_map(|(src, l)| admit(src).then_some(l))
                     .collect()
             }
             Some(packets) = new_rx.recv() => {
@@ -254,10 +259,7 @@ pub async fn run(
                 packets
                     .iter()
                     .filter_map(|p| Some((p.src, staged_denial(&state, p, time)?)))
-                    .filter_map(|(src, l)| limit.allow(src, now).then_some(l).or_else(|| {
-                        metrics.decision_log_dropped();
-                        None
-                    }))
+                    .filter_map(|(src, l)| admit(src).then_some(l))
                     .collect()
             }
         };

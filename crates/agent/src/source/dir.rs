@@ -402,8 +402,10 @@ impl Follower {
 
     /// Whether a writer still has `path` (or the file it leads to) open.
     fn being_written(&self, path: &Path) -> bool {
-        self.writing.contains(path)
-            || std::fs::canonicalize(path).is_ok_and(|real| self.writing.contains(&real))
+        // (Resolving the path costs system calls: only while something is being written.)
+        !self.writing.is_empty()
+            && (self.writing.contains(path)
+                || std::fs::canonicalize(path).is_ok_and(|real| self.writing.contains(&real)))
     }
 
     /// The directory cannot be read: keep everything, say so once.

@@ -607,18 +607,14 @@ impl Follow<'_> {
                 // Served before: a restart or a CRD upgrade answers 404 for a while. Keep
                 // everything; only discovery saying it is gone, for the grace period, drops it.
                 let gone = self.discovered().await == Some(false);
-                let since = match (gone, self.unserved_since) {
-                    (false, _) => {
-                        self.unserved_since = None;
-                        None
-                    }
-                    (true, Some(since)) => Some(since),
-                    (true, None) => {
-                        let now = std::time::Instant::now();
-                        self.unserved_since = Some(now);
-                        Some(now)
-                    }
-                };
+                if !gone {
+                    self.unserved_since = None;
+                }
+                let since = gone.then(|| {
+                    *self
+                        .unserved_since
+                        .get_or_insert_with(std::time::Instant::now)
+                });
                 if since.is_some_and(|s| s.elapsed() >= options.unserved_grace) {
                     tracing::error!(
                         kind = kind.kind,
