@@ -22,6 +22,7 @@ mod diag;
 pub mod digest;
 mod load;
 mod objects;
+pub mod tree;
 mod types;
 pub mod validate;
 pub mod yaml;

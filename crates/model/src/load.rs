@@ -1,6 +1,6 @@
 //! Loading: paths (files, directories, `-` for stdin) → documents → objects → a [`Cluster`].
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,6 +11,7 @@ use crate::convert::stand_in::{StandIn, stand_in};
 use crate::convert::{admin, core, netpol, workload};
 use crate::diag::{Ctx, Diagnostic, Severity};
 use crate::objects::{Cluster, NetworkPolicyApi, Origin, STAGED_ANNOTATION};
+use crate::tree::TreeEntry;
 use crate::types::PolicyKind;
 use crate::yaml::{self, LineMap};
 
@@ -201,8 +202,9 @@ fn last_document_marker(text: &str) -> Option<usize> {
     None
 }
 
-/// The files `path` names: itself, or the manifests under the directory (see
-/// [`expand_dir`]).
+/// The files `path` names: itself, or the manifests under the directory
+/// ([`crate::tree::manifest_tree`]: FIFOs and other non-regular files are skipped, a
+/// directory reached twice is read once); a symlink loop is an error.
 fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
     let meta = std::fs::metadata(path).map_err(|source| LoadError::Io {
         path: path.to_path_buf(),
@@ -211,62 +213,24 @@ fn expand(path: &Path) -> Result<Vec<PathBuf>, LoadError> {
     if !meta.is_dir() {
         return Ok(vec![path.to_path_buf()]);
     }
+    let entries = crate::tree::manifest_tree(path)
+        .map_err(|(path, source)| LoadError::Io { path, source })?;
     let mut out = Vec::new();
-    expand_dir(path, &mut Vec::new(), &mut HashSet::new(), &mut out)?;
-    Ok(out)
-}
-
-/// The regular `*.yaml|*.yml|*.json` files under `dir`, in name order, skipping hidden
-/// entries (`.git`, editors' swap files, `.nca` beside generated clusters, ConfigMap
-/// volumes' `..data`) and entries that are not regular files (a FIFO would block). A
-/// directory reached twice through symlinks is read once; a symlink that leads back to a
-/// directory being read is an error.
-fn expand_dir(
-    dir: &Path,
-    ancestors: &mut Vec<(u64, u64)>,
-    visited: &mut HashSet<(u64, u64)>,
-    out: &mut Vec<PathBuf>,
-) -> Result<(), LoadError> {
-    use std::os::unix::fs::MetadataExt;
-    let io = |source| LoadError::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    let meta = std::fs::metadata(dir).map_err(io)?;
-    let identity = (meta.dev(), meta.ino());
-    if ancestors.contains(&identity) {
-        return Err(io(std::io::Error::other(
-            "symbolic link loop: this directory contains itself",
-        )));
-    }
-    if !visited.insert(identity) {
-        return Ok(());
-    }
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
-    entries.sort();
-    let hidden = |e: &Path| {
-        e.file_name()
-            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-    };
-    ancestors.push(identity);
-    for e in entries.into_iter().filter(|e| !hidden(e)) {
-        let meta = std::fs::metadata(&e);
-        if meta.as_ref().is_ok_and(std::fs::Metadata::is_dir) {
-            expand_dir(&e, ancestors, visited, out)?;
-        } else if matches!(
-            e.extension().and_then(|x| x.to_str()),
-            Some("yaml" | "yml" | "json")
-        ) && !meta.is_ok_and(|m| !m.is_file())
-        {
-            // (A dangling symlink is kept: opening it reports the error.)
-            out.push(e);
+    for entry in entries {
+        match entry {
+            TreeEntry::File(file) => out.push(file),
+            TreeEntry::Loop(dir) => {
+                return Err(LoadError::Io {
+                    path: dir,
+                    source: std::io::Error::other(
+                        "symbolic link loop: this directory contains itself",
+                    ),
+                });
+            }
+            TreeEntry::NotRegular(_) => {}
         }
     }
-    ancestors.pop();
-    Ok(())
+    Ok(out)
 }
 
 /// Loads named texts (name, content), as if each were a file.

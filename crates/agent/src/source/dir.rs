@@ -36,6 +36,8 @@ use std::time::{Duration, Instant};
 use notify::event::{AccessKind, AccessMode, CreateKind, ModifyKind};
 use notify::{EventKind, RecursiveMode, Watcher};
 
+use palisade_model::tree::{TreeEntry, manifest_tree};
+
 use super::{Event, Sender, Text};
 
 /// How long the directory must stay quiet before it is listed again.
@@ -303,11 +305,12 @@ impl Follower {
 
     /// [`Follower::sync`] once the root is known to be a directory.
     fn sync_listed(&mut self) {
-        let mut listing = Listing::default();
-        if let Err(e) = listing.visit(&self.root, &mut Vec::new()) {
-            self.unavailable(format!("cannot list: {e}"));
-            return;
-        }
+        let listing = match Listing::of(&self.root) {
+            Ok(listing) => listing,
+            Err((dir, e)) => {
+                return self.unavailable(format!("cannot list {}: {e}", dir.display()));
+            }
+        };
         let mut put = Vec::new();
         let mut events = Vec::new();
         let mut budget = MAX_LISTING_BYTES;
@@ -440,7 +443,7 @@ impl Follower {
 enum Entry {
     /// A manifest file (or a symlink to one).
     File(PathBuf),
-    /// A directory symlink that leads back to a directory being listed.
+    /// A directory symlink that leads back to this directory (where it leads).
     Loop(PathBuf),
 }
 
@@ -450,49 +453,30 @@ struct Listing {
     entries: BTreeMap<String, Entry>,
     /// Manifest names that are not regular files (FIFOs, sockets, devices).
     skipped: BTreeSet<String>,
-    /// Directories visited, by (device, inode).
-    visited: HashSet<(u64, u64)>,
 }
 
 impl Listing {
-    /// Adds the manifests under `dir`; `ancestors` are the directories being visited.
-    fn visit(&mut self, dir: &Path, ancestors: &mut Vec<(u64, u64)>) -> std::io::Result<()> {
-        let meta = std::fs::metadata(dir)?;
-        let identity = (meta.dev(), meta.ino());
-        if ancestors.contains(&identity) {
-            self.entries
-                .insert(id(dir), Entry::Loop(std::fs::canonicalize(dir)?));
-            return Ok(());
-        }
-        // A directory reached twice (two symlinks to it) is read once.
-        if !self.visited.insert(identity) {
-            return Ok(());
-        }
-        let mut names: Vec<PathBuf> = std::fs::read_dir(dir)?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| !hidden(p))
-            .collect();
-        names.sort();
-        ancestors.push(identity);
-        for path in names {
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_dir() => {
-                    // A subdirectory that cannot be listed is reported, never taken as empty.
-                    self.visit(&path, ancestors)?;
-                }
-                Ok(m) if is_manifest(&path) && !m.is_file() => {
-                    self.skipped.insert(id(&path));
-                }
+    /// The manifests under `dir`, found as every reader finds them
+    /// ([`palisade_model::tree::manifest_tree`]).
+    fn of(dir: &Path) -> Result<Listing, (PathBuf, std::io::Error)> {
+        let mut listing = Listing::default();
+        for entry in manifest_tree(dir)? {
+            match entry {
                 // A dangling symlink or an unreadable entry that looks like a manifest is
                 // a text that cannot be read (what it held stays).
-                _ if is_manifest(&path) => {
-                    self.entries.insert(id(&path), Entry::File(path));
+                TreeEntry::File(path) => {
+                    listing.entries.insert(id(&path), Entry::File(path));
                 }
-                _ => {}
+                TreeEntry::Loop(path) => {
+                    let target = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                    listing.entries.insert(id(&path), Entry::Loop(target));
+                }
+                TreeEntry::NotRegular(path) => {
+                    listing.skipped.insert(id(&path));
+                }
             }
         }
-        ancestors.pop();
-        Ok(())
+        Ok(listing)
     }
 }
 
@@ -542,34 +526,6 @@ fn id(path: &Path) -> String {
     path.display().to_string()
 }
 
-fn hidden(path: &Path) -> bool {
-    path.file_name()
-        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-}
-
-fn is_manifest(path: &Path) -> bool {
-    !hidden(path)
-        && path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-}
-
 fn is_regular_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file())
-}
-
-/// Every manifest under `dir` that can be read now, in name order (for one-shot readers).
-pub fn scan(dir: &Path) -> std::io::Result<Vec<Text>> {
-    let mut listing = Listing::default();
-    listing.visit(dir, &mut Vec::new())?;
-    let mut out = Vec::new();
-    for (id, entry) in listing.entries {
-        if let Entry::File(path) = entry {
-            match read(&path, MAX_LISTING_BYTES) {
-                Ok((body, _)) => out.push(Text { id, body }),
-                Err(reason) => tracing::warn!(file = %id, %reason, "cannot read; skipped"),
-            }
-        }
-    }
-    Ok(out)
 }
