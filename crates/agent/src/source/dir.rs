@@ -183,9 +183,7 @@ impl Follower {
         let mut watcher = notify::recommended_watcher(self.raw_tx.clone())?;
         watcher.watch(&self.root, RecursiveMode::Recursive)?;
         self.watcher = Some(watcher);
-        self.root_identity = std::fs::metadata(&self.root)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
+        self.root_identity = directory_identity(&self.root);
         Ok(())
     }
 
@@ -276,11 +274,7 @@ impl Follower {
 
     /// Between events: looks for a directory that went missing or was replaced.
     fn poll(&mut self) {
-        let now = std::fs::metadata(&self.root)
-            .ok()
-            .filter(std::fs::Metadata::is_dir)
-            .map(|m| (m.dev(), m.ino()));
-        if !self.available || now != self.root_identity {
+        if !self.available || directory_identity(&self.root) != self.root_identity {
             self.sync();
         }
     }
@@ -524,6 +518,14 @@ fn read(path: &Path, budget: u64) -> Result<(String, FileIdentity), String> {
 
 fn id(path: &Path) -> String {
     path.display().to_string()
+}
+
+/// (device, inode) of the directory at `path`, if one is there.
+fn directory_identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path)
+        .ok()
+        .filter(std::fs::Metadata::is_dir)
+        .map(|m| (m.dev(), m.ino()))
 }
 
 fn is_regular_file(path: &Path) -> bool {
