@@ -762,3 +762,17 @@ fn a_completed_pods_address_belongs_to_the_pod_that_reuses_it() {
         "y/b (10.0.1.11) is cut off: {allowed:?}"
     );
 }
+
+/// Usage errors of the agent's flags exit 2 before anything is touched.
+#[test]
+fn agent_flags_are_checked() {
+    for args in [
+        &["agent", "--source", "dir:.", "--decision-log-rate", "0"][..],
+        &["agent", "--source", "dir:.", "--decision-log-level", "some"],
+        &["agent", "--uninstall", "--source", "kube"],
+        &["agent"],
+    ] {
+        let o = palisade(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+    }
+}

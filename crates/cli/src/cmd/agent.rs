@@ -40,7 +40,7 @@ pub struct Args {
     #[arg(long, value_name = "deny|all", default_value = "deny", value_parser = clap::value_parser!(DecisionLogLevel))]
     decision_log_level: DecisionLogLevel,
     /// The most decision-log lines per second for one source address (bursts of twice as
-    /// many); the lines dropped are counted in `palisade_decision_log_dropped_lines`.
+    /// many); the lines dropped are counted in `palisade_decision_log_dropped_lines_total`.
     #[arg(long, value_name = "N", default_value_t = 10.0)]
     decision_log_rate: f64,
     /// Log format.
