@@ -8,35 +8,14 @@
 
 mod common;
 
-use palisade_engine::{Engine, Options};
-use palisade_gen::{Generated, Spec, generate};
-use palisade_neutron::{TranslateOptions, Translation, translate};
+use common::{engine, generated, translation};
+
+use palisade_engine::Engine;
 use palisade_neutron_sync::client::Client;
 use palisade_neutron_sync::quota::usage;
 use palisade_neutron_sync::state::{DEFAULT_CLUSTER_ID, Owner, PortFilter, list_ports, observe};
 use palisade_neutron_sync::{SyncError, SyncOptions, apply, plan, sync};
 use serde_json::{Value, json};
-
-fn generated(seed: u64) -> Generated {
-    generate(&Spec {
-        pods: 10,
-        policies: 4,
-        seed,
-        admin: false,
-    })
-}
-
-fn engine(g: &Generated) -> Engine {
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap();
-    Engine::new(loaded.cluster, Options::default())
-}
-
-fn translation(e: &Engine) -> Translation {
-    translate(e, &TranslateOptions::default()).unwrap().0
-}
 
 fn options(filter: &PortFilter) -> SyncOptions {
     SyncOptions {

@@ -7,31 +7,21 @@
 
 mod common;
 
+use common::{engine, translation};
+
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-use palisade_engine::{Engine, Flow, Options};
+use palisade_engine::{Engine, Flow};
 use palisade_gen::{Generated, Spec, generate};
 use palisade_model::Protocol;
-use palisade_neutron::{SgEvaluator, TranslateOptions, Translation, translate};
+use palisade_neutron::SgEvaluator;
 use palisade_neutron_sync::client::Client;
 use palisade_neutron_sync::readback::read_back;
 use palisade_neutron_sync::state::{DEFAULT_CLUSTER_ID, Owner, PortFilter, observe};
 use palisade_neutron_sync::{SyncOptions, plan, sync};
 use serde_json::json;
-
-fn engine(g: &Generated) -> Engine {
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap();
-    Engine::new(loaded.cluster, Options::default())
-}
-
-fn translation(e: &Engine) -> Translation {
-    translate(e, &TranslateOptions::default()).unwrap().0
-}
 
 /// Every probe Neutron admits is admitted by one of `allowed_by` (`what` names them).
 fn admits_no_more(c: &Client, filter: &PortFilter, allowed_by: &[&Engine], what: &str) {

@@ -11,36 +11,13 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
-use common::Fault;
-use palisade_engine::{Engine, Options};
-use palisade_gen::{Generated, Spec, generate};
-use palisade_neutron::{OPEN_EGRESS, TranslateOptions, Translation, translate};
+use common::{Fault, engine, generated, translation};
+use palisade_neutron::OPEN_EGRESS;
 use palisade_neutron_sync::client::Client;
 use palisade_neutron_sync::plan::creation_description;
 use palisade_neutron_sync::state::{OWNED_TAG, Owner, PortFilter, list_groups, list_ports};
 use palisade_neutron_sync::{SyncOptions, sync};
 use serde_json::json;
-
-fn generated(seed: u64) -> Generated {
-    generate(&Spec {
-        pods: 10,
-        policies: 4,
-        seed,
-        admin: false,
-    })
-}
-
-fn engine(g: &Generated) -> Engine {
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap();
-    Engine::new(loaded.cluster, Options::default())
-}
-
-fn translation(e: &Engine) -> Translation {
-    translate(e, &TranslateOptions::default()).unwrap().0
-}
 
 fn options(filter: &PortFilter, cluster_id: &str) -> SyncOptions {
     SyncOptions {

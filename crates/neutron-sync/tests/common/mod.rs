@@ -246,3 +246,29 @@ pub fn proxy(upstream: &str, fault: impl FnMut(&str, &str) -> Fault + Send + 'st
     });
     url
 }
+
+/// A small generated cluster (10 pods, 4 NetworkPolicies) of `seed`.
+pub fn generated(seed: u64) -> palisade_gen::Generated {
+    palisade_gen::generate(&palisade_gen::Spec {
+        pods: 10,
+        policies: 4,
+        seed,
+        admin: false,
+    })
+}
+
+/// The evaluator of a generated cluster and its policies.
+pub fn engine(g: &palisade_gen::Generated) -> palisade_engine::Engine {
+    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
+    let loaded =
+        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
+            .unwrap();
+    palisade_engine::Engine::new(loaded.cluster, palisade_engine::Options::default())
+}
+
+/// The default translation of `e` into security groups.
+pub fn translation(e: &palisade_engine::Engine) -> palisade_neutron::Translation {
+    palisade_neutron::translate(e, &palisade_neutron::TranslateOptions::default())
+        .unwrap()
+        .0
+}
