@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{is_root, palisade, stderr};
+use common::{agent_endpoint, is_root, lab_compare, palisade, stderr};
 
 const EXE: &str = env!("CARGO_BIN_EXE_palisade");
 const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
@@ -94,7 +94,7 @@ impl AgentLab {
         }
         let start = Instant::now();
         for (_, netns) in &self.nodes {
-            while get(netns, "/readyz").0 != 200 {
+            while agent_endpoint(netns, "/readyz").0 != 200 {
                 assert!(
                     start.elapsed() < Duration::from_secs(10),
                     "agent in {netns} not ready: {}",
@@ -124,7 +124,7 @@ impl AgentLab {
 
     /// (status, body) of the first agent's endpoint.
     fn get(&self, path: &str) -> (u16, String) {
-        get(&self.nodes[0].1, path)
+        agent_endpoint(&self.nodes[0].1, path)
     }
 
     /// A metric of the first agent.
@@ -153,21 +153,7 @@ impl AgentLab {
 
     /// The kernel agrees with the evaluator on the manifests in `dir`.
     fn assert_enforces(&self, dir: &Path, what: &str) {
-        let o = palisade(&[
-            "lab",
-            "probe",
-            "-f",
-            dir.to_str().unwrap(),
-            "--name",
-            &self.name,
-            "--ports",
-            "80,81",
-            "--protocols",
-            "TCP,UDP",
-            "--compare",
-            "-o",
-            "jsonl",
-        ]);
+        let o = lab_compare(&self.name, dir.to_str().unwrap());
         assert!(
             o.status.success(),
             "{what}: kernel and evaluator disagree: {}\nagent: {}",
@@ -201,21 +187,8 @@ fn root_or_skip(test: &str) -> bool {
     root
 }
 
-/// (status, body) of an agent endpoint, from inside its network namespace.
-fn get(netns: &str, path: &str) -> (u16, String) {
-    let o = Command::new("ip")
-        .args(["netns", "exec", netns, "curl", "-s", "-m", "2"])
-        .args(["-w", "\n%{http_code}"])
-        .arg(format!("http://127.0.0.1:9464{path}"))
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&o.stdout).into_owned();
-    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-    (code.trim().parse().unwrap_or(0), body.to_string())
-}
-
 fn metric(netns: &str, name: &str) -> f64 {
-    let (_, body) = get(netns, "/metrics");
+    let (_, body) = agent_endpoint(netns, "/metrics");
     body.lines()
         .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
         .unwrap_or(0.0)

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{is_root, palisade, stderr};
+use common::{agent_endpoint, is_root, lab_compare, palisade, stderr};
 use palisade_testenv::ControlPlane;
 
 const EXE: &str = env!("CARGO_BIN_EXE_palisade");
@@ -155,15 +155,7 @@ impl KubeAgentLab {
 
     /// (status, body) of the agent's endpoint, from inside its network namespace.
     fn get(&self, path: &str) -> (u16, String) {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &self.netns, "curl", "-s", "-m", "2"])
-            .args(["-w", "\n%{http_code}"])
-            .arg(format!("http://127.0.0.1:9464{path}"))
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&o.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), body.to_string())
+        agent_endpoint(&self.netns, path)
     }
 
     fn commits(&self) -> f64 {
@@ -269,21 +261,7 @@ impl KubeAgentLab {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("state.yaml"), state).unwrap();
-        let o = palisade(&[
-            "lab",
-            "probe",
-            "-f",
-            dir.to_str().unwrap(),
-            "--name",
-            &self.name,
-            "--ports",
-            "80,81",
-            "--protocols",
-            "TCP,UDP",
-            "--compare",
-            "-o",
-            "jsonl",
-        ]);
+        let o = lab_compare(&self.name, dir.to_str().unwrap());
         assert!(
             o.status.success(),
             "{what}: kernel and evaluator disagree: {}\nagent: {}",

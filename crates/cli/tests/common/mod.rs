@@ -48,3 +48,37 @@ pub fn is_root() -> bool {
             == Some("0")
     })
 }
+
+/// (status, body) of `GET path` on the agent's endpoint (`127.0.0.1:9464`) inside the
+/// network namespace `netns`; status 0 when nothing answers.
+pub fn agent_endpoint(netns: &str, path: &str) -> (u16, String) {
+    let o = Command::new("ip")
+        .args(["netns", "exec", netns, "curl", "-s", "-m", "2"])
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("http://127.0.0.1:9464{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+/// `palisade lab probe --compare` of lab `name` on TCP and UDP 80 and 81 against the
+/// manifests at `path`: success when the kernel decides every probe as the evaluator.
+pub fn lab_compare(name: &str, path: &str) -> Output {
+    palisade(&[
+        "lab",
+        "probe",
+        "-f",
+        path,
+        "--name",
+        name,
+        "--ports",
+        "80,81",
+        "--protocols",
+        "TCP,UDP",
+        "--compare",
+        "-o",
+        "jsonl",
+    ])
+}
