@@ -234,6 +234,25 @@ pub fn parse_cidr(s: &str) -> Result<IpNet, String> {
     })
 }
 
+/// Why a CIDR that [`parse_cidr`] reads is in a form the API server refuses in new values
+/// since Kubernetes 1.33 (strict IP/CIDR validation) but keeps in objects stored before:
+/// bits set beyond the prefix length, an IPv4-mapped IPv6 address, or a prefix length
+/// with a leading 0. `None` for a CIDR in a form the API server accepts today.
+pub fn legacy_cidr_form(s: &str) -> Option<&'static str> {
+    let (addr, len) = s.split_once('/')?;
+    if len.len() > 1 && len.starts_with('0') {
+        return Some("a prefix length with a leading 0");
+    }
+    let ip: std::net::IpAddr = addr.parse().ok()?;
+    if let std::net::IpAddr::V6(v6) = ip
+        && v6.to_ipv4_mapped().is_some()
+    {
+        return Some("an IPv4-mapped IPv6 address");
+    }
+    let net = parse_cidr(s).ok()?;
+    (net.addr() != ip).then_some("bits set beyond the prefix length")
+}
+
 /// The IP written before the `/` of a CIDR (what Go's `ParseCIDR` returns as the IP).
 pub(crate) fn cidr_ip(s: &str) -> Option<std::net::IpAddr> {
     s.split_once('/')?.0.parse().ok()

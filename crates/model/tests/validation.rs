@@ -79,6 +79,7 @@ fn each_rule_has_its_message_and_line() {
         ("cnp peers", cnp(&format!("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {{}}\n  ingress:\n  - action: Deny\n    from:\n{}", "    - namespaces: {}\n".repeat(26))), "spec.ingress[0].from: Too many: 26: must have at most 25 items"),
         ("cnp range", cnp("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {}\n  ingress:\n  - action: Deny\n    from: [{namespaces: {}}]\n    protocols:\n    - tcp:\n        destinationPort:\n          range: {start: 80, end: 80}\n"), "spec.ingress[0].protocols[0].tcp.destinationPort.range: Invalid value: Start port must be less than End port"),
         ("cnp action", cnp("  tier: Baseline\n  priority: 1\n  subject:\n    namespaces: {}\n  egress:\n  - action: Allow\n    to: [{namespaces: {}}]\n"), "spec.egress[0].action: Unsupported value: \"Allow\""),
+        ("cnp domainNames with a named port", cnp("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {}\n  egress:\n  - action: Accept\n    to: [{domainNames: [example.com]}]\n    protocols:\n    - destinationNamedPort: http\n"), "11: spec.egress[0]: Invalid value: networks/nodes/domainNames peer cannot be set with namedPorts"),
         ("cnp port number", cnp("  tier: Admin\n  priority: 1\n  subject:\n    namespaces: {}\n  egress:\n  - action: Deny\n    to: [{namespaces: {}}]\n    protocols:\n    - udp:\n        destinationPort: {number: 0}\n"), "spec.egress[0].protocols[0].udp.destinationPort.number: Invalid value: 0"),
         ("pod container port", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers:\n  - name: c\n    ports:\n    - containerPort: 70000\n".to_string(), "9: spec.containers[0].ports[0].containerPort: Invalid value: 70000"),
         ("pod ip", "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nstatus:\n  podIP: 10.0.0.256\n".to_string(), "6: status.podIP: Invalid value: \"10.0.0.256\""),
@@ -206,6 +207,52 @@ fn unknown_fields_of_cluster_objects_are_notices() {
         d.to_string(),
         "p.yaml:5: notice: Pod p: metadata.colour: unknown field \"metadata.colour\""
     );
+}
+
+/// ClusterNetworkPolicy's `pods.namespaceSelector` is optional (v1alpha2): absent, it
+/// selects every namespace, in the subject and in peers; the v1alpha1 kinds require it.
+#[test]
+fn a_cluster_network_policy_pods_selector_without_namespaces_selects_every_namespace() {
+    let yaml = cnp(
+        "  tier: Admin\n  priority: 1\n  subject:\n    pods:\n      podSelector: {matchLabels: {app: db}}\n  ingress:\n  - action: Deny\n    from: [{pods: {podSelector: {}}}]\n",
+    );
+    let loaded = load_sources([("c.yaml", yaml.as_str())], LoadOptions::default()).unwrap();
+    let p = &loaded.cluster.admin_policies[0];
+    assert!(
+        matches!(&p.subject, palisade_model::Subject::Pods { namespaces, .. } if *namespaces == Default::default()),
+        "{:?}",
+        p.subject
+    );
+    let v1alpha1 = anp("  priority: 1\n  subject:\n    pods:\n      podSelector: {}\n");
+    assert_eq!(
+        errors(&v1alpha1),
+        ["8: spec.subject.pods.namespaceSelector: Required value"]
+    );
+}
+
+/// CIDRs in the forms strict IP/CIDR validation refuses in new values (Kubernetes 1.33
+/// and later) are read as objects stored before are read, with a notice each.
+#[test]
+fn legacy_cidr_forms_are_read_with_a_notice() {
+    for (cidr, why) in [
+        ("10.0.0.1/8", "bits set beyond the prefix length"),
+        ("10.0.0.0/08", "a prefix length with a leading 0"),
+        ("'::ffff:10.0.0.0/104'", "an IPv4-mapped IPv6 address"),
+    ] {
+        let yaml = np(&format!(
+            "  ingress:\n  - from:\n    - ipBlock:\n        cidr: {cidr}\n"
+        ));
+        let loaded = load_sources([("p.yaml", yaml.as_str())], LoadOptions::default()).unwrap();
+        let notice = loaded
+            .diagnostics
+            .iter()
+            .find(|d| d.field.ends_with("ipBlock.cidr"))
+            .unwrap_or_else(|| panic!("{cidr}: no notice"));
+        assert!(notice.message.contains(why), "{cidr}: {}", notice.message);
+    }
+    let yaml = np("  ingress:\n  - from:\n    - ipBlock:\n        cidr: 10.0.0.0/8\n");
+    let loaded = load_sources([("p.yaml", yaml.as_str())], LoadOptions::default()).unwrap();
+    assert!(loaded.diagnostics.iter().all(|d| !d.field.contains("cidr")));
 }
 
 #[test]

@@ -4,6 +4,9 @@
 
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use palisade_testenv::ControlPlane;
 
 /// Runs `palisade ARGS` from the repository root with empty stdin.
 pub fn palisade(args: &[&str]) -> Output {
@@ -81,4 +84,28 @@ pub fn lab_compare(name: &str, path: &str) -> Output {
         "-o",
         "jsonl",
     ])
+}
+
+/// One control plane (etcd and kube-apiserver) for the test binary that asks; its tests
+/// take turns (each resets it). `None`, saying why, when the binaries are not built.
+pub fn plane(test: &str) -> Option<MutexGuard<'static, ControlPlane>> {
+    static PLANE: OnceLock<Option<Mutex<ControlPlane>>> = OnceLock::new();
+    let plane = PLANE.get_or_init(|| {
+        let bins = palisade_testenv::Binaries::find().ok()?;
+        let cp = ControlPlane::start(&bins, None).expect("start the control plane");
+        eprintln!(
+            "control plane at {} ready in {:.2} s",
+            cp.url(),
+            cp.startup.as_secs_f64()
+        );
+        Some(Mutex::new(cp))
+    });
+    match plane {
+        Some(m) => Some(m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())),
+        // Says why this test is skipped (or fails it under CI=true).
+        None => {
+            palisade_testenv::require(test);
+            None
+        }
+    }
 }

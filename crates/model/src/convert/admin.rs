@@ -98,7 +98,7 @@ pub(crate) fn admin_policy(
     };
     known(ctx, "spec", spec, spec_keys);
     let (tier, priority) = tier_and_priority(ctx, spec, kind);
-    let subject = subject(ctx, "spec.subject", spec.get("subject"));
+    let subject = subject(ctx, kind, "spec.subject", spec.get("subject"));
     let ingress = rule_list(ctx, rules, spec, "ingress");
     let egress = rule_list(ctx, rules, spec, "egress");
     let subject = subject?;
@@ -157,7 +157,12 @@ fn tier_and_priority(
     (tier, priority)
 }
 
-pub(crate) fn subject(ctx: &mut Ctx<'_>, path: &str, v: Option<&Value>) -> Option<Subject> {
+pub(crate) fn subject(
+    ctx: &mut Ctx<'_>,
+    kind: PolicyKind,
+    path: &str,
+    v: Option<&Value>,
+) -> Option<Subject> {
     let Some(v) = v else {
         ctx.error(path, "Required value");
         return None;
@@ -171,7 +176,7 @@ pub(crate) fn subject(ctx: &mut Ctx<'_>, path: &str, v: Option<&Value>) -> Optio
     let pods_path = join(path, "pods");
     let pods = obj(ctx, &pods_path, m.get("pods")?)?;
     known(ctx, &pods_path, pods, &["namespaceSelector", "podSelector"]);
-    let namespaces = required_selector(ctx, &pods_path, pods, "namespaceSelector");
+    let namespaces = namespace_selector(ctx, kind, &pods_path, pods);
     let pod_sel = required_selector(ctx, &pods_path, pods, "podSelector");
     Some(Subject::Pods {
         namespaces: namespaces?,
@@ -283,7 +288,7 @@ fn rule(
             }
             list.iter()
                 .enumerate()
-                .filter_map(|(i, p)| peer(ctx, &index(&peers_path, i), p, egress))
+                .filter_map(|(i, p)| peer(ctx, rules.kind, &index(&peers_path, i), p, egress))
                 .collect()
         }
     };
@@ -298,7 +303,15 @@ fn rule(
         .iter()
         .flatten()
         .any(|p| matches!(p, AdminPort::Named(_)));
-    if named
+    if named && rules.kind == PolicyKind::ClusterNetworkPolicy {
+        if peers
+            .iter()
+            .any(|p| matches!(p, AdminPeer::Nodes(_) | AdminPeer::Networks(_)))
+            || m.get(peers_key).is_some_and(has_domain_names)
+        {
+            ctx.error(path, "Invalid value: networks/nodes/domainNames peer cannot be set with namedPorts since there are no namedPorts for networks/nodes/domainNames");
+        }
+    } else if named
         && peers
             .iter()
             .any(|p| matches!(p, AdminPeer::Nodes(_) | AdminPeer::Networks(_)))
@@ -336,7 +349,13 @@ const EGRESS_PEERS: &[&str] = &["namespaces", "pods", "nodes", "networks", "doma
 /// A peer. "If a consumer observes none of its fields are set, they should assume an unknown
 /// option has been specified and fail closed": a peer with only unknown fields is kept as
 /// [`AdminPeer::Unsupported`]; an empty one is invalid (MinProperties=1).
-fn peer(ctx: &mut Ctx<'_>, path: &str, v: &Value, egress: bool) -> Option<AdminPeer> {
+fn peer(
+    ctx: &mut Ctx<'_>,
+    kind: PolicyKind,
+    path: &str,
+    v: &Value,
+    egress: bool,
+) -> Option<AdminPeer> {
     let m = obj(ctx, path, v)?;
     let peer_fields = if egress { EGRESS_PEERS } else { INGRESS_PEERS };
     let present: Vec<&str> = peer_fields
@@ -394,7 +413,7 @@ fn peer(ctx: &mut Ctx<'_>, path: &str, v: &Value, egress: bool) -> Option<AdminP
             let namespaces = if pm.contains_key("namespaces") {
                 namespace_match(ctx, &join(&p, "namespaces"), &pm["namespaces"])
             } else {
-                required_selector(ctx, &p, pm, "namespaceSelector").map(NamespaceMatch::Selector)
+                namespace_selector(ctx, kind, &p, pm).map(NamespaceMatch::Selector)
             };
             Some(AdminPeer::Pods {
                 namespaces: namespaces?,
@@ -670,6 +689,20 @@ fn required_port(
         }
         Some(v) => integer(ctx, &p, v).and_then(|n| validate::port(ctx, &p, n)),
     }
+}
+
+/// `pods.namespaceSelector`: required in the v1alpha1 kinds; optional in
+/// ClusterNetworkPolicy, where an absent one selects every namespace.
+fn namespace_selector(
+    ctx: &mut Ctx<'_>,
+    kind: PolicyKind,
+    path: &str,
+    pods: &Map<String, Value>,
+) -> Option<Selector> {
+    if kind == PolicyKind::ClusterNetworkPolicy && !pods.contains_key("namespaceSelector") {
+        return Some(Selector::default());
+    }
+    required_selector(ctx, path, pods, "namespaceSelector")
 }
 
 fn required_selector(

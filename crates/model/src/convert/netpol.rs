@@ -230,6 +230,19 @@ fn peer(ctx: &mut Ctx<'_>, path: &str, p: &net::NetworkPolicyPeer) -> Option<Net
     Some(NetworkPolicyPeer::Pods { namespaces, pods })
 }
 
+/// A notice for a CIDR in a form the API server no longer accepts in new values (it keeps
+/// such values in objects stored before, and in updates that do not change them).
+fn legacy_form(ctx: &mut Ctx<'_>, path: &str, written: &str, read: ipnet::IpNet) {
+    if let Some(why) = validate::legacy_cidr_form(written) {
+        ctx.notice(
+            path,
+            format!(
+                "{written:?} has {why}: read as {read}, as the API server reads objects stored before Kubernetes 1.33; it refuses this form in new values"
+            ),
+        );
+    }
+}
+
 /// `ValidateIPBlock`: a valid `cidr`; every `except` a valid CIDR and a strict subset of `cidr`.
 fn ip_block(ctx: &mut Ctx<'_>, path: &str, b: &net::IPBlock) -> Option<IpBlock> {
     let cidr_path = join(path, "cidr");
@@ -238,7 +251,10 @@ fn ip_block(ctx: &mut Ctx<'_>, path: &str, b: &net::IPBlock) -> Option<IpBlock> 
         return None;
     }
     let cidr = match validate::parse_cidr(&b.cidr) {
-        Ok(c) => c,
+        Ok(c) => {
+            legacy_form(ctx, &cidr_path, &b.cidr, c);
+            c
+        }
         Err(e) => {
             ctx.error(&cidr_path, e);
             return None;
@@ -254,6 +270,7 @@ fn ip_block(ctx: &mut Ctx<'_>, path: &str, b: &net::IPBlock) -> Option<IpBlock> 
                 ok = false;
             }
             Ok(net) => {
+                legacy_form(ctx, &p, e, net);
                 let written_ip = validate::cidr_ip(e);
                 let inside = written_ip.is_some_and(|ip| cidr.contains(&ip))
                     && cidr.prefix_len() < net.prefix_len();

@@ -75,7 +75,7 @@ pub(crate) fn stand_in(
                 "BaselineAdminNetworkPolicy" => PolicyKind::BaselineAdminNetworkPolicy,
                 _ => PolicyKind::ClusterNetworkPolicy,
             };
-            let subject = admin::subject(&mut ctx, "spec.subject", spec.get("subject"))?;
+            let subject = admin::subject(&mut ctx, kind, "spec.subject", spec.get("subject"))?;
             if !ctx.diags.is_empty() {
                 return None;
             }
