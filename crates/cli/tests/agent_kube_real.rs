@@ -465,6 +465,72 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     lab.cp().wait_ready().unwrap();
     lab.kubectl_and_wait(&["apply", "-f", "-"], DENY_X);
     lab.assert_enforces_cluster("a policy applied after etcd restarted");
+
+    // The API server answering 404 for a custom resource whose objects still exist (as
+    // while its CRD informer syncs after a restart): the AdminNetworkPolicy version is
+    // made unserved, then served again. The kernel keeps the policy throughout, the agent
+    // reports not ready, then lists again and follows a change.
+    lab.kubectl_and_wait(&["apply", "-f", "-"], ANP);
+    let state = lab.assert_enforces_cluster("a policy applied before its kind went unserved");
+    let served = |on: bool| {
+        lab.cp().kubectl_ok(&[
+            "patch",
+            "crd",
+            "adminnetworkpolicies.policy.networking.k8s.io",
+            "--type=json",
+            "-p",
+            &format!(r#"[{{"op":"replace","path":"/spec/versions/0/served","value":{on}}}]"#),
+        ]);
+    };
+    served(false);
+    let unserved = Instant::now();
+    loop {
+        let o = lab.cp().kubectl(&[
+            "get",
+            "adminnetworkpolicies.v1alpha1.policy.networking.k8s.io",
+        ]);
+        if !o.status.success() {
+            break;
+        }
+        assert!(unserved.elapsed() < Duration::from_secs(20), "still served");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    loop {
+        lab.assert_enforces_text(&state, "AdminNetworkPolicy unserved (404)");
+        let (code, body) = lab.get("/readyz");
+        if code == 503 {
+            eprintln!("unserved: /readyz {code}: {body}");
+            break;
+        }
+        assert!(
+            unserved.elapsed() < Duration::from_secs(20),
+            "still ready while AdminNetworkPolicy answers 404: {code} {body}\n{}",
+            lab.agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let since = Instant::now();
+    while since.elapsed() < Duration::from_secs(5) {
+        lab.assert_enforces_text(&state, "AdminNetworkPolicy unserved (404)");
+    }
+    served(true);
+    lab.cp().wait_ready().unwrap();
+    let back = Instant::now();
+    while lab.get("/readyz").0 != 200 {
+        lab.assert_enforces_text(
+            &state,
+            "AdminNetworkPolicy served again, the agent resyncing",
+        );
+        assert!(
+            back.elapsed() < Duration::from_secs(60),
+            "not ready again after AdminNetworkPolicy is served again: {:?}\n{}",
+            lab.get("/readyz"),
+            lab.agent_log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    lab.kubectl_and_wait(&["delete", "adminnetworkpolicy", "protect-z-c"], "");
+    lab.assert_enforces_cluster("a policy deleted after its kind was served again");
 }
 
 /// `deploy/`'s ClusterRole is exactly what the agent needs: without any one of its
