@@ -709,3 +709,503 @@ fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
         took[took.len() - 1]
     );
 }
+
+/// Which enforcer runs in the lab's node namespace.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Enforcer {
+    /// No enforcer: the baseline of the latency measurements.
+    None,
+    /// `palisade agent --source kube`.
+    Palisade,
+    /// kube-network-policies (the upstream reference enforcer: nfqueue, verdicts in user
+    /// space), reading as the cluster's admin.
+    KubeNetworkPolicies,
+}
+
+/// kube-network-policies' binary (NetworkPolicy, AdminNetworkPolicy and
+/// BaselineAdminNetworkPolicy), as `bench/kube-network-policies.sh` builds it.
+fn kube_network_policies() -> Option<PathBuf> {
+    let path = std::env::var_os("PALISADE_KNP")
+        .map(PathBuf::from)
+        .or_else(|| {
+            Some(
+                PathBuf::from(std::env::var_os("HOME")?)
+                    .join(".cache/palisade-peers/kube-network-policies-v1.1.1/npa-v1alpha1"),
+            )
+        })?;
+    path.exists().then_some(path)
+}
+
+impl KubeAgentLab {
+    /// Starts `enforcer` and waits until it enforces: the agent's `/readyz`, or
+    /// kube-network-policies' table in place and its caches synced.
+    fn start_enforcer(&mut self, enforcer: Enforcer, knp: &std::path::Path) {
+        match enforcer {
+            Enforcer::None => {}
+            Enforcer::Palisade => self.start_agent(),
+            Enforcer::KubeNetworkPolicies => {
+                let log = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.log)
+                    .unwrap();
+                let child = Command::new("ip")
+                    .args(["netns", "exec", &self.netns])
+                    .arg(knp)
+                    .arg(format!("--kubeconfig={}", self.cp().kubeconfig.display()))
+                    .args([
+                        "--hostname-override=node-1",
+                        "--disable-nri",
+                        "--fail-open=false",
+                        "--metrics-bind-address=127.0.0.1:9080",
+                    ])
+                    .stdout(Stdio::null())
+                    .stderr(log)
+                    .spawn()
+                    .unwrap();
+                self.agent = Some(child);
+                let start = Instant::now();
+                while !self.nft_table_exists("kube-network-policies") {
+                    assert!(
+                        start.elapsed() < Duration::from_secs(30),
+                        "kube-network-policies did not start: {}",
+                        self.agent_log()
+                    );
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                // Its informers list before it answers a verdict; give them time.
+                std::thread::sleep(Duration::from_secs(3));
+            }
+        }
+    }
+
+    /// Stops whichever enforcer runs and removes its table.
+    fn stop_enforcer(&mut self) {
+        self.kill_agent();
+        for table in ["palisade", "kube-network-policies"] {
+            let _ = Command::new("ip")
+                .args([
+                    "netns",
+                    "exec",
+                    &self.netns,
+                    "nft",
+                    "delete",
+                    "table",
+                    "inet",
+                    table,
+                ])
+                .stderr(Stdio::null())
+                .status();
+        }
+    }
+
+    fn nft_table_exists(&self, table: &str) -> bool {
+        Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.netns,
+                "nft",
+                "list",
+                "table",
+                "inet",
+                table,
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
+    /// The enforcer's user and system CPU time and its peak resident memory (kB).
+    fn enforcer_usage(&self) -> (Duration, u64) {
+        let Some(pid) = self.agent.as_ref().map(Child::id) else {
+            return (Duration::ZERO, 0);
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // After the command name in parentheses: fields 14 and 15 are utime and stime.
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        let ticks: u64 = fields
+            .get(11..13)
+            .map(|f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum())
+            .unwrap_or(0);
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let hwm = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        (Duration::from_millis(ticks * 10), hwm)
+    }
+}
+
+/// Whether this kernel has the nftables `queue` expression, which kube-network-policies'
+/// dataplane needs (it sends new connections to user space through it): tried in a
+/// scratch network namespace.
+fn kernel_has_nft_queue() -> Option<String> {
+    let ns = Netns(format!("q{:x}", std::process::id()));
+    let ok = Command::new("ip")
+        .args(["netns", "add", &ns.0])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "ip netns add");
+    let o = Command::new("ip")
+        .args(["netns", "exec", &ns.0, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            c.stdin
+                .take()
+                .unwrap()
+                .write_all(b"table inet q {\n  chain c {\n    type filter hook postrouting priority 0;\n    ct state new queue num 100 bypass\n  }\n}\n")?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    (!o.status.success()).then(|| String::from_utf8_lossy(&o.stderr).trim().to_string())
+}
+
+/// Runs `f` on a thread in the network namespace `netns`.
+fn in_netns<T: Send>(netns: &str, f: impl FnOnce() -> T + Send) -> T {
+    let ns = std::fs::File::open(format!("/run/netns/{netns}")).unwrap();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            use std::os::fd::AsFd;
+            rustix::thread::move_into_link_name_space(
+                ns.as_fd(),
+                Some(rustix::thread::LinkNameSpaceType::Network),
+            )
+            .unwrap();
+            f()
+        })
+        .join()
+        .unwrap()
+    })
+}
+
+/// Whether a new TCP connection to `to` exchanges a byte with the lab's echo responder.
+fn exchange(to: std::net::SocketAddr) -> bool {
+    use std::io::Read;
+    let timeout = Duration::from_millis(150);
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&to, timeout) else {
+        return false;
+    };
+    let mut byte = [0u8; 1];
+    s.set_read_timeout(Some(timeout)).is_ok()
+        && s.write_all(b"x").is_ok()
+        && s.read_exact(&mut byte).is_ok()
+}
+
+/// New-connection latency from the pod namespace `from` to `to` (the lab's helper):
+/// (p50 µs, p99 µs, connections).
+fn connect_latency(from: &str, to: std::net::SocketAddr) -> (f64, f64, u64) {
+    let o = Command::new("ip")
+        .args(["netns", "exec", from, EXE, "lab", "connect-bench"])
+        .args(["--to", &to.to_string(), "--millis", "1500"])
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&o.stdout).to_string();
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let field = |name: &str| -> f64 {
+        words
+            .iter()
+            .position(|w| *w == name)
+            .and_then(|i| words.get(i + 1)?.parse().ok())
+            .unwrap_or_else(|| panic!("connect-bench: no {name} in {line:?} {}", stderr(&o)))
+    };
+    (
+        field("p50_us"),
+        field("p99_us"),
+        field("connections") as u64,
+    )
+}
+
+/// How long after `change` (a kubectl command) returns a new connection from `from` to
+/// `to` first gets the answer `want` (true: exchanged, false: refused or dropped).
+fn time_to_enforce(
+    lab: &KubeAgentLab,
+    from: &str,
+    to: std::net::SocketAddr,
+    change: &[&str],
+    want: bool,
+) -> Duration {
+    let done = Arc::new(AtomicBool::new(false));
+    let started: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let (done2, started2) = (done.clone(), started.clone());
+    let netns = from.to_string();
+    let prober = std::thread::spawn(move || {
+        in_netns(&netns, || {
+            let begin = Instant::now();
+            loop {
+                let attempt = Instant::now();
+                let ok = exchange(to);
+                let since = *started2.lock().unwrap();
+                if let Some(since) = since
+                    && ok == want
+                {
+                    return attempt.saturating_duration_since(since);
+                }
+                assert!(
+                    begin.elapsed() < Duration::from_secs(60) && !done2.load(Ordering::SeqCst),
+                    "no {want} answer within 60 s"
+                );
+            }
+        })
+    });
+    lab.cp().kubectl_ok(change);
+    *started.lock().unwrap() = Some(Instant::now());
+    let took = prober.join().expect("the prober");
+    done.store(true, Ordering::SeqCst);
+    took
+}
+
+fn percentile(samples: &mut [Duration], p: f64) -> Duration {
+    samples.sort();
+    let i = ((samples.len() as f64 - 1.0) * p).round() as usize;
+    samples[i.min(samples.len() - 1)]
+}
+
+/// Palisade's agent and kube-network-policies side by side, one at a time, in the same
+/// lab node namespace against the same real API server: conformance on the xyz fixture
+/// (each kernel's observed matrix against the evaluator), added latency per new
+/// connection with 0, 100 and 1,000 NetworkPolicies in the destination's namespace (and
+/// 10,000 with `PALISADE_PEERS_RULES=0,100,1000,10000`), the time from `kubectl`
+/// returning to enforcement of a policy change and a pod relabel, CPU and memory under a
+/// storm of new connections, and what each does to an established connection when a
+/// policy tightens. Prints the numbers docs/performance.md records ("Against other
+/// tools"). Run by `bench/kube-network-policies.sh` (root).
+#[test]
+#[ignore = "measures; run with bench/kube-network-policies.sh (root)"]
+fn side_by_side_with_kube_network_policies() {
+    const TEST: &str = "side_by_side_with_kube_network_policies";
+    assert!(is_root(), "{TEST}: needs root");
+    let bins = palisade_testenv::require(TEST).expect("the control plane (testenv/build.sh)");
+    let knp = kube_network_policies()
+        .expect("kube-network-policies (bench/kube-network-policies.sh builds it)");
+    // Without the kernel's queue expression kube-network-policies cannot enforce anything:
+    // it is left out, and Palisade is measured alone by the same method.
+    let peers: Vec<Enforcer> = match kernel_has_nft_queue() {
+        None => vec![Enforcer::Palisade, Enforcer::KubeNetworkPolicies],
+        Some(why) => {
+            println!(
+                "kube-network-policies left out: this kernel has no nftables queue expression (CONFIG_NFT_QUEUE), which its dataplane needs: {why}"
+            );
+            vec![Enforcer::Palisade]
+        }
+    };
+    let mut lab = KubeAgentLab::up("s", &bins);
+    let pods = lab.cp().objects(CLUSTER);
+    let ip = |ns: &str, name: &str| -> std::net::IpAddr {
+        let p = pods
+            .iter()
+            .find(|p| {
+                p["kind"] == "Pod"
+                    && p["metadata"]["namespace"] == ns
+                    && p["metadata"]["name"] == name
+            })
+            .unwrap();
+        p["status"]["podIP"].as_str().unwrap().parse().unwrap()
+    };
+    // y/a (the lab's p3) to y/b (p4) port 80.
+    let (from, to) = (
+        format!("{}-p3", lab.name),
+        std::net::SocketAddr::new(ip("y", "b"), 80),
+    );
+    lab.cp().apply(CLUSTER);
+
+    // 1. Conformance: the xyz policies, each enforcer's kernel against the evaluator.
+    let policies = [
+        DENY_X,
+        ANP,
+        include_str!("../../../examples/xyz/policies/03-banp.yaml"),
+    ];
+    lab.cp().apply(&policies.join("\n---\n"));
+    for &enforcer in &peers {
+        lab.start_enforcer(enforcer, &knp);
+        let dir = lab.work.path().join("conformance");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("state.yaml"), lab.cp().dump_yaml()).unwrap();
+        let o = lab_compare(&lab.name, dir.to_str().unwrap());
+        println!(
+            "conformance, xyz fixture, {enforcer:?}: {}",
+            if o.status.success() {
+                "the kernel equals the evaluator on every probe".to_string()
+            } else {
+                format!("the kernel differs from the evaluator:\n{}", stderr(&o))
+            }
+        );
+        lab.stop_enforcer();
+    }
+    lab.cp().kubectl_ok(&[
+        "delete",
+        "networkpolicies,adminnetworkpolicies,baselineadminnetworkpolicies",
+        "--all",
+        "-A",
+    ]);
+
+    // 2. Added latency per new connection: y/b selected by a policy that allows y/a on
+    // port 80, and N more policies in namespace y, each selecting a pod of its own on the
+    // node.
+    const ALLOW: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow-a, namespace: \"y\"}\nspec:\n  podSelector: {matchLabels: {pod: b}}\n  ingress: [{from: [{podSelector: {matchLabels: {pod: a}}}], ports: [{port: PORT}]}]\n";
+    lab.cp().apply(&ALLOW.replace("PORT", "80"));
+    let counts: Vec<usize> = std::env::var("PALISADE_PEERS_RULES")
+        .unwrap_or_else(|_| "0,100,1000".into())
+        .split(',')
+        .map(|n| n.trim().parse().unwrap())
+        .collect();
+    let mut applied = 0;
+    for &n in &counts {
+        let mut more = String::new();
+        for i in applied..n {
+            more.push_str(&format!(
+                "---\napiVersion: v1\nkind: Pod\nmetadata: {{name: o-{i}, namespace: \"y\", labels: {{app: o{i}}}}}\nspec: {{nodeName: node-1, containers: [{{name: c, image: i, ports: [{{containerPort: 80}}]}}]}}\nstatus: {{phase: Running, podIP: 10.60.{}.{}, podIPs: [{{ip: 10.60.{}.{}}}]}}\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: np-{i}, namespace: \"y\"}}\nspec:\n  podSelector: {{matchLabels: {{app: o{i}}}}}\n  ingress: [{{from: [{{ipBlock: {{cidr: 10.70.{}.{}/32}}}}], ports: [{{port: 8080}}]}}]\n",
+                i / 250, i % 250 + 1, i / 250, i % 250 + 1, i / 250, i % 250 + 1
+            ));
+        }
+        if !more.is_empty() {
+            lab.cp().apply_with(&["--server-side"], &more);
+        }
+        applied = n;
+        for enforcer in std::iter::once(Enforcer::None).chain(peers.iter().copied()) {
+            lab.start_enforcer(enforcer, &knp);
+            let _ = Command::new("ip")
+                .args(["netns", "exec", &lab.netns, "conntrack", "-F"])
+                .stderr(Stdio::null())
+                .status();
+            connect_latency(&from, to); // warm up
+            let (p50, p99, conns) = connect_latency(&from, to);
+            assert!(
+                conns > 0,
+                "{enforcer:?} at {n} policies: no connection got through"
+            );
+            println!(
+                "latency, {n} policies, {enforcer:?}: p50 {p50} µs, p99 {p99} µs ({conns} connections in 1.5 s)"
+            );
+            lab.stop_enforcer();
+        }
+    }
+
+    // 3. Time to enforce, 4. CPU and memory under a storm, 5. established connections.
+    let rounds: usize = std::env::var("PALISADE_PEERS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(10);
+    let n = applied;
+    for &enforcer in &peers {
+        lab.start_enforcer(enforcer, &knp);
+        let (mut tighten, mut loosen, mut relabel, mut back) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let apply = |port: &str| -> Vec<String> {
+                let file = lab.work.path().join("allow.yaml");
+                std::fs::write(&file, ALLOW.replace("PORT", port)).unwrap();
+                vec!["apply".into(), "-f".into(), file.display().to_string()]
+            };
+            let args = apply("81");
+            tighten.push(time_to_enforce(
+                &lab,
+                &from,
+                to,
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                false,
+            ));
+            let args = apply("80");
+            loosen.push(time_to_enforce(
+                &lab,
+                &from,
+                to,
+                &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                true,
+            ));
+            relabel.push(time_to_enforce(
+                &lab,
+                &from,
+                to,
+                &["label", "pod", "a", "-n", "y", "pod=q", "--overwrite"],
+                false,
+            ));
+            back.push(time_to_enforce(
+                &lab,
+                &from,
+                to,
+                &["label", "pod", "a", "-n", "y", "pod=a", "--overwrite"],
+                true,
+            ));
+        }
+        for (what, samples) in [
+            ("policy tightened", &mut tighten),
+            ("policy loosened", &mut loosen),
+            ("pod relabelled out", &mut relabel),
+            ("pod relabelled back", &mut back),
+        ] {
+            println!(
+                "time to enforce, {n} policies, {enforcer:?}, {what}: p50 {:.1} ms, p99 {:.1} ms ({} changes)",
+                percentile(samples, 0.5).as_secs_f64() * 1e3,
+                percentile(samples, 0.99).as_secs_f64() * 1e3,
+                samples.len()
+            );
+        }
+
+        // A storm of new connections: 5 s, one client, loopback lab addresses only.
+        let (cpu0, _) = lab.enforcer_usage();
+        let storm = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &from,
+                EXE,
+                "lab",
+                "connect-bench",
+                "--to",
+                &to.to_string(),
+                "--millis",
+                "5000",
+            ])
+            .output()
+            .unwrap();
+        let (cpu1, hwm) = lab.enforcer_usage();
+        println!(
+            "storm, {n} policies, {enforcer:?}: {} ; enforcer CPU {:.2} s in 5 s, peak RSS {} MB",
+            String::from_utf8_lossy(&storm.stdout).trim(),
+            (cpu1 - cpu0).as_secs_f64(),
+            hwm / 1024
+        );
+
+        // An established connection when the policy tightens.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let netns = from.clone();
+        let held = std::thread::spawn(move || {
+            in_netns(&netns, move || {
+                use std::io::Read;
+                let mut s =
+                    std::net::TcpStream::connect_timeout(&to, Duration::from_secs(1)).unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                let mut byte = [0u8; 1];
+                let mut exchange = || s.write_all(b"x").is_ok() && s.read_exact(&mut byte).is_ok();
+                assert!(exchange(), "the held connection works before");
+                rx.recv().unwrap();
+                std::thread::sleep(Duration::from_secs(2));
+                exchange()
+            })
+        });
+        let file = lab.work.path().join("allow.yaml");
+        std::fs::write(&file, ALLOW.replace("PORT", "81")).unwrap();
+        lab.cp()
+            .kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
+        tx.send(()).unwrap();
+        let still = held.join().unwrap();
+        println!(
+            "established connection, {enforcer:?}: {} 2 s after the policy stopped allowing it",
+            if still { "still passes" } else { "cut" }
+        );
+        std::fs::write(&file, ALLOW.replace("PORT", "80")).unwrap();
+        lab.cp()
+            .kubectl_ok(&["apply", "-f", file.to_str().unwrap()]);
+        lab.stop_enforcer();
+    }
+}
