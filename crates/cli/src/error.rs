@@ -87,6 +87,9 @@ pub enum CliError {
         /// What is wrong with it.
         message: String,
     },
+    /// A git command for `diff --base` failed (exit 1).
+    #[error("{0}")]
+    Git(String),
     /// `diff` found differences (exit 3, no message: the output says what they are).
     #[error("the states differ")]
     Differs,

@@ -3,6 +3,7 @@
 mod cmd;
 mod common;
 mod error;
+mod git;
 mod report;
 
 use std::process::ExitCode;
