@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+use crate::http::Endpoints;
 use crate::metrics::Metrics;
 use crate::reconcile::{Config, Reconciler, Shared};
 use crate::source::{self, Event};
@@ -60,6 +61,8 @@ pub struct AgentOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context for the `kube` source.
     pub context: Option<String>,
+    /// Address of `/metrics` alone, for Prometheus (none: only `listen` serves it).
+    pub metrics_listen: Option<SocketAddr>,
     /// Where to write the decision log (`-`: stdout).
     pub decision_log: Option<PathBuf>,
     /// What the decision log writes.
@@ -73,8 +76,10 @@ pub enum AgentError {
     #[error(transparent)]
     Dir(#[from] source::dir::DirError),
     /// The endpoints could not be bound.
-    #[error("--listen {addr}: {source}")]
+    #[error("{flag} {addr}: {source}")]
     Listen {
+        /// The flag that named the address.
+        flag: &'static str,
         /// The address.
         addr: SocketAddr,
         /// The error.
@@ -120,11 +125,25 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|source| AgentError::Listen {
+            flag: "--listen",
             addr: options.listen,
             source,
         })?;
+    let metrics_listener = match options.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| AgentError::Listen {
+                    flag: "--metrics-listen",
+                    addr,
+                    source,
+                })?,
+        ),
+        None => None,
+    };
     tracing::info!(
         listen = %options.listen,
+        metrics_listen = options.metrics_listen.map(|a| a.to_string()).unwrap_or_default(),
         source = %options.source,
         node = options.config.node.as_deref().unwrap_or("(every pod)"),
         "agent started"
@@ -132,7 +151,21 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
     let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
     let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
-    let mut http = tokio::spawn(crate::http::serve(listener, metrics.clone(), refresh));
+    let mut http = tokio::spawn(crate::http::serve(
+        listener,
+        Endpoints::All,
+        metrics.clone(),
+        refresh.clone(),
+    ));
+    let mut metrics_http = match metrics_listener {
+        Some(listener) => tokio::spawn(crate::http::serve(
+            listener,
+            Endpoints::MetricsOnly,
+            metrics.clone(),
+            refresh,
+        )),
+        None => tokio::spawn(std::future::pending::<std::io::Result<()>>()),
+    };
     if let Some(path) = &options.decision_log {
         let out: Box<dyn std::io::Write + Send> = if path.as_os_str() == "-" {
             Box::new(std::io::stdout())
@@ -162,6 +195,9 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         _ = term.recv() => tracing::info!("terminated; the ruleset stays in force"),
         r = &mut loop_thread => return Err(AgentError::Reconcile(format!("{r:?}"))),
         r = &mut http => return Err(AgentError::Reconcile(format!("HTTP server: {r:?}"))),
+        r = &mut metrics_http => {
+            return Err(AgentError::Reconcile(format!("metrics HTTP server: {r:?}")));
+        }
     }
     drop(tx);
     Ok(())

@@ -16,6 +16,7 @@ use crate::error::CliError;
   palisade agent --source dir:/etc/palisade/cluster
   palisade agent --source kube --node \"$NODE_NAME\" --decision-log -
   ip netns exec lab-node palisade agent --source dir:manifests --listen 127.0.0.1:9464
+  palisade agent --source kube --node \"$NODE_NAME\" --listen 127.0.0.1:19465 --metrics-listen 0.0.0.0:19464
   palisade agent --uninstall        # remove the agent's nftables table from this node")]
 pub struct Args {
     /// Where the cluster comes from: `dir:PATH` (a directory of manifests, watched) or
@@ -29,9 +30,14 @@ pub struct Args {
     /// Enforce only this node's pods (default: every pod with an address).
     #[arg(long)]
     node: Option<String>,
-    /// Address of /metrics, /healthz and /readyz.
+    /// Address of /metrics, /healthz and /readyz (loopback: the kubelet probes the health
+    /// endpoints from the node).
     #[arg(long, default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
+    /// Also serve /metrics alone, read-only, at this address (for Prometheus in the
+    /// cluster, e.g. 0.0.0.0:19464); nothing else is served there.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
     /// Write one JSON line per logged decision to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE|-")]
     decision_log: Option<PathBuf>,
@@ -95,6 +101,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             netns: None,
         },
         listen: args.listen,
+        metrics_listen: args.metrics_listen,
         kubeconfig: args.kubeconfig,
         context: args.context,
         decision_log: args.decision_log,
