@@ -63,6 +63,9 @@ pub struct AgentOptions {
     pub context: Option<String>,
     /// Address of `/metrics` alone, for Prometheus (none: only `listen` serves it).
     pub metrics_listen: Option<SocketAddr>,
+    /// Record on each AdminNetworkPolicy and ClusterNetworkPolicy whether it is programmed
+    /// on this node (`--source kube` and a node only).
+    pub report_status: bool,
     /// Where to write the decision log (`-`: stdout).
     pub decision_log: Option<PathBuf>,
     /// What the decision log writes.
@@ -111,15 +114,15 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let metrics = Arc::new(Metrics::new());
     let state = Shared::default();
     let (tx, rx) = mpsc::unbounded_channel::<Event>();
-    let _dir = match &options.source {
-        SourceSpec::Dir(path) => Some(source::dir::watch(path, tx.clone())?),
+    let (_dir, client) = match &options.source {
+        SourceSpec::Dir(path) => (Some(source::dir::watch(path, tx.clone())?), None),
         SourceSpec::Kube => {
             let client =
                 source::kube::client(options.kubeconfig.as_deref(), options.context.as_deref())
                     .await
                     .map_err(|e| AgentError::Source(e.to_string()))?;
-            tokio::spawn(source::kube::run(client, tx.clone()));
-            None
+            tokio::spawn(source::kube::run(client.clone(), tx.clone()));
+            (None, Some(client))
         }
     };
     let listener = tokio::net::TcpListener::bind(options.listen)
@@ -148,7 +151,17 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         node = options.config.node.as_deref().unwrap_or("(every pod)"),
         "agent started"
     );
-    let reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
+    let mut reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
+    if options.report_status {
+        let (Some(client), Some(node)) = (client, options.config.node.clone()) else {
+            return Err(AgentError::Source(
+                "--report-status needs --source kube and --node".into(),
+            ));
+        };
+        let (publish, published) = tokio::sync::watch::channel(crate::status::Desired::new());
+        reconciler = reconciler.with_status(publish);
+        tokio::spawn(crate::status::run(client, node, published));
+    }
     let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
     let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
     let mut http = tokio::spawn(crate::http::serve(

@@ -99,6 +99,9 @@ pub enum CliError {
     /// The Kubernetes API could not be read (exit 1).
     #[error("Kubernetes API: {0}")]
     Kube(#[from] palisade_agent::source::kube::KubeError),
+    /// A policy's status condition could not be written (exit 1).
+    #[error("--report-status: {0}")]
+    Status(#[from] palisade_agent::status::StatusError),
     /// The tenancy layer failed (exit 1).
     #[error(transparent)]
     Tenancy(#[from] palisade_tenancy::Error),

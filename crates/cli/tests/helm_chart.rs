@@ -108,6 +108,7 @@ fn helm_lint_passes_for_every_shape_of_the_chart() {
         ],
         &["agent.enabled=false", "cleanup.enabled=true"],
         &["namespace.create=true", "metrics.address="],
+        &["reportStatus=true", "cleanup.enabled=true"],
     ] {
         let mut args = vec!["lint", "--strict", CHART];
         for v in values {
@@ -220,6 +221,51 @@ fn values_reach_the_daemonset() {
     assert!(!a.iter().any(|a| a.starts_with("--decision-log")), "{a:?}");
     assert!(!a.iter().any(|a| a == "--metrics-listen"), "{a:?}");
     assert!(ds["spec"]["template"]["spec"]["containers"][0]["ports"].is_null());
+
+    // reportStatus: the flag, `update` on the two status subresources and nothing more,
+    // and the cleanup step removing the node's conditions with the same identity.
+    let rendered = render(&helm, &["reportStatus=true"]);
+    assert!(args(&daemonset(&rendered, "palisade-agent")).contains(&"--report-status".to_string()));
+    let role = &objects(&rendered)["ClusterRole//palisade-agent"];
+    let rules = role["rules"].as_array().unwrap();
+    assert_eq!(
+        rules.last().unwrap(),
+        &json!({"apiGroups": ["policy.networking.k8s.io"],
+                "resources": ["adminnetworkpolicies/status", "clusternetworkpolicies/status"],
+                "verbs": ["update"]})
+    );
+    let default_role = &objects(&render(&helm, &[]))["ClusterRole//palisade-agent"];
+    assert_eq!(
+        default_role["rules"].as_array().unwrap().len(),
+        rules.len() - 1
+    );
+    let rendered = render(
+        &helm,
+        &[
+            "agent.enabled=false",
+            "cleanup.enabled=true",
+            "reportStatus=true",
+        ],
+    );
+    let all = objects(&rendered);
+    assert!(
+        all.contains_key("ClusterRole//palisade-agent"),
+        "the cleanup needs the role"
+    );
+    assert!(!all.contains_key("DaemonSet/palisade-system/palisade-agent"));
+    let cleanup = daemonset(&rendered, "palisade-cleanup");
+    let pod = &cleanup["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "palisade-agent");
+    assert_eq!(
+        pod["initContainers"][0]["args"],
+        json!([
+            "agent",
+            "--uninstall",
+            "--report-status",
+            "--node",
+            "$(NODE_NAME)"
+        ])
+    );
 
     // The monitors select the agents' pods and their metrics port.
     let rendered = render(

@@ -38,6 +38,12 @@ pub struct Args {
     /// cluster, e.g. 0.0.0.0:19464); nothing else is served there.
     #[arg(long, value_name = "ADDR")]
     metrics_listen: Option<SocketAddr>,
+    /// Record on each AdminNetworkPolicy and ClusterNetworkPolicy, as the condition
+    /// `palisade.dev/Programmed-<node>` in status.conditions, whether it is programmed on
+    /// this node (needs --source kube, --node and `update` on their status). With
+    /// --uninstall: remove this node's conditions.
+    #[arg(long)]
+    report_status: bool,
     /// Write one JSON line per logged decision to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE|-")]
     decision_log: Option<PathBuf>,
@@ -61,6 +67,22 @@ pub struct Args {
     context: Option<String>,
 }
 
+/// Removes `node`'s status conditions from every reported policy.
+fn remove_conditions(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+    node: &str,
+) -> Result<usize, CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Output)?;
+    runtime.block_on(async {
+        let client = palisade_agent::source::kube::client(kubeconfig, context).await?;
+        Ok(palisade_agent::status::remove_all(&client, node).await?)
+    })
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -81,14 +103,28 @@ pub fn run(args: Args) -> Result<(), CliError> {
         LogFormat::Text => subscriber.init(),
         LogFormat::Json => subscriber.json().init(),
     }
+    if args.report_status && args.node.is_none() {
+        return Err(CliError::Usage(
+            "--report-status: needs --node (the condition is one per node)".into(),
+        ));
+    }
     let Some(source) = args.source else {
         // Only `--uninstall` goes without a source (clap enforces it).
-        return palisade_nft::remove(None)
-            .map_err(CliError::from)
-            .map(|()| {
-                eprintln!("removed the nftables table inet palisade (if it was there)");
-            });
+        palisade_nft::remove(None)?;
+        eprintln!("removed the nftables table inet palisade (if it was there)");
+        if let (true, Some(node)) = (args.report_status, args.node.as_deref()) {
+            let removed =
+                remove_conditions(args.kubeconfig.as_deref(), args.context.as_deref(), node)?;
+            eprintln!("removed this node's status condition from {removed} polic(ies)");
+        }
+        return Ok(());
     };
+    if args.report_status && !matches!(source, SourceSpec::Kube) {
+        return Err(CliError::Usage(
+            "--report-status: needs --source kube (the conditions are written to the API server)"
+                .into(),
+        ));
+    }
     if !args.decision_log_rate.is_finite() || args.decision_log_rate <= 0.0 {
         return Err(CliError::Usage(
             "--decision-log-rate: expected a number of lines per second above 0".into(),
@@ -101,6 +137,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
             netns: None,
         },
         listen: args.listen,
+        report_status: args.report_status,
         metrics_listen: args.metrics_listen,
         kubeconfig: args.kubeconfig,
         context: args.context,
