@@ -6,7 +6,8 @@
 //! fail-closed rules for invalid ones) → [`palisade_engine::Engine::apply`] →
 //! [`palisade_nft::update`] (one transaction) → conntrack cleanup
 //! ([`reconcile::Reconciler`]). [`http`] serves `/metrics` ([`metrics::Metrics`]),
-//! `/healthz` and `/readyz`; [`run::run`] puts it together.
+//! `/healthz` and `/readyz`; [`status`] writes, with `--report-status`, whether each admin
+//! policy is programmed on the node; [`run::run`] puts it together.
 
 pub mod decision_log;
 pub mod decisions;
@@ -16,4 +17,5 @@ pub mod nflog;
 pub mod reconcile;
 pub mod run;
 pub mod source;
+pub mod status;
 pub mod store;

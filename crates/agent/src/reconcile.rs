@@ -14,6 +14,7 @@ use palisade_nft::{NftError, Ruleset};
 
 use crate::metrics::Metrics;
 use crate::source::Event;
+use crate::status::Desired;
 use crate::store::{Scope, Store, Update};
 
 /// What the reconciler needs to know about where it runs.
@@ -46,6 +47,8 @@ pub struct Reconciler {
     synced: bool,
     state: Shared,
     metrics: Arc<Metrics>,
+    /// Where the enforced admin policies are published for `--report-status`.
+    status: Option<tokio::sync::watch::Sender<Desired>>,
 }
 
 /// What one reconcile did, and where its time went.
@@ -76,7 +79,15 @@ impl Reconciler {
             synced: false,
             state,
             metrics,
+            status: None,
         }
+    }
+
+    /// Publishes, after each reconcile that leaves a ruleset in the kernel, the enforced
+    /// admin policies (for the status reporter).
+    pub fn with_status(mut self, status: tokio::sync::watch::Sender<Desired>) -> Self {
+        self.status = Some(status);
+        self
     }
 
     /// Applies a batch of events first seen at `seen`; commits to the kernel when the
@@ -122,8 +133,35 @@ impl Reconciler {
             }
             self.metrics.reconciled(start, &committed);
             outcome.committed = committed?;
+        } else {
+            drop(state);
         }
+        self.publish_status();
         Ok(outcome)
+    }
+
+    /// Publishes the enforced admin policies when a ruleset is in the kernel (after a
+    /// refused transaction, nothing new is said until one is).
+    fn publish_status(&self) {
+        let Some(status) = &self.status else {
+            return;
+        };
+        let in_force = self
+            .state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .ruleset
+            .is_some();
+        if in_force {
+            let now = self.store.enforced_admin();
+            status.send_if_modified(|shown| {
+                let changed = *shown != now;
+                if changed {
+                    *shown = now;
+                }
+                changed
+            });
+        }
     }
 
     /// Keeps the staged view (enforced plus staged policies) in step, or drops it.

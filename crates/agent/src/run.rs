@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use tokio::sync::mpsc;
 
+use crate::http::Endpoints;
 use crate::metrics::Metrics;
 use crate::reconcile::{Config, Reconciler, Shared};
 use crate::source::{self, Event};
@@ -60,6 +61,11 @@ pub struct AgentOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Kubeconfig context for the `kube` source.
     pub context: Option<String>,
+    /// Address of `/metrics` alone, for Prometheus (none: only `listen` serves it).
+    pub metrics_listen: Option<SocketAddr>,
+    /// Record on each AdminNetworkPolicy and ClusterNetworkPolicy whether it is programmed
+    /// on this node (`--source kube` and a node only).
+    pub report_status: bool,
     /// Where to write the decision log (`-`: stdout).
     pub decision_log: Option<PathBuf>,
     /// What the decision log writes.
@@ -73,8 +79,10 @@ pub enum AgentError {
     #[error(transparent)]
     Dir(#[from] source::dir::DirError),
     /// The endpoints could not be bound.
-    #[error("--listen {addr}: {source}")]
+    #[error("{flag} {addr}: {source}")]
     Listen {
+        /// The flag that named the address.
+        flag: &'static str,
         /// The address.
         addr: SocketAddr,
         /// The error.
@@ -106,33 +114,71 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let metrics = Arc::new(Metrics::new());
     let state = Shared::default();
     let (tx, rx) = mpsc::unbounded_channel::<Event>();
-    let _dir = match &options.source {
-        SourceSpec::Dir(path) => Some(source::dir::watch(path, tx.clone())?),
+    let (_dir, client) = match &options.source {
+        SourceSpec::Dir(path) => (Some(source::dir::watch(path, tx.clone())?), None),
         SourceSpec::Kube => {
             let client =
                 source::kube::client(options.kubeconfig.as_deref(), options.context.as_deref())
                     .await
                     .map_err(|e| AgentError::Source(e.to_string()))?;
-            tokio::spawn(source::kube::run(client, tx.clone()));
-            None
+            tokio::spawn(source::kube::run(client.clone(), tx.clone()));
+            (None, Some(client))
         }
     };
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|source| AgentError::Listen {
+            flag: "--listen",
             addr: options.listen,
             source,
         })?;
+    let metrics_listener = match options.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|source| AgentError::Listen {
+                    flag: "--metrics-listen",
+                    addr,
+                    source,
+                })?,
+        ),
+        None => None,
+    };
     tracing::info!(
         listen = %options.listen,
+        metrics_listen = options.metrics_listen.map(|a| a.to_string()).unwrap_or_default(),
         source = %options.source,
         node = options.config.node.as_deref().unwrap_or("(every pod)"),
         "agent started"
     );
-    let reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
+    let mut reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
+    if options.report_status {
+        let (Some(client), Some(node)) = (client, options.config.node.clone()) else {
+            return Err(AgentError::Source(
+                "--report-status needs --source kube and --node".into(),
+            ));
+        };
+        let (publish, published) = tokio::sync::watch::channel(crate::status::Desired::new());
+        reconciler = reconciler.with_status(publish);
+        tokio::spawn(crate::status::run(client, node, published));
+    }
     let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
     let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
-    let mut http = tokio::spawn(crate::http::serve(listener, metrics.clone(), refresh));
+    let mut http = tokio::spawn(crate::http::serve(
+        listener,
+        Endpoints::All,
+        metrics.clone(),
+        refresh.clone(),
+    ));
+    let mut metrics_http = match metrics_listener {
+        Some(listener) => tokio::spawn(crate::http::serve(
+            listener,
+            Endpoints::MetricsOnly,
+            metrics.clone(),
+            refresh,
+        )),
+        None => tokio::spawn(std::future::pending::<std::io::Result<()>>()),
+    };
     if let Some(path) = &options.decision_log {
         let out: Box<dyn std::io::Write + Send> = if path.as_os_str() == "-" {
             Box::new(std::io::stdout())
@@ -162,6 +208,9 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         _ = term.recv() => tracing::info!("terminated; the ruleset stays in force"),
         r = &mut loop_thread => return Err(AgentError::Reconcile(format!("{r:?}"))),
         r = &mut http => return Err(AgentError::Reconcile(format!("HTTP server: {r:?}"))),
+        r = &mut metrics_http => {
+            return Err(AgentError::Reconcile(format!("metrics HTTP server: {r:?}")));
+        }
     }
     drop(tx);
     Ok(())

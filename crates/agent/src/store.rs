@@ -269,6 +269,38 @@ impl Store {
         self.stand_ins.values().sum()
     }
 
+    /// The enforced AdminNetworkPolicies and ClusterNetworkPolicies, each with whether its
+    /// current version is the one in force (its text has no error) or not.
+    pub fn enforced_admin(&self) -> crate::status::Desired {
+        let mut out = crate::status::Desired::new();
+        for (key, claims) in &self.claims {
+            let Key::Admin(kind, name, false) = key else {
+                continue;
+            };
+            if !crate::status::reported(*kind) {
+                continue;
+            }
+            let problem = claims
+                .first()
+                .and_then(|claim| self.problems.get(&claim.text))
+                .and_then(|diags| diags.iter().find(|d| d.severity == Severity::Error));
+            let state = match problem {
+                Some(d) => crate::status::Programmed::Invalid(d.to_string()),
+                None => crate::status::Programmed::Yes,
+            };
+            if let Some(version) = self.applied.get(key) {
+                out.insert(
+                    (*kind, name.clone()),
+                    crate::status::Enforced {
+                        state,
+                        version: version.clone(),
+                    },
+                );
+            }
+        }
+        out
+    }
+
     /// Whether any policy is staged.
     pub fn has_staged(&self) -> bool {
         self.applied.keys().any(Key::staged)

@@ -126,7 +126,7 @@ fn daemonset_runs_the_agent_on_the_host_network_with_net_admin_only() {
     for (probe, path) in [("livenessProbe", "/healthz"), ("readinessProbe", "/readyz")] {
         assert_eq!(
             c[probe]["httpGet"],
-            json!({"host": "127.0.0.1", "port": 9464, "path": path}),
+            json!({"host": "127.0.0.1", "port": 19465, "path": path}),
             "{probe}"
         );
     }
@@ -134,5 +134,15 @@ fn daemonset_runs_the_agent_on_the_host_network_with_net_admin_only() {
         .iter()
         .position(|a| *a == "--listen")
         .expect("--listen");
-    assert_eq!(args[listen + 1], "127.0.0.1:9464", "the probes' address");
+    assert_eq!(args[listen + 1], "127.0.0.1:19465", "the probes' address");
+    // Metrics alone on the node's addresses, at the port the pod declares.
+    let metrics = args
+        .iter()
+        .position(|a| *a == "--metrics-listen")
+        .expect("--metrics-listen");
+    assert_eq!(args[metrics + 1], "0.0.0.0:19464");
+    assert_eq!(
+        c["ports"],
+        json!([{"name": "metrics", "containerPort": 19464, "protocol": "TCP"}])
+    );
 }

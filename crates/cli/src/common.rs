@@ -93,6 +93,24 @@ impl Input {
         } else {
             palisade_model::load_paths(&self.files, options)?
         };
+        Ok(self.engine_of(loaded))
+    }
+
+    /// Loads named texts (each name standing for its file in diagnostics) with the loading
+    /// options of the flags, printing notices on stderr.
+    pub fn engine_of_texts(&self, texts: &[(String, String)]) -> Result<Engine, CliError> {
+        let options = LoadOptions {
+            skip_invalid: self.skip_invalid,
+        };
+        let loaded = palisade_model::load_sources(
+            texts.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+            options,
+        )?;
+        Ok(self.engine_of(loaded))
+    }
+
+    /// Reports what loading noticed and compiles the loaded cluster.
+    fn engine_of(&self, loaded: palisade_model::Loaded) -> Engine {
         for d in &loaded.diagnostics {
             let prefix = if d.severity == Severity::Error {
                 "skipped: "
@@ -106,7 +124,7 @@ impl Input {
                 eprintln!("{d}");
             }
         }
-        Ok(Engine::new(loaded.cluster, self.options()))
+        Engine::new(loaded.cluster, self.options())
     }
 
     /// The evaluator options the flags give.

@@ -87,6 +87,9 @@ pub enum CliError {
         /// What is wrong with it.
         message: String,
     },
+    /// A git command for `diff --base` failed (exit 1).
+    #[error("{0}")]
+    Git(String),
     /// `diff` found differences (exit 3, no message: the output says what they are).
     #[error("the states differ")]
     Differs,
@@ -96,6 +99,9 @@ pub enum CliError {
     /// The Kubernetes API could not be read (exit 1).
     #[error("Kubernetes API: {0}")]
     Kube(#[from] palisade_agent::source::kube::KubeError),
+    /// A policy's status condition could not be written (exit 1).
+    #[error("--report-status: {0}")]
+    Status(#[from] palisade_agent::status::StatusError),
     /// The tenancy layer failed (exit 1).
     #[error(transparent)]
     Tenancy(#[from] palisade_tenancy::Error),

@@ -3,11 +3,12 @@
 mod cmd;
 mod common;
 mod error;
+mod git;
 mod report;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// mimalloc: loading allocates many small objects from several threads, where it is
 /// markedly faster than the system allocator (see docs/performance.md).
@@ -62,8 +63,27 @@ enum Command {
     Gen(cmd::generate::Args),
 }
 
+/// The name under which kubectl runs the binary as its plugin `kubectl palisade`.
+const KUBECTL_PLUGIN: &str = "kubectl-palisade";
+
+/// Whether the binary runs as the kubectl plugin: invoked as `kubectl-palisade` (a copy,
+/// a symlink, or krew's link), so help and usage say `kubectl palisade`.
+fn as_kubectl_plugin(argv0: Option<&std::ffi::OsStr>) -> bool {
+    argv0
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .is_some_and(|name| name == KUBECTL_PLUGIN)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut command = Cli::command();
+    if as_kubectl_plugin(std::env::args_os().next().as_deref()) {
+        command = command.bin_name("kubectl palisade");
+    }
+    let cli = match Cli::from_arg_matches(&command.get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Eval(args) => cmd::eval::run(args),
         Command::Matrix(args) => cmd::matrix::run(args),
@@ -79,4 +99,30 @@ fn main() -> ExitCode {
         Command::Neutron(args) => cmd::neutron::run(args),
     };
     error::exit(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::as_kubectl_plugin;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn the_plugin_is_recognised_by_the_file_name_alone() {
+        for (argv0, plugin) in [
+            ("kubectl-palisade", true),
+            ("/root/.krew/bin/kubectl-palisade", true),
+            ("./kubectl-palisade", true),
+            ("palisade", false),
+            ("/usr/local/bin/palisade", false),
+            ("kubectl-palisade-old", false),
+            ("/opt/kubectl-palisade/palisade", false),
+        ] {
+            assert_eq!(
+                as_kubectl_plugin(Some(OsStr::new(argv0))),
+                plugin,
+                "{argv0}"
+            );
+        }
+        assert!(!as_kubectl_plugin(None), "no argv[0]");
+    }
 }

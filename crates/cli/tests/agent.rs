@@ -749,3 +749,97 @@ fn agent_flags_are_checked() {
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
     }
 }
+
+/// (status, body) of `GET http://ADDR/path` inside `netns`; status 0 when nothing answers.
+fn get(netns: &str, addr: &str, path: &str) -> (u16, String) {
+    let o = Command::new("ip")
+        .args(["netns", "exec", netns, "curl", "-s", "-m", "2"])
+        .args(["-w", "\n%{http_code}"])
+        .arg(format!("http://{addr}{path}"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+    (code.trim().parse().unwrap_or(0), body.to_string())
+}
+
+#[test]
+fn the_metrics_address_serves_only_metrics_beside_the_loopback_endpoints() {
+    if !root_or_skip("the_metrics_address_serves_only_metrics_beside_the_loopback_endpoints") {
+        return;
+    }
+    let netns = format!("pal-metrics-{}", std::process::id());
+    let ip = |args: &[&str]| {
+        let o = Command::new("ip").args(args).output().unwrap();
+        assert!(o.status.success(), "ip {args:?}: {}", stderr(&o));
+    };
+    ip(&["netns", "add", &netns]);
+    /// Deletes the namespace however the test ends.
+    struct Netns(String);
+    impl Drop for Netns {
+        fn drop(&mut self) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
+    let _guard = Netns(netns.clone());
+    ip(&["netns", "exec", &netns, "ip", "link", "set", "lo", "up"]);
+    // A second address on the node, as a node's own address is: the metrics listener
+    // answers there, the loopback endpoints do not.
+    ip(&[
+        "netns", "exec", &netns, "ip", "link", "add", "node0", "type", "veth", "peer", "name",
+        "node1",
+    ]);
+    ip(&[
+        "netns",
+        "exec",
+        &netns,
+        "ip",
+        "addr",
+        "add",
+        "192.0.2.10/24",
+        "dev",
+        "node0",
+    ]);
+    ip(&["netns", "exec", &netns, "ip", "link", "set", "node0", "up"]);
+    let agent = |listen: &str, metrics: &str| {
+        Command::new("ip")
+            .args(["netns", "exec", &netns, EXE, "agent"])
+            .args(["--source", "dir:examples/xyz", "--node", "node-1"])
+            .args(["--listen", listen, "--metrics-listen", metrics])
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut running = agent("127.0.0.1:9464", "0.0.0.0:19464");
+    let start = Instant::now();
+    while get(&netns, "127.0.0.1:9464", "/readyz").0 != 200 {
+        assert!(start.elapsed() < Duration::from_secs(30), "never ready");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (status, body) = get(&netns, "192.0.2.10:19464", "/metrics");
+    assert_eq!(status, 200);
+    assert!(body.contains("# TYPE palisade_objects gauge"), "{body}");
+    assert!(body.trim_end().ends_with("# EOF"), "{body}");
+    for path in ["/readyz", "/healthz", "/"] {
+        assert_eq!(get(&netns, "192.0.2.10:19464", path).0, 404, "{path}");
+    }
+    assert_eq!(
+        get(&netns, "192.0.2.10:9464", "/readyz").0,
+        0,
+        "loopback only"
+    );
+    // A taken metrics address is an error naming the flag.
+    let second = agent("127.0.0.1:9465", "0.0.0.0:19464")
+        .wait_with_output()
+        .unwrap();
+    assert_eq!(second.status.code(), Some(1));
+    assert!(
+        stderr(&second).contains("--metrics-listen 0.0.0.0:19464: "),
+        "{}",
+        stderr(&second)
+    );
+    let _ = running.kill();
+    let _ = running.wait();
+}

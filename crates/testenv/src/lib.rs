@@ -72,6 +72,21 @@ pub fn cache_key() -> String {
     )
 }
 
+/// The directory the build scripts cache into: `PALISADE_TESTENV_CACHE`, else
+/// `$XDG_CACHE_HOME/palisade-testenv`, else `~/.cache/palisade-testenv`.
+fn cache_root() -> Result<PathBuf, String> {
+    match (
+        std::env::var_os("PALISADE_TESTENV_CACHE"),
+        std::env::var_os("XDG_CACHE_HOME"),
+        std::env::var_os("HOME"),
+    ) {
+        (Some(cache), _, _) => Ok(PathBuf::from(cache)),
+        (None, Some(xdg), _) => Ok(Path::new(&xdg).join("palisade-testenv")),
+        (None, None, Some(home)) => Ok(Path::new(&home).join(".cache/palisade-testenv")),
+        (None, None, None) => Err("neither HOME nor XDG_CACHE_HOME".into()),
+    }
+}
+
 /// The built binaries and CRDs: `bin/{kube-apiserver,kubectl,etcd}` and `crds/*.yaml`.
 #[derive(Debug, Clone)]
 pub struct Binaries {
@@ -85,19 +100,7 @@ impl Binaries {
     pub fn find() -> Result<Binaries, String> {
         let dir = match std::env::var_os("PALISADE_TESTENV") {
             Some(dir) => PathBuf::from(dir),
-            None => {
-                let root = match (
-                    std::env::var_os("PALISADE_TESTENV_CACHE"),
-                    std::env::var_os("XDG_CACHE_HOME"),
-                    std::env::var_os("HOME"),
-                ) {
-                    (Some(cache), _, _) => PathBuf::from(cache),
-                    (None, Some(xdg), _) => Path::new(&xdg).join("palisade-testenv"),
-                    (None, None, Some(home)) => Path::new(&home).join(".cache/palisade-testenv"),
-                    (None, None, None) => return Err("neither HOME nor XDG_CACHE_HOME".into()),
-                };
-                root.join(cache_key())
-            }
+            None => cache_root()?.join(cache_key()),
         };
         let bins = Binaries { dir };
         for bin in ["kube-apiserver", "kubectl", "etcd"] {
@@ -134,6 +137,77 @@ pub fn require(test: &str) -> Option<Binaries> {
             let _ = writeln!(
                 std::io::stderr(),
                 "SKIPPED {test}: needs the real Kubernetes control plane ({why}); build it with `{BUILD_COMMAND}` (Go and the Go module proxy), or set PALISADE_TESTENV"
+            );
+            None
+        }
+    }
+}
+
+/// The command that builds (or finds) helm and the prometheus-operator CRDs.
+pub const HELM_BUILD_COMMAND: &str = "testenv/helm.sh";
+
+const HELM_GO_MOD: &str = include_str!("../../../testenv/helm/go.mod");
+const HELM_VERSIONS_ENV: &str = include_str!("../../../testenv/helm/versions.env");
+
+/// The cache entry `testenv/helm.sh` fills for the pinned versions (same formula).
+pub fn helm_cache_key() -> String {
+    let operator = HELM_VERSIONS_ENV
+        .lines()
+        .find_map(|l| l.strip_prefix("PROMETHEUS_OPERATOR_VERSION="))
+        .unwrap_or_default();
+    format!(
+        "helm-{}-promop-{operator}",
+        required(HELM_GO_MOD, "helm.sh/helm/v3").unwrap_or_default()
+    )
+}
+
+/// The built `helm` and the prometheus-operator CRDs: `bin/helm` and `crds/*.yaml`.
+#[derive(Debug, Clone)]
+pub struct Helm {
+    /// The cache directory holding `bin/` and `crds/`.
+    pub dir: PathBuf,
+}
+
+impl Helm {
+    /// `PALISADE_HELM` if set, else the cache entry of the pinned versions; an error saying
+    /// what is missing when helm is not there.
+    pub fn find() -> Result<Helm, String> {
+        let dir = match std::env::var_os("PALISADE_HELM") {
+            Some(dir) => PathBuf::from(dir),
+            None => cache_root()?.join(helm_cache_key()),
+        };
+        let helm = Helm { dir };
+        if !helm.bin().is_file() {
+            return Err(format!("{} is missing", helm.bin().display()));
+        }
+        Ok(helm)
+    }
+
+    /// The `helm` binary.
+    pub fn bin(&self) -> PathBuf {
+        self.dir.join("bin/helm")
+    }
+
+    /// The directory of the prometheus-operator CRD manifests.
+    pub fn crds(&self) -> PathBuf {
+        self.dir.join("crds")
+    }
+}
+
+/// helm, or `None` after printing why `test` is skipped and the command that builds it.
+/// Under `CI=true` a missing helm fails the test instead.
+pub fn require_helm(test: &str) -> Option<Helm> {
+    match Helm::find() {
+        Ok(helm) => Some(helm),
+        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
+            panic!(
+                "{test}: helm is missing under CI=true ({why}); build it with `{HELM_BUILD_COMMAND}`"
+            )
+        }
+        Err(why) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED {test}: needs the real helm ({why}); build it with `{HELM_BUILD_COMMAND}` (Go and the Go module proxy), or set PALISADE_HELM"
             );
             None
         }

@@ -16,6 +16,7 @@ use crate::error::CliError;
   palisade agent --source dir:/etc/palisade/cluster
   palisade agent --source kube --node \"$NODE_NAME\" --decision-log -
   ip netns exec lab-node palisade agent --source dir:manifests --listen 127.0.0.1:9464
+  palisade agent --source kube --node \"$NODE_NAME\" --listen 127.0.0.1:19465 --metrics-listen 0.0.0.0:19464
   palisade agent --uninstall        # remove the agent's nftables table from this node")]
 pub struct Args {
     /// Where the cluster comes from: `dir:PATH` (a directory of manifests, watched) or
@@ -29,9 +30,20 @@ pub struct Args {
     /// Enforce only this node's pods (default: every pod with an address).
     #[arg(long)]
     node: Option<String>,
-    /// Address of /metrics, /healthz and /readyz.
+    /// Address of /metrics, /healthz and /readyz (loopback: the kubelet probes the health
+    /// endpoints from the node).
     #[arg(long, default_value = "127.0.0.1:9464")]
     listen: SocketAddr,
+    /// Also serve /metrics alone, read-only, at this address (for Prometheus in the
+    /// cluster, e.g. 0.0.0.0:19464); nothing else is served there.
+    #[arg(long, value_name = "ADDR")]
+    metrics_listen: Option<SocketAddr>,
+    /// Record on each AdminNetworkPolicy and ClusterNetworkPolicy, as the condition
+    /// `palisade.dev/Programmed-<node>` in status.conditions, whether it is programmed on
+    /// this node (needs --source kube, --node and `update` on their status). With
+    /// --uninstall: remove this node's conditions.
+    #[arg(long)]
+    report_status: bool,
     /// Write one JSON line per logged decision to FILE (`-`: stdout).
     #[arg(long, value_name = "FILE|-")]
     decision_log: Option<PathBuf>,
@@ -55,6 +67,22 @@ pub struct Args {
     context: Option<String>,
 }
 
+/// Removes `node`'s status conditions from every reported policy.
+fn remove_conditions(
+    kubeconfig: Option<&std::path::Path>,
+    context: Option<&str>,
+    node: &str,
+) -> Result<usize, CliError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(CliError::Output)?;
+    runtime.block_on(async {
+        let client = palisade_agent::source::kube::client(kubeconfig, context).await?;
+        Ok(palisade_agent::status::remove_all(&client, node).await?)
+    })
+}
+
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -75,14 +103,28 @@ pub fn run(args: Args) -> Result<(), CliError> {
         LogFormat::Text => subscriber.init(),
         LogFormat::Json => subscriber.json().init(),
     }
+    if args.report_status && args.node.is_none() {
+        return Err(CliError::Usage(
+            "--report-status: needs --node (the condition is one per node)".into(),
+        ));
+    }
     let Some(source) = args.source else {
         // Only `--uninstall` goes without a source (clap enforces it).
-        return palisade_nft::remove(None)
-            .map_err(CliError::from)
-            .map(|()| {
-                eprintln!("removed the nftables table inet palisade (if it was there)");
-            });
+        palisade_nft::remove(None)?;
+        eprintln!("removed the nftables table inet palisade (if it was there)");
+        if let (true, Some(node)) = (args.report_status, args.node.as_deref()) {
+            let removed =
+                remove_conditions(args.kubeconfig.as_deref(), args.context.as_deref(), node)?;
+            eprintln!("removed this node's status condition from {removed} polic(ies)");
+        }
+        return Ok(());
     };
+    if args.report_status && !matches!(source, SourceSpec::Kube) {
+        return Err(CliError::Usage(
+            "--report-status: needs --source kube (the conditions are written to the API server)"
+                .into(),
+        ));
+    }
     if !args.decision_log_rate.is_finite() || args.decision_log_rate <= 0.0 {
         return Err(CliError::Usage(
             "--decision-log-rate: expected a number of lines per second above 0".into(),
@@ -95,6 +137,8 @@ pub fn run(args: Args) -> Result<(), CliError> {
             netns: None,
         },
         listen: args.listen,
+        report_status: args.report_status,
+        metrics_listen: args.metrics_listen,
         kubeconfig: args.kubeconfig,
         context: args.context,
         decision_log: args.decision_log,

@@ -19,6 +19,7 @@ use crate::report::ports::PortArg;
   palisade diff -f cluster/ policies/ --to cluster/ new-policies/
   palisade diff -f cluster/ --staged -o md
   palisade diff -f old/ --to new/ --ports 1-1024,http --protocols TCP
+  palisade diff -f cluster/ policies/ --base origin/main -o md
 
 Every pod, node and outside address range, in every address family, on every port of
 every protocol is compared. Exit status: 0 nothing changed anywhere, 3 something changed
@@ -28,8 +29,13 @@ pub struct Args {
     #[command(flatten)]
     input: Input,
     /// The new state: files or directories, read like `-f`.
-    #[arg(long = "to", num_args = 1.., required_unless_present = "staged", conflicts_with = "staged")]
+    #[arg(long = "to", num_args = 1.., required_unless_present_any = ["staged", "base"], conflicts_with_all = ["staged", "base"])]
     to: Vec<PathBuf>,
+    /// Compare the paths of `-f` at this git ref (branch, tag or commit; the old state)
+    /// with the same paths in the working tree (the new state). The ref is checked out to
+    /// a temporary worktree, removed afterwards; a path the ref does not have is empty there.
+    #[arg(long, value_name = "GIT_REF", conflicts_with = "staged")]
+    base: Option<String>,
     /// Compare the state of `-f` as enforced with the same state with its staged policies
     /// (annotated palisade.dev/staged: "true") enforced too.
     #[arg(long)]
@@ -62,6 +68,11 @@ enum Format {
 
 /// Prints what changes; exits 3 when something does.
 pub fn run(args: Args) -> Result<(), CliError> {
+    if let Some(reference) = &args.base {
+        let old = at_ref(&args.input, reference)?;
+        let new = args.input.engine()?;
+        return report(&args, &old, &new);
+    }
     let old = args.input.engine()?;
     let new = if args.staged {
         Engine::new(old.cluster().with_staged(), old.options())
@@ -77,8 +88,48 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
         .engine()?
     };
-    let filter = filter(&old, &new, &args.ports, &args.protocols)?;
-    let whole = diff::diff(&old, &new);
+    report(&args, &old, &new)
+}
+
+/// The old state of `--base`: the texts of the `-f` paths at `reference`.
+fn at_ref(input: &Input, reference: &str) -> Result<Engine, CliError> {
+    if input.is_kube() {
+        return Err(CliError::Usage(
+            "--base compares files of a git repository; it does not take --kube".into(),
+        ));
+    }
+    if input.files.iter().any(|f| f.as_os_str() == "-") {
+        return Err(CliError::Usage(
+            "--base reads the -f paths at a git ref; standard input (-) has none".into(),
+        ));
+    }
+    let checkout = crate::git::Checkout::new(reference)?;
+    let mut texts = Vec::new();
+    for path in &input.files {
+        let (there, name) = checkout.locate(path)?;
+        if !there.exists() {
+            eprintln!("notice: {name} does not exist; its old state is empty");
+            continue;
+        }
+        for (file, text) in palisade_model::read_paths(std::slice::from_ref(&there))? {
+            // `REF:path/of/the/file`, the name diagnostics give it.
+            let relative = std::path::Path::new(&file)
+                .strip_prefix(&there)
+                .ok()
+                .filter(|r| !r.as_os_str().is_empty())
+                .map(|r| format!("{name}/{}", r.display()))
+                .unwrap_or_else(|| name.clone());
+            texts.push((relative, text));
+        }
+    }
+    input.engine_of_texts(&texts)
+}
+
+/// Prints what changes between `old` and `new`; exits 3 when something does.
+fn report(args: &Args, old: &Engine, new: &Engine) -> Result<(), CliError> {
+    let (old, new) = (old, new);
+    let filter = filter(old, new, &args.ports, &args.protocols)?;
+    let whole = diff::diff(old, new);
     let shown = whole.narrowed(&filter);
     // Some changed port is left out of the report.
     let ports = |d: &Diff| -> usize {
