@@ -108,14 +108,17 @@ tools_for() {
   echo "${t[@]}"
 }
 
-declare -A gave_up  # tool/family -> "timeout at N pods" etc.
+declare -A gave_up       # tool/family -> "timeout at N pods" etc.
+declare -A gave_up_pods  # tool/family -> N
 
 # run TOOL FORM INPUT RUN: one measured run; a line in results.tsv.
 run() {
-  local tool=$1 form=$2 input=$3 n=$4 cmd out status wall rss pods
+  local tool=$1 form=$2 input=$3 n=$4 cmd out status wall rss pods why
   pods=$(pods_of "$input")
   cmd=$(command_of "$tool" "$form" "$input")
-  if [ -n "${gave_up[$tool/$(family_of "$input")]:-}" ]; then
+  local fam
+  fam=$tool/$(family_of "$input")
+  if [ -n "${gave_up[$fam]:-}" ] && [ "$pods" -ge "${gave_up_pods[$fam]}" ]; then
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$input" "$pods" "$tool" "$form" "$n" "skipped (${gave_up[$tool/$(family_of "$input")]})" - - >> "$results"
     return
   fi
@@ -132,13 +135,15 @@ run() {
   rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$work/$input/$tool-$form.time")
   case $rc in
     0) status=ok ;;
-    124) status="timeout (${peer_timeout} s)"; gave_up[$tool/$(family_of "$input")]="timed out at $pods pods" ;;
+    124) status="timeout (${peer_timeout} s)"; gave_up[$fam]="timed out at $pods pods"; gave_up_pods[$fam]=$pods ;;
     *) if grep -qi 'out of memory\|cannot allocate' "$work/$input/$tool-$form.err"; then
          status="out of memory (${mem_gib} GiB)"
        else
-         status="failed (exit $rc: $(grep -v '^\s*$' "$work/$input/$tool-$form.err" | tail -n 1 | cut -c1-120))"
+         # The first line that says what went wrong (Go tools add a stack trace after it).
+         why=$(grep -m1 -i 'error\|fatal\|panic' "$work/$input/$tool-$form.err" || tail -n 1 "$work/$input/$tool-$form.err")
+         status="failed (exit $rc: $(printf '%s' "$why" | tr '\t\n' '  ' | cut -c1-120))"
        fi
-       gave_up[$tool/$(family_of "$input")]="$status at $pods pods" ;;
+       gave_up[$fam]="$status at $pods pods"; gave_up_pods[$fam]=$pods ;;
   esac
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$input" "$pods" "$tool" "$form" "$n" "$status" "$wall" "$rss" >> "$results"
   echo "compare-peers: run $n $input $tool $form: $status ${wall} s ${rss} KiB" >&2
