@@ -46,7 +46,9 @@ impl Follower {
             .get_or_insert_with(|| Engine::new(Default::default(), Options::default()));
         for (update, scope) in changes {
             match scope {
-                Scope::Enforced => engine.apply(update.change()),
+                Scope::Enforced => {
+                    engine.apply(update.change());
+                }
                 Scope::Staged => self.staged_changes += 1,
             }
         }

@@ -71,7 +71,7 @@ pub use matrix::{Distinction, Matrix, Probe};
 pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use state::{Engine, Options, PodId, Semantics};
-pub use update::Change;
+pub use update::{Change, Touched};
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };

@@ -187,6 +187,9 @@ pub struct Engine {
     pub(crate) admin_order: Vec<u32>,
     pub(crate) ingress: Vec<Arc<PodPolicies>>,
     pub(crate) egress: Vec<Arc<PodPolicies>>,
+    /// While a pod is upserted: the subjects of the policies whose peer sets it joined or
+    /// left (see [`crate::Touched`]).
+    pub(crate) peers_joined: Option<BitSet>,
 }
 
 impl Engine {
@@ -210,6 +213,7 @@ impl Engine {
             admin_order: Vec::new(),
             ingress: Vec::new(),
             egress: Vec::new(),
+            peers_joined: None,
         };
         e.index_namespaces_and_nodes();
         for pod in 0..e.cluster.pods.len() {

@@ -48,13 +48,50 @@ pub enum Change {
     },
 }
 
+/// What one [`Engine::apply`] may have changed in the pods' side programs
+/// ([`Engine::side_program`]): a data plane that compiled them before may keep the program
+/// of every pod not named here. Pod ids stay valid while `all` is false (a change that
+/// removes or adds a pod, or touches addresses, namespaces or nodes, says `all`).
+#[derive(Debug, Clone, Default)]
+pub struct Touched {
+    /// Every pod's programs may have changed (and pod ids may have moved).
+    pub all: bool,
+    /// The pods whose programs may have changed.
+    pub pods: BitSet,
+}
+
+impl Touched {
+    /// Every pod touched.
+    pub fn everything() -> Touched {
+        Touched {
+            all: true,
+            pods: BitSet::default(),
+        }
+    }
+
+    /// Whether `pod`'s programs may have changed.
+    pub fn contains(&self, pod: PodId) -> bool {
+        self.all || self.pods.contains(pod)
+    }
+
+    /// What this and then `later` touched.
+    pub fn merge(&mut self, later: &Touched) {
+        self.all |= later.all;
+        if !self.all {
+            self.pods.union(&later.pods);
+        }
+    }
+}
+
 impl Engine {
-    /// Applies one change, updating only the state that depends on the changed object.
-    pub fn apply(&mut self, change: Change) {
+    /// Applies one change, updating only the state that depends on the changed object;
+    /// returns the pods whose side programs it may have changed.
+    pub fn apply(&mut self, change: Change) -> Touched {
+        let everything = Touched::everything();
         match change {
             Change::UpsertNamespace(ns) => self.upsert_namespace(ns),
             Change::RemoveNamespace(name) => self.remove_namespace(&name),
-            Change::UpsertPod(p) => self.upsert_pod(p),
+            Change::UpsertPod(p) => return self.upsert_pod_touched(p),
             Change::RemovePod { namespace, name } => {
                 if let Some(id) = self.pod_id(&namespace, &name) {
                     self.remove_pod(id);
@@ -71,7 +108,21 @@ impl Engine {
                 self.cluster.nodes.retain(|n| n.name != name);
                 self.reindex_nodes();
             }
-            Change::UpsertNetworkPolicy(np) => self.upsert_np(np),
+            Change::UpsertNetworkPolicy(np) => {
+                // The subjects before and after: no one else's programs name the policy.
+                let mut pods = self
+                    .cluster
+                    .network_policies
+                    .iter()
+                    .position(|p| p.namespace == np.namespace && p.name == np.name)
+                    .map(|i| self.nps[i].subject.clone())
+                    .unwrap_or_default();
+                self.upsert_np(np);
+                if let Some(new) = self.nps.last() {
+                    pods.union(&new.subject);
+                }
+                return Touched { all: false, pods };
+            }
             Change::RemoveNetworkPolicy { namespace, name } => {
                 if let Some(i) = self
                     .cluster
@@ -79,10 +130,26 @@ impl Engine {
                     .iter()
                     .position(|p| p.namespace == namespace && p.name == name)
                 {
+                    let pods = self.nps[i].subject.clone();
                     self.remove_np(i);
+                    return Touched { all: false, pods };
                 }
+                return Touched::default();
             }
-            Change::UpsertAdminPolicy(p) => self.upsert_admin(p),
+            Change::UpsertAdminPolicy(p) => {
+                let mut pods = self
+                    .cluster
+                    .admin_policies
+                    .iter()
+                    .position(|x| x.kind == p.kind && x.name == p.name)
+                    .map(|i| self.admins[i].subject.clone())
+                    .unwrap_or_default();
+                self.upsert_admin(p);
+                if let Some(new) = self.admins.last() {
+                    pods.union(&new.subject);
+                }
+                return Touched { all: false, pods };
+            }
             Change::RemoveAdminPolicy { kind, name } => {
                 if let Some(i) = self
                     .cluster
@@ -90,10 +157,49 @@ impl Engine {
                     .iter()
                     .position(|p| p.kind == kind && p.name == name)
                 {
+                    let pods = self.admins[i].subject.clone();
                     self.remove_admin(i);
+                    return Touched { all: false, pods };
                 }
+                return Touched::default();
             }
         }
+        everything
+    }
+
+    /// [`Engine::upsert_pod`], saying what it touched: for a change of labels only (no
+    /// shared address, no peers relative to the subject's namespace), the pod and the
+    /// subjects of every policy whose peers it joins or leaves; otherwise everything.
+    fn upsert_pod_touched(&mut self, p: Pod) -> Touched {
+        let id = self.pod_id(&p.namespace, &p.name);
+        let labels_only = id.is_some_and(|id| {
+            let mut was = self.cluster.pods[id].clone();
+            was.labels = p.labels.clone();
+            was == p && !self.shared_address.contains_key(&id)
+        }) && !self.has_related_peers();
+        self.peers_joined = Some(BitSet::default());
+        self.upsert_pod(p);
+        let joined = self.peers_joined.take().unwrap_or_default();
+        match id {
+            Some(id) if labels_only && !self.shared_address.contains_key(&id) => {
+                let mut pods = joined;
+                pods.insert(id);
+                Touched { all: false, pods }
+            }
+            _ => Touched::everything(),
+        }
+    }
+
+    /// Whether some admin policy has peers relative to the subject's namespace (their
+    /// members depend on every pod's labels).
+    fn has_related_peers(&self) -> bool {
+        self.admins.iter().any(|a| {
+            a.ingress
+                .iter()
+                .chain(&a.egress)
+                .flat_map(|r| &r.peers)
+                .any(|p| matches!(p, AdminPeerC::Related { .. }))
+        })
     }
 
     /// Applies `f` to every compiled pod set (subjects and static peers) that holds one of
@@ -165,8 +271,10 @@ impl Engine {
             }
         }
         let (mut nb, mut ab) = (bits.into_iter(), admin_bits.into_iter());
+        let mut joined = self.peers_joined.take();
         for (np, model) in self.nps.iter_mut().zip(&self.cluster.network_policies) {
             np.subject.set(pod, nb.next().unwrap_or(false));
+            let mut moved = false;
             for (compiled, rules) in [
                 (&mut np.ingress, &model.ingress),
                 (&mut np.egress, &model.egress),
@@ -180,24 +288,34 @@ impl Engine {
                             && s.contains(pod) != b
                         {
                             Arc::make_mut(s).set(pod, b);
+                            moved = true;
                         }
                     }
                 }
             }
+            if moved && let Some(j) = joined.as_mut() {
+                j.union(&np.subject);
+            }
         }
         for a in &mut self.admins {
             a.subject.set(pod, ab.next().unwrap_or(false));
+            let mut moved = false;
             for r in a.ingress.iter_mut().chain(a.egress.iter_mut()) {
                 for p in &mut r.peers {
                     if let AdminPeerC::Pods(s) = p {
                         let b = ab.next().unwrap_or(false);
                         if s.contains(pod) != b {
                             Arc::make_mut(s).set(pod, b);
+                            moved = true;
                         }
                     }
                 }
             }
+            if moved && let Some(j) = joined.as_mut() {
+                j.union(&a.subject);
+            }
         }
+        self.peers_joined = joined;
         self.rebuild_pod_lists(pod);
     }
 

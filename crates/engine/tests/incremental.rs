@@ -117,8 +117,35 @@ proptest! {
         let mut engine = Engine::new(c.clone(), Options::default());
         let mut mirror = c;
         for ch in &changes {
-            engine.apply(ch.clone());
+            // Half the upserts of an existing pod change only its labels (a relabel).
+            let relabel = match ch {
+                Change::UpsertPod(p) if p.name.ends_with(['0', '2', '4', '6']) => mirror
+                    .pods
+                    .iter()
+                    .find(|q| q.namespace == p.namespace && q.name == p.name)
+                    .map(|q| Change::UpsertPod(Pod { labels: p.labels.clone(), ..q.clone() })),
+                _ => None,
+            };
+            let ch = relabel.as_ref().unwrap_or(ch);
+            let programs = |e: &Engine| -> Vec<_> {
+                let pods: Vec<usize> = (0..e.cluster().pods.len()).collect();
+                [Direction::Ingress, Direction::Egress].map(|d| e.side_programs(&pods, d)).into()
+            };
+            let before = programs(&engine);
+            let touched = engine.apply(ch.clone());
             apply_to_cluster(&mut mirror, ch);
+            // What `apply` says it left alone is left alone (a data plane keeps it).
+            if !touched.all {
+                let after = programs(&engine);
+                for (b, a) in before.iter().zip(&after) {
+                    prop_assert_eq!(b.len(), a.len());
+                    for (pod, (b, a)) in b.iter().zip(a).enumerate() {
+                        if !touched.contains(pod) {
+                            prop_assert_eq!(b, a, "pod {} after {:#?}", pod, ch);
+                        }
+                    }
+                }
+            }
         }
         let full = Engine::new(mirror.clone(), Options::default());
         let mut ips: Vec<IpAddr> = mirror.pods.iter().flat_map(|p| p.ips.clone()).collect();
@@ -128,4 +155,49 @@ proptest! {
         prop_assert_eq!(verdicts(&engine, &ips), verdicts(&full, &ips), "after {:#?}", changes);
         prop_assert_eq!(engine.cluster().pods.len(), mirror.pods.len());
     }
+}
+
+/// Every side program of every pod, ingress then egress.
+fn all_programs(e: &Engine) -> [Vec<palisade_engine::SideProgram>; 2] {
+    let pods: Vec<usize> = (0..e.cluster().pods.len()).collect();
+    [Direction::Ingress, Direction::Egress].map(|d| e.side_programs(&pods, d))
+}
+
+/// Relabels in a generated cluster without admin policies (no namespace-relative peers, so
+/// a relabel names the pods it touches): a pod taking the labels of pods of other
+/// deployments leaves every program outside `Touched` as it was, and changes some outside
+/// the pod itself (the subjects of the policies whose peers it joined or left).
+#[test]
+fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
+    let g = palisade_gen::generate(&palisade_gen::Spec {
+        pods: 300,
+        policies: 60,
+        seed: 3,
+        admin: false,
+    });
+    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
+    let cluster =
+        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
+            .unwrap()
+            .cluster;
+    let mut e = Engine::new(cluster, Options::default());
+    let mut others_changed = 0;
+    for (a, b) in [(0, 150), (7, 299), (42, 3), (120, 260), (0, 1)] {
+        let mut moved = e.cluster().pods[a].clone();
+        moved.labels = e.cluster().pods[b].labels.clone();
+        let before = all_programs(&e);
+        let touched = e.apply(Change::UpsertPod(moved));
+        assert!(!touched.all, "a relabel names the pods it touches");
+        let after = all_programs(&e);
+        for (bs, xs) in before.iter().zip(&after) {
+            for (pod, (was, is)) in bs.iter().zip(xs).enumerate() {
+                if !touched.contains(pod) {
+                    assert_eq!(was, is, "pod {pod} untouched by relabelling pod {a}");
+                } else if pod != a && was != is {
+                    others_changed += 1;
+                }
+            }
+        }
+    }
+    assert!(others_changed > 0, "some relabel changed other pods' peers");
 }
