@@ -271,13 +271,13 @@ fn invalid_input_exits_1_with_every_error() {
     let err = stderr(&o);
     assert!(
         err.contains(
-            "-:5: error: NetworkPolicy x/p: spec.policyTypes[0]: Unsupported value: \"Bad\""
+            "<stdin>:5: error: NetworkPolicy x/p: spec.policyTypes[0]: Unsupported value: \"Bad\""
         ),
         "{err}"
     );
     assert!(
         err.contains(
-            "-:7: error: NetworkPolicy x/p: spec.ingress[0].ports[0].port: Invalid value: 0"
+            "<stdin>:7: error: NetworkPolicy x/p: spec.ingress[0].ports[0].port: Invalid value: 0"
         ),
         "{err}"
     );
@@ -376,7 +376,7 @@ fn tenancy_compile_output_is_palisade_input() {
     let o = palisade_stdin(&["matrix", "-f", "-", "-o", "jsonl"], &yaml);
     let invalid = stderr(&o)
         .lines()
-        .any(|l| l.starts_with("-:") && l.contains(": error: "));
+        .any(|l| l.starts_with("<stdin>:") && l.contains(": error: "));
     assert!(!invalid, "{}", stderr(&o));
     assert!(
         stderr(&o).contains("no pod in the input has an address"),
@@ -404,7 +404,7 @@ fn tenancy_check_reports_errors_with_lines() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("-:3: error: tools[0].group: group \"wheat\" does not exist"),
+        stderr(&o).contains("<stdin>:3: error: tools[0].group: group \"wheat\" does not exist"),
         "{}",
         stderr(&o)
     );

@@ -85,7 +85,7 @@ a: [unclosed
     let (code, allowed, err) = eval(&text, &["--skip-invalid"]);
     assert_eq!((code, allowed), (0, Some(false)), "{err}");
     assert!(
-        err.contains("skipped: -:19: error: YAML syntax error:")
+        err.contains("skipped: <stdin>:19: error: YAML syntax error:")
             && err.contains("(in the document starting at line 17)"),
         "{err}"
     );
@@ -105,7 +105,7 @@ fn pods_sharing_an_ip_are_reported() {
     let err = stderr(&o);
     assert!(
         err.contains(
-            "-:12: warning: Pod x/twin: status.podIPs: 10.0.0.1 is also the IP of Pod x/a (-:1)"
+            "<stdin>:12: warning: Pod x/twin: status.podIPs: 10.0.0.1 is also the IP of Pod x/a (<stdin>:1)"
         ),
         "{err}"
     );
@@ -120,7 +120,7 @@ fn duplicate_keys_exit_1_with_both_lines() {
     let (code, _, err) = eval(&text, &[]);
     assert_eq!(code, 1, "{err}");
     assert!(
-        err.contains("-:5: error: YAML syntax error: duplicate mapping key \"podIP\""),
+        err.contains("<stdin>:5: error: YAML syntax error: duplicate mapping key \"podIP\""),
         "{err}"
     );
 }
@@ -129,7 +129,7 @@ fn duplicate_keys_exit_1_with_both_lines() {
 fn empty_stdin_and_empty_directory_exit_1() {
     let (code, _, err) = eval("", &[]);
     assert_eq!(code, 1, "{err}");
-    assert!(err.contains("-:1: error: no objects"), "{err}");
+    assert!(err.contains("<stdin>:1: error: no objects"), "{err}");
 
     let dir = std::env::temp_dir().join(format!("palisade-cli-empty-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -146,5 +146,5 @@ fn binary_input_exits_1_with_a_line() {
     let o = palisade(&["matrix", "-f", "-"], &bytes);
     let err = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{err}");
-    assert!(err.contains("-:13: error: not UTF-8 text"), "{err}");
+    assert!(err.contains("<stdin>:13: error: not UTF-8 text"), "{err}");
 }

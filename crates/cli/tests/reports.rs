@@ -551,7 +551,7 @@ fn node_addresses_come_from_pods_when_nodes_are_not_dumped() {
         "the node-local exemption holds with the node taken from the pods: {without}"
     );
     assert!(
-        notices.contains("-:1: notice: Node n1: not in the input; its address 192.168.0.1 is taken from Pod x/a's status.hostIP"),
+        notices.contains("<stdin>:1: notice: Node n1: not in the input; its address 192.168.0.1 is taken from Pod x/a's status.hostIP"),
         "{notices}"
     );
 }
@@ -652,7 +652,7 @@ fn pods_without_an_address_are_one_notice() {
     assert!(o.status.success(), "{}", stderr(&o));
     let err = stderr(&o);
     assert!(
-        err.contains("-:5: notice: 2 pod(s) without an address (Pending or completed), left out of the matrix (--verbose lists them)"),
+        err.contains("<stdin>:5: notice: 2 pod(s) without an address (Pending or completed), left out of the matrix (--verbose lists them)"),
         "{err}"
     );
     assert!(!err.contains("x/p2"), "the list only with --verbose: {err}");
@@ -662,7 +662,7 @@ fn pods_without_an_address_are_one_notice() {
     );
     assert!(
         stderr(&o)
-            .contains("-:9: notice: Pod x/p2: status.podIP: no address (Pending, or completed"),
+            .contains("<stdin>:9: notice: Pod x/p2: status.podIP: no address (Pending, or completed"),
         "{}",
         stderr(&o)
     );

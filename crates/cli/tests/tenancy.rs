@@ -64,7 +64,7 @@ fn tenancy_compile_refuses_a_tool_name_that_injects_a_document() {
     assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     assert!(stdout(&o).is_empty());
     assert!(
-        stderr(&o).contains("-:3: error: tools[0].name: tool name: invalid label value"),
+        stderr(&o).contains("<stdin>:3: error: tools[0].name: tool name: invalid label value"),
         "{}",
         stderr(&o)
     );
@@ -79,7 +79,7 @@ fn tenancy_compile_refuses_a_tool_name_that_breaks_the_output() {
     );
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("-:3: error: tools[0].name: tool name: invalid label value"),
+        stderr(&o).contains("<stdin>:3: error: tools[0].name: tool name: invalid label value"),
         "{}",
         stderr(&o)
     );
@@ -125,7 +125,7 @@ fn tenancy_platform_label_and_namespace_are_validated() {
     let m = palisade_stdin(&["matrix", "-f", "-", "-o", "summary"], &yaml);
     let invalid = stderr(&m)
         .lines()
-        .any(|l| l.starts_with("-:") && l.contains(": error: "));
+        .any(|l| l.starts_with("<stdin>:") && l.contains(": error: "));
     assert!(!invalid, "{}", stderr(&m));
     assert!(
         stderr(&m).contains("no pod in the input has an address"),
@@ -187,7 +187,8 @@ fn tenancy_refuses_an_empty_directory_or_empty_stdin() {
     let o = palisade_stdin(&["tenancy", "compile", "-f", "-"], "\n");
     assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("-:1: error: no objects: the input holds no YAML or JSON document"),
+        stderr(&o)
+            .contains("<stdin>:1: error: no objects: the input holds no YAML or JSON document"),
         "{}",
         stderr(&o)
     );

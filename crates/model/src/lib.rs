@@ -33,7 +33,7 @@ pub use convert::workload::{WorkloadKind, workload_of};
 pub use diag::{Diagnostic, Severity};
 pub use load::{
     Decoded, Invalid, LoadError, LoadOptions, Loaded, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES,
-    decode_texts, load_paths, load_sources, load_str, read_paths,
+    STDIN_NAME, decode_texts, load_paths, load_sources, load_str, read_paths,
 };
 pub use objects::*;
 pub use types::*;

@@ -60,17 +60,25 @@ pub const MAX_SOURCE_BYTES: u64 = 1 << 30;
 /// Most bytes read by one load, all sources together.
 pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
 
+/// The name messages give standard input (`-f -`).
+pub const STDIN_NAME: &str = "<stdin>";
+
+/// The name messages give `path`: [`STDIN_NAME`] for `-`, else the path as given.
+fn source_name(path: &Path) -> String {
+    if path.as_os_str() == "-" {
+        STDIN_NAME.into()
+    } else {
+        path.display().to_string()
+    }
+}
+
 /// Reads every path: files, directories (recursively, `*.yaml`, `*.yml`, `*.json`, in name
 /// order, skipping hidden entries) and `-` for stdin. At most [`MAX_SOURCE_BYTES`] are read from one source and
 /// [`MAX_TOTAL_BYTES`] in all; a source that is not UTF-8 text is an error at its first
 /// bad line.
 pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, LoadError> {
     let raw = read_raw(paths)?;
-    let mut loader = Loader::named(
-        paths
-            .first()
-            .map_or("-".into(), |p| p.display().to_string()),
-    );
+    let mut loader = Loader::named(paths.first().map_or(STDIN_NAME.into(), |p| source_name(p)));
     let mut texts = Vec::new();
     for (name, bytes) in raw {
         match String::from_utf8(bytes) {
@@ -94,16 +102,12 @@ pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, Loa
 }
 
 /// The (name, text) of every input `-f` names: files, directories (recursively, `*.yaml`,
-/// `*.yml`, `*.json`, in name order) and `-` for stdin (named `-`), within the size
+/// `*.yml`, `*.json`, in name order) and `-` for stdin (named [`STDIN_NAME`]), within the size
 /// limits; a source that is not UTF-8 is an error at its first bad line, and an input
 /// with no text at all (an empty directory, empty stdin) is an error, as for [`load_paths`].
 pub fn read_paths(paths: &[PathBuf]) -> Result<Vec<(String, String)>, LoadError> {
     let mut out = Vec::new();
-    let mut loader = Loader::named(
-        paths
-            .first()
-            .map_or("-".into(), |p| p.display().to_string()),
-    );
+    let mut loader = Loader::named(paths.first().map_or(STDIN_NAME.into(), |p| source_name(p)));
     for (name, bytes) in read_raw(paths)? {
         loader.sources += 1;
         match String::from_utf8(bytes) {
@@ -129,7 +133,7 @@ fn read_raw(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
         if path.as_os_str() == "-" {
             let bytes = read_limited(std::io::stdin().lock(), path, total)?;
             total += bytes.len() as u64;
-            raw.push(("-".to_string(), bytes));
+            raw.push((STDIN_NAME.to_string(), bytes));
         } else {
             for file in expand(path)? {
                 let reader = std::fs::File::open(&file).map_err(|source| LoadError::Io {
