@@ -495,9 +495,20 @@ fn html_is_self_contained_and_renders_in_a_browser() {
         "{dom}"
     );
     assert!(
-        dom.contains("isolated by NetworkPolicy x/allow-from-y-b at examples/xyz/policies/01-deny-ingress-x.yaml:2"),
+        dom.contains("NetworkPolicy tier: isolated for ingress by NetworkPolicy x/allow-from-y-b (examples/xyz/policies/01-deny-ingress-x.yaml:2)"),
         "the verdict's own provenance"
     );
+    // The why-not `explain` prints, rule by rule, for both sides.
+    for why in [
+        "Ingress at x/a:",
+        "ingress rule 0: from namespaceSelector {ns=y} podSelector {pod=b} (the pod's labels do not match)",
+        "    NetworkPolicy x/allow-from-y-b: no rule matched",
+        "=&gt; denied: NetworkPolicy tier: isolated by NetworkPolicy x/allow-from-y-b and no rule matched",
+        "Egress at y/a:",
+        "palisade explain --from y/a --to x/a --port 80 --protocol TCP",
+    ] {
+        assert!(dom.contains(why), "{why}\n{dom}");
+    }
     let shot = dir.join("matrix.png");
     std::fs::remove_file(&shot).ok();
     chromium(
@@ -511,6 +522,90 @@ fn html_is_self_contained_and_renders_in_a_browser() {
     assert!(
         png.starts_with(b"\x89PNG") && png.len() > 10_000,
         "a screenshot under target/"
+    );
+}
+
+/// The data an HTML page carries (the JSON of its `data` script element).
+fn page_data(page: &str) -> serde_json::Value {
+    let start = page
+        .find(r#"<script type="application/json" id="data">"#)
+        .unwrap();
+    let rest = &page[start..];
+    let json = &rest[rest.find('>').unwrap() + 1..rest.find("</script>").unwrap()];
+    serde_json::from_str(json).unwrap()
+}
+
+/// The kind (`[allowed, egress walk, ingress walk, depends]`) of a page's cell, decoding its
+/// row as the page's script does; `None` when the probe is not a port of the destination.
+fn page_cell(data: &serde_json::Value, p: usize, r: usize, c: usize) -> Option<Vec<u64>> {
+    let mut at = 0;
+    for token in data["cells"][p][r].as_str().unwrap().split(',') {
+        let (k, n) = token.split_once('*').unwrap_or((token, "1"));
+        at += usize::from_str_radix(n, 36).unwrap();
+        if c < at {
+            if k == "-" {
+                return None;
+            }
+            let k = usize::from_str_radix(k, 36).unwrap();
+            let kind = data["kinds"][k].as_array().unwrap();
+            return Some(kind.iter().map(|v| v.as_u64().unwrap()).collect());
+        }
+    }
+    panic!("no column {c} in row {r}")
+}
+
+#[test]
+fn html_writes_each_explanation_once_and_shows_rows_in_chunks() {
+    // 120 pods told apart by their labels: 120 rows, every ingress denied but from p000.
+    let mut yaml = String::new();
+    for i in 0..120 {
+        yaml.push_str(&format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: p{i:03}, namespace: x, labels: {{app: a{i}}}}}\nstatus: {{podIP: 10.0.0.{}}}\n---\n",
+            i + 1
+        ));
+    }
+    yaml.push_str("apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: only-a0, namespace: x}\nspec:\n  podSelector: {}\n  ingress: [{from: [{podSelector: {matchLabels: {app: a0}}}]}]\n");
+    let o = palisade_stdin(&["matrix", "-f", "-", "--ports", "80", "-o", "html"], &yaml);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let page = stdout(&o);
+    let data = page_data(&page);
+    // Row 1 (p001) to column 2 (p002): denied, with the rule and why not.
+    let k = page_cell(&data, 0, 1, 2).unwrap();
+    assert_eq!(k[0], 0, "denied");
+    let ingress = data["walks"][k[2] as usize].as_str().unwrap();
+    assert!(
+        ingress
+            .contains("ingress rule 0: from podSelector {app=a0} (the pod's labels do not match)"),
+        "{ingress}"
+    );
+    assert_eq!(page_cell(&data, 0, 0, 2).unwrap()[0], 1, "p000 is let in");
+    // 14,280 cells share a handful of explanations, each written once.
+    assert!(
+        page.matches("(the pod's labels do not match)").count() == 1,
+        "one copy of the why-not"
+    );
+    assert!(
+        data["walks"].as_array().unwrap().len() < 10,
+        "{}",
+        data["walks"]
+    );
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("chunks.html");
+    std::fs::write(&file, &page).unwrap();
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("file://{}#explain=0,1,2", file.display()),
+    );
+    assert_eq!(
+        dom.matches("<td ").count(),
+        50 * 120,
+        "the first 50 rows are in the document, not all 120"
+    );
+    assert!(dom.contains("more rows (50 of 120 shown)"), "{dom}");
+    assert!(
+        dom.contains("ingress rule 0: from podSelector {app=a0} (the pod's labels do not match)"),
+        "the panel shows the why-not"
     );
 }
 
@@ -637,10 +732,28 @@ fn workloads_stand_for_their_pods() {
         stdout(&o)
     );
     let o = palisade(&["matrix", "-f", "examples/shop", "-o", "html"]);
-    let page = stdout(&o);
+    let data = page_data(&stdout(&o));
     // every cell into web (column 2) on both probes: web admits an ipBlock
-    assert!(
-        page.contains(r#""depends":[[0,0,2],[0,1,2],[0,2,2],[1,0,2],[1,1,2],[1,2,2]]"#),
+    let mut depends = Vec::new();
+    for p in 0..2 {
+        for r in 0..3 {
+            for c in 0..3 {
+                if page_cell(&data, p, r, c).is_some_and(|k| k[3] == 1) {
+                    depends.push([p, r, c]);
+                }
+            }
+        }
+    }
+    assert_eq!(
+        depends,
+        [
+            [0, 0, 2],
+            [0, 1, 2],
+            [0, 2, 2],
+            [1, 0, 2],
+            [1, 1, 2],
+            [1, 2, 2]
+        ],
         "the page marks them too"
     );
 }

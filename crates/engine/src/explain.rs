@@ -162,6 +162,42 @@ impl Engine {
         }
     }
 
+    /// The "why not" of a side that the NetworkPolicy tier denied by isolation, as
+    /// `explain` prints it: the isolating policies, then each one's rules and why none
+    /// matched (empty for any other side). Cheaper than [`Engine::explain`]: the Admin and
+    /// Baseline tiers are not walked.
+    pub fn isolation_why_not(&self, flow: &Flow, side: &SideVerdict, dir: Direction) -> String {
+        let at = match dir {
+            Direction::Egress => flow.src.kind,
+            Direction::Ingress => flow.dst.kind,
+        };
+        let (EndpointKind::Pod(pod), Decision::Isolated(_), Tier::NetworkPolicy) =
+            (at, &side.decision, side.tier)
+        else {
+            return String::new();
+        };
+        let names: Vec<String> = self
+            .isolating(pod, dir)
+            .iter()
+            .map(|p| p.with_origin())
+            .collect();
+        let misses: Vec<PolicyMisses> = self
+            .counting_nps(pod, dir)
+            .map(|i| PolicyMisses {
+                policy: self.nps[i as usize].info.clone(),
+                rules: self.np_misses(i, dir, flow),
+            })
+            .collect();
+        let mut out = format!(
+            "  NetworkPolicy tier: isolated for {} by {}\n",
+            dir.as_str().to_lowercase(),
+            names.join(", ")
+        );
+        // Writing to a String cannot fail.
+        let _ = write_policy_misses(&mut out, &misses, dir);
+        out
+    }
+
     /// The tiers `side` went through for `pod`.
     fn walk(&self, pod: PodId, dir: Direction, side: &SideVerdict, flow: &Flow) -> Vec<TierStep> {
         let lists = self.policies(pod, dir);
@@ -305,16 +341,7 @@ impl fmt::Display for Explanation {
                             "  NetworkPolicy tier: isolated for {dir} by {}",
                             names.join(", ")
                         )?;
-                        for pm in misses {
-                            if pm.rules.is_empty() {
-                                writeln!(f, "    {}: no {dir} rule (it only isolates)", pm.policy)?;
-                                continue;
-                            }
-                            writeln!(f, "    {}: no rule matched", pm.policy)?;
-                            for m in &pm.rules {
-                                writeln!(f, "      {}", MissLine(m, walk.direction))?;
-                            }
-                        }
+                        write_policy_misses(f, misses, walk.direction)?;
                     }
                 }
             }
@@ -322,6 +349,26 @@ impl fmt::Display for Explanation {
         }
         Ok(())
     }
+}
+
+/// Each isolating NetworkPolicy's rules and why none matched, as `explain` prints them.
+fn write_policy_misses(
+    f: &mut impl fmt::Write,
+    misses: &[PolicyMisses],
+    direction: Direction,
+) -> fmt::Result {
+    let dir = direction.as_str().to_lowercase();
+    for pm in misses {
+        if pm.rules.is_empty() {
+            writeln!(f, "    {}: no {dir} rule (it only isolates)", pm.policy)?;
+            continue;
+        }
+        writeln!(f, "    {}: no rule matched", pm.policy)?;
+        for m in &pm.rules {
+            writeln!(f, "      {}", MissLine(m, direction))?;
+        }
+    }
+    Ok(())
 }
 
 /// `ingress rule 0 "name": ports TCP/443 (another port); from podSelector {app=b} (the

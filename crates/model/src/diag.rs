@@ -23,7 +23,7 @@ pub enum Severity {
 pub struct Diagnostic {
     /// Severity.
     pub severity: Severity,
-    /// File (`-` for stdin).
+    /// File (`<stdin>` for standard input).
     pub file: Arc<str>,
     /// 1-based line.
     pub line: usize,

@@ -11,7 +11,7 @@ use crate::types::{Labels, PolicyKind, PolicyRef, Port, PortRange, Protocol, Sel
 /// Where an object was read from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct Origin {
-    /// File name (`-` for stdin).
+    /// File name (`<stdin>` for standard input).
     pub file: Arc<str>,
     /// 1-based line of the object's first line.
     pub line: usize,

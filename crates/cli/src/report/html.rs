@@ -1,12 +1,20 @@
 //! `matrix -o html`: one self-contained page (inline CSS and script, no external URL): a
-//! heatmap of pods grouped by namespace, filters by namespace, protocol and port, and each
-//! cell's verdict with its provenance on click. Above [`MAX_PODS`] sources or destinations
-//! the rows and columns are classes of pods no policy tells apart, and the page says so.
+//! heatmap of pods grouped by namespace, filters by namespace, protocol and port, and on
+//! click each cell's verdict with its provenance and, for a side that isolation denied,
+//! each rule of the isolating policies and why it did not match, as `explain` prints it. Above [`MAX_PODS`] sources or destinations the rows and columns are classes of
+//! pods no policy tells apart, and the page says so.
+//!
+//! The page stays small and quick at cluster scale: every distinct side explanation is
+//! written once (`walks`), every distinct cell (verdict, the two walks, whether it depends on an
+//! address) once (`kinds`), and each row of each probe is one run-length-encoded string of
+//! kind indices that the script decodes only when it shows the row; rows are put in the
+//! document a chunk at a time, as the reader scrolls.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{Engine, Matrix, PodId};
+use palisade_engine::{Decision, Engine, Flow, Matrix, PodId, Probe, SideVerdict};
+use palisade_model::Direction;
 use serde_json::{Value, json};
 
 use super::view::View;
@@ -79,59 +87,222 @@ fn pair(from: &Axis, to: &Axis) -> (PodId, PodId) {
     }
 }
 
-/// Each cell's verdict index, `[probe][row][column]` (-1: the probe is a named port the
-/// destination does not declare).
-type Cells = Vec<Vec<Vec<i64>>>;
+/// A distinct cell: allowed, the egress and ingress walks (indices into the walk table),
+/// and whether the verdict depends on the address a workload will get.
+type Kind = (bool, u32, u32, bool);
 
-/// The page's data: axes, probes, the distinct verdicts, and the cells whose verdict
-/// depends on the address a workload will get (`[probe, row, column]`); and apart, each
-/// cell's verdict index (kept out of the JSON tree: millions of numbers at cluster scale).
-fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> (Value, Cells) {
+/// Distinct walks and kinds, each numbered in order of first appearance.
+#[derive(Default)]
+struct Tables {
+    walks: Vec<String>,
+    walk_index: HashMap<String, u32>,
+    kinds: Vec<Kind>,
+    kind_index: HashMap<Kind, u32>,
+}
+
+impl Tables {
+    fn walk(&mut self, text: &str) -> u32 {
+        if let Some(&i) = self.walk_index.get(text) {
+            return i;
+        }
+        let i = self.walks.len() as u32;
+        self.walks.push(text.to_owned());
+        self.walk_index.insert(text.to_owned(), i);
+        i
+    }
+
+    fn kind(&mut self, k: Kind) -> u32 {
+        let next = self.kinds.len() as u32;
+        *self.kind_index.entry(k).or_insert_with(|| {
+            self.kinds.push(k);
+            next
+        })
+    }
+}
+
+/// No cell: the probe is a named port the destination does not declare.
+const NA: u32 = u32::MAX;
+
+/// One side as the page explains it: when the NetworkPolicy tier denied it by isolation,
+/// the isolating policies and each one's rules and why none matched; the policy that
+/// decided, with its file and line; then the side's verdict, as `explain` ends it.
+fn side_text(engine: &Engine, flow: &Flow, side: &SideVerdict, dir: Direction) -> String {
+    let mut text = engine.isolation_why_not(flow, side, dir);
+    if let Decision::Rule(m) = &side.decision {
+        text.push_str(&format!(
+            "  {} tier: {}\n",
+            side.tier.as_str(),
+            m.policy.with_origin()
+        ));
+    }
+    text.push_str(&format!("  => {side}\n"));
+    text.truncate(text.trim_end().len());
+    text
+}
+
+/// The walk index of `side`: a side not decided by isolation reads the same for every
+/// flow, so it is written once per distinct side.
+fn side_walk(
+    t: &mut Tables,
+    plain: &mut HashMap<SideVerdict, u32>,
+    engine: &Engine,
+    flow: &Flow,
+    side: &SideVerdict,
+    dir: Direction,
+) -> u32 {
+    if !matches!(side.decision, Decision::Isolated(_)) {
+        if let Some(&i) = plain.get(side) {
+            return i;
+        }
+        let i = t.walk(&side_text(engine, flow, side, dir));
+        plain.insert(side.clone(), i);
+        return i;
+    }
+    t.walk(&side_text(engine, flow, side, dir))
+}
+
+/// The cells of `rows` (indices into `axes.0`) for every probe: kind indices into a
+/// table of this chunk's own; `out[probe][row][column]`.
+fn chunk(
+    engine: &Engine,
+    axes: (&[Axis], &[Axis]),
+    rows: std::ops::Range<usize>,
+    probes: &[Probe],
+    applies: &[Vec<bool>],
+) -> (Tables, Vec<Vec<Vec<u32>>>) {
+    let (row_axes, col_axes) = axes;
+    let mut t = Tables::default();
+    let mut plain: HashMap<SideVerdict, u32> = HashMap::new();
+    let out = probes
+        .iter()
+        .enumerate()
+        .map(|(pi, &probe)| {
+            rows.clone()
+                .map(|r| {
+                    col_axes
+                        .iter()
+                        .enumerate()
+                        .map(|(ci, c)| {
+                            let (a, b) = pair(&row_axes[r], c);
+                            let Some(flow) =
+                                engine.pod_flow(a, b, probe).filter(|_| applies[pi][ci])
+                            else {
+                                return NA;
+                            };
+                            let depends = engine.depends_on_address(&flow);
+                            let v = engine.evaluate(&flow);
+                            let mut walk =
+                                |side, dir| side_walk(&mut t, &mut plain, engine, &flow, side, dir);
+                            let e = walk(&v.egress, Direction::Egress);
+                            let i = walk(&v.ingress, Direction::Ingress);
+                            t.kind((v.allowed, e, i, depends))
+                        })
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    (t, out)
+}
+
+/// `IDX` or `IDX*COUNT` (base 36), comma-separated; `-` for no cell.
+fn encode_row(cells: &[u32], out: &mut String) {
+    let mut i = 0;
+    while i < cells.len() {
+        let k = cells[i];
+        let run = cells[i..].iter().take_while(|&&c| c == k).count();
+        if i > 0 {
+            out.push(',');
+        }
+        if k == NA {
+            out.push('-');
+        } else {
+            push_base36(k as usize, out);
+        }
+        if run > 1 {
+            out.push('*');
+            push_base36(run, out);
+        }
+        i += run;
+    }
+}
+
+fn push_base36(mut n: usize, out: &mut String) {
+    const DIGITS: &[u8; 36] = b"0123456789abcdefghijklmnopqrstuvwxyz";
+    let mut buf = [0u8; 16];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = DIGITS[n % 36];
+        n /= 36;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(buf[at..].iter().map(|&b| char::from(b)));
+}
+
+/// The page's data as one JSON object: axes, probes, the walk and kind tables, and each
+/// probe's rows as encoded strings.
+fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
     let classes = v.rows.len() > MAX_PODS || v.cols.len() > MAX_PODS;
     let rows = axis(engine, m, &v.rows, classes);
     let cols = axis(engine, m, &v.cols, classes);
     let col_index: HashMap<PodId, usize> = v.cols.iter().map(|&i| (m.pods[i], i)).collect();
-    let mut verdicts: Vec<Value> = Vec::new();
-    let mut index: HashMap<palisade_engine::Verdict, usize> = HashMap::new();
-    let mut cells: Vec<Vec<Vec<i64>>> = Vec::with_capacity(v.probes.len());
-    let mut depends: Vec<[usize; 3]> = Vec::new();
-    for (pi, probe) in v.probes.iter().enumerate() {
-        let mut grid = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let mut line = Vec::with_capacity(cols.len());
-            for c in &cols {
-                let applies = !c
-                    .pods
-                    .iter()
-                    .any(|p| col_index.get(p).is_some_and(|&t| !(v.applies)(pi, t)));
-                let (a, b) = pair(r, c);
-                let Some(flow) = engine.pod_flow(a, b, probe.probe).filter(|_| applies) else {
-                    line.push(-1);
-                    continue;
-                };
-                if engine.depends_on_address(&flow) {
-                    depends.push([pi, grid.len(), line.len()]);
+    let applies: Vec<Vec<bool>> = (0..v.probes.len())
+        .map(|pi| {
+            cols.iter()
+                .map(|c| {
+                    !c.pods
+                        .iter()
+                        .any(|p| col_index.get(p).is_some_and(|&t| !(v.applies)(pi, t)))
+                })
+                .collect()
+        })
+        .collect();
+    let probes: Vec<Probe> = v.probes.iter().map(|p| p.probe).collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8);
+    let per = rows.len().div_ceil(threads).max(1);
+    let chunks: Vec<(Tables, Vec<Vec<Vec<u32>>>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..rows.len())
+            .step_by(per)
+            .map(|start| {
+                let range = start..(start + per).min(rows.len());
+                let (rows, cols, probes, applies) = (&rows, &cols, &probes, &applies);
+                s.spawn(move || chunk(engine, (rows, cols), range, probes, applies))
+            })
+            .collect();
+        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+    });
+    // Merge the chunks' tables, renumbering their kinds, and encode the rows.
+    let mut all = Tables::default();
+    let mut encoded: Vec<Vec<String>> = vec![Vec::with_capacity(rows.len()); probes.len()];
+    for (t, cells) in chunks {
+        let walk_map: Vec<u32> = t.walks.iter().map(|w| all.walk(w)).collect();
+        let kind_map: Vec<u32> = t
+            .kinds
+            .iter()
+            .map(|&(a, e, i, d)| all.kind((a, walk_map[e as usize], walk_map[i as usize], d)))
+            .collect();
+        for (pi, grid) in cells.into_iter().enumerate() {
+            for mut line in grid {
+                for c in line.iter_mut().filter(|c| **c != NA) {
+                    *c = kind_map[*c as usize];
                 }
-                // Verdicts are compared as values and serialized once each.
-                let verdict = engine.evaluate(&flow);
-                let next = verdicts.len();
-                let i = match index.get(&verdict) {
-                    Some(&i) => i,
-                    None => {
-                        verdicts.push(serde_json::to_value(&verdict).unwrap_or(Value::Null));
-                        index.insert(verdict, next);
-                        next
-                    }
-                };
-                line.push(i as i64);
+                let mut s = String::new();
+                encode_row(&line, &mut s);
+                encoded[pi].push(s);
             }
-            grid.push(line);
         }
-        cells.push(grid);
     }
     let axis_json = |a: &[Axis]| -> Vec<Value> {
         a.iter()
-            .map(|x| json!({"name": x.name, "namespace": x.namespace, "pods": x.count}))
+            .map(|x| {
+                let pod = x.pods.first().map(|&p| engine.cluster().pods[p].key());
+                json!({"name": x.name, "namespace": x.namespace, "pods": x.count, "pod": pod})
+            })
             .collect()
     };
     let note = if classes {
@@ -147,16 +318,21 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> (Value, Cells) {
             v.cols.len()
         )
     };
-    let meta = json!({
+    let kinds: Vec<[u32; 4]> = all
+        .kinds
+        .iter()
+        .map(|&(a, e, i, d)| [u32::from(a), e, i, u32::from(d)])
+        .collect();
+    json!({
         "level": if classes { "classes" } else { "pods" },
         "note": note,
         "probes": v.probes.iter().map(|p| json!({"label": p.label(), "protocol": p.probe.protocol.as_str(), "port": p.probe.port})).collect::<Vec<_>>(),
         "rows": axis_json(&rows),
         "cols": axis_json(&cols),
-        "verdicts": verdicts,
-        "depends": depends,
-    });
-    (meta, cells)
+        "walks": all.walks,
+        "kinds": kinds,
+        "cells": encoded,
+    })
 }
 
 /// JSON that can sit inside a `<script>` element: every `<` escaped.
@@ -171,16 +347,10 @@ pub fn html(
     m: &Matrix,
     v: &View<'_>,
 ) -> std::io::Result<()> {
-    let (meta, cells) = data(engine, m, v);
-    // The cells are numbers only: nothing in them can close the script element.
-    let mut data = script_safe(&meta);
-    data.pop();
-    data.push_str(",\"cells\":");
-    data.push_str(&serde_json::to_string(&cells).unwrap_or_else(|_| "[]".into()));
-    data.push('}');
+    let data = script_safe(&data(engine, m, v));
     write!(
         out,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Palisade connectivity matrix</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>Palisade connectivity matrix</h1>\n<p id=\"note\"></p>\n<form id=\"filters\">\n<label>from namespace <select id=\"from-ns\"></select></label>\n<label>to namespace <select id=\"to-ns\"></select></label>\n<label>protocol <select id=\"protocol\"></select></label>\n<label>port <select id=\"port\"></select></label>\n</form>\n<p class=\"legend\"><span class=\"cell allowed\"></span> allowed <span class=\"cell denied\"></span> denied <span class=\"cell na\"></span> not a port of the destination; ? depends on the address a workload will get. Rows: from; columns: to. Click a cell for its explanation.</p>\n<div id=\"layout\"><div id=\"grid\"><table id=\"matrix\"></table></div>\n<aside id=\"explanation\"><p>Click a cell.</p></aside></div>\n<script type=\"application/json\" id=\"data\">{}</script>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Palisade connectivity matrix</title>\n<style>\n{STYLE}</style>\n</head>\n<body>\n<h1>Palisade connectivity matrix</h1>\n<p id=\"note\"></p>\n<form id=\"filters\">\n<label>from namespace <select id=\"from-ns\"></select></label>\n<label>to namespace <select id=\"to-ns\"></select></label>\n<label>protocol <select id=\"protocol\"></select></label>\n<label>port <select id=\"port\"></select></label>\n</form>\n<p class=\"legend\"><span class=\"cell allowed\"></span> allowed <span class=\"cell denied\"></span> denied <span class=\"cell na\"></span> not a port of the destination; ? depends on the address a workload will get. Rows: from; columns: to. Click a cell for its explanation.</p>\n<div id=\"layout\"><div id=\"grid\"><table id=\"matrix\"></table><p id=\"more\"></p></div>\n<aside id=\"explanation\"><p>Click a cell.</p></aside></div>\n<script type=\"application/json\" id=\"data\">{}</script>\n<script>\n{SCRIPT}</script>\n</body>\n</html>\n",
         data
     )?;
     out.flush()
@@ -213,6 +383,21 @@ mod tests {
                 !asset.contains("@import") && !asset.contains("url("),
                 "no fetched resource"
             );
+        }
+    }
+
+    #[test]
+    fn rows_are_run_length_encoded() {
+        let cases: [(&[u32], &str); 4] = [
+            (&[], ""),
+            (&[0, 0, 0, 1], "0*3,1"),
+            (&[35, 36, NA, NA], "z,10,-*2"),
+            (&[7], "7"),
+        ];
+        for (cells, want) in cases {
+            let mut s = String::new();
+            encode_row(cells, &mut s);
+            assert_eq!(s, want, "{cells:?}");
         }
     }
 }

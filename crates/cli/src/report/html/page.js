@@ -9,7 +9,30 @@
     return e;
   };
   $("note").textContent = data.note;
-  const depends = new Set(data.depends.map((d) => d.join(",")));
+  // Rows of cells are decoded only when shown: "IDX" or "IDX*COUNT" in base 36, "-" for
+  // no cell (the probe is a named port the destination does not declare).
+  const NA = -1;
+  const decoded = new Map();
+  const row = (p, r) => {
+    const key = p + "," + r;
+    let cells = decoded.get(key);
+    if (cells) return cells;
+    cells = new Int32Array(data.cols.length);
+    let at = 0;
+    for (const token of data.cells[p][r].split(",")) {
+      if (token === "") continue;
+      const star = token.indexOf("*");
+      const k = star < 0 ? token : token.slice(0, star);
+      const n = star < 0 ? 1 : parseInt(token.slice(star + 1), 36);
+      cells.fill(k === "-" ? NA : parseInt(k, 36), at, at + n);
+      at += n;
+    }
+    if (decoded.size > 4096) decoded.clear();
+    decoded.set(key, cells);
+    return cells;
+  };
+  // kinds[k] = [allowed, egress walk, ingress walk, depends on an address]
+  const kind = (k) => data.kinds[k];
 
   const fill = (select, values, all) => {
     select.replaceChildren();
@@ -32,104 +55,142 @@
     if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
   };
 
-  const policyName = (p) => {
-    let s = p.kind + " " + (p.namespace ? p.namespace + "/" : "") + p.name;
-    if (p.priority !== undefined) s += " (priority " + p.priority + ")";
-    if (p.origin) s += " at " + p.origin.file + ":" + p.origin.line;
-    return s;
-  };
-  const reasons = {
-    External: "the endpoint is outside the cluster: no policy applies",
-    Host: "the endpoint is a node's host address: no policy applies",
-    SamePod: "a pod can always reach itself",
-    NodeLocal: "from the pod's own node (kubelet probes)",
-    NoPolicy: "no policy decided; allowed by default",
-    IsolatedNoRuleMatched: "isolated, and no rule of the isolating policies matched",
-    SharedAddress: "the pod shares its address with another pod: fails closed",
-  };
-  const side = (name, s) => {
-    const dl = el("dl");
-    dl.appendChild(el("dt", name + ": " + (s.allowed ? "allowed" : "denied") + " (" + s.tier + " tier)"));
-    if (s.policy) {
-      dl.appendChild(el("dd", "policy: " + policyName(s.policy)));
-      const r = s.rule || {};
-      dl.appendChild(el("dd", "rule: " + s.direction.toLowerCase() + " rule " + r.index + (r.name ? " \"" + r.name + "\"" : "") + ", action " + s.action + (s.failClosed ? " (fails closed)" : "")));
-    }
-    if (s.reason) dl.appendChild(el("dd", "reason: " + (reasons[s.reason] || s.reason)));
-    for (const p of s.isolating || []) dl.appendChild(el("dd", "isolated by " + policyName(p)));
-    for (const m of s.passedBy || []) dl.appendChild(el("dd", "after Pass by " + policyName(m.policy) + ", rule " + m.rule.index));
-    return dl;
-  };
-
-  const explain = (p, r, c) => {
-    const box = $("explanation");
-    box.replaceChildren();
-    const probe = data.probes[p];
-    const idx = data.cells[p][r][c];
-    const head = data.rows[r].name + " \u2192 " + data.cols[c].name + " " + probe.label;
-    if (idx < 0) {
-      box.appendChild(el("h2", head));
-      box.appendChild(el("p", "The destination declares no container port of that name with this number."));
-      return;
-    }
-    const v = data.verdicts[idx];
-    const h = el("h2", (v.allowed ? "ALLOWED" : "DENIED") + ": " + head, v.allowed ? "verdict-allowed" : "verdict-denied");
-    h.id = "verdict";
-    box.appendChild(h);
-    box.appendChild(side("egress at the source", v.egress));
-    box.appendChild(side("ingress at the destination", v.ingress));
-    if (depends.has([p, r, c].join(","))) {
-      box.appendChild(el("p", "Depends on the address: a policy names CIDRs or nodes, and a workload here has no address yet; decided for an address outside them.", "depends-note"));
-    }
+  const select = (r, c) => {
     for (const td of document.querySelectorAll("#matrix td.selected")) td.classList.remove("selected");
     const cell = document.querySelector('#matrix td[data-r="' + r + '"][data-c="' + c + '"]');
     if (cell) cell.classList.add("selected");
   };
 
+  // The explanation: the verdict, then each side's tier-by-tier walk with why each rule
+  // of the policies that decided did not match, as `palisade explain` prints it.
+  const explain = (p, r, c) => {
+    const box = $("explanation");
+    box.replaceChildren();
+    const probe = data.probes[p];
+    const k = row(p, r)[c];
+    const head = data.rows[r].name + " \u2192 " + data.cols[c].name + " " + probe.label;
+    select(r, c);
+    if (k === NA) {
+      box.appendChild(el("h2", head));
+      box.appendChild(el("p", "The destination declares no container port of that name with this number."));
+      return;
+    }
+    const [allowed, egress, ingress, depends] = kind(k);
+    const h = el("h2", (allowed ? "ALLOWED" : "DENIED") + ": " + head, allowed ? "verdict-allowed" : "verdict-denied");
+    h.id = "verdict";
+    box.appendChild(h);
+    box.appendChild(el("h3", "Egress at " + data.rows[r].name + ":"));
+    box.appendChild(el("pre", data.walks[egress], "walk"));
+    box.appendChild(el("h3", "Ingress at " + data.cols[c].name + ":"));
+    box.appendChild(el("pre", data.walks[ingress], "walk"));
+    const from = data.rows[r].pod, to = data.cols[c].pod;
+    box.appendChild(el("p", "Admin and Baseline tier policies that select a pod without deciding are not listed here; "
+      + "palisade explain --from " + from + " --to " + to + " --port " + probe.port + " --protocol " + probe.protocol
+      + " (with the same -f) walks every tier" + (data.level === "classes" ? " for two pods of these classes." : "."), "walk-note"));
+    if (depends) {
+      box.appendChild(el("p", "Depends on the address: a policy names CIDRs or nodes, and a workload here has no address yet; decided for an address outside them.", "depends-note"));
+    }
+  };
+
+  // Rows go into the document a chunk at a time: the first chunk at once, the next when
+  // the end of the table scrolls into view (or on "more rows").
+  const CHUNK = 50;
+  let shown = null;
+  const more = $("more");
+  const renderRows = () => {
+    if (!shown) return;
+    const { p, rows, cols, tbody } = shown;
+    const end = Math.min(shown.next + CHUNK, rows.length);
+    const frag = document.createDocumentFragment();
+    for (let i = shown.next; i < end; i++) {
+      const r = rows[i];
+      const a = data.rows[r];
+      const tr = el("tr");
+      const th = el("th", a.name);
+      if (i > 0 && data.rows[rows[i - 1]].namespace !== a.namespace) th.className = "ns-start";
+      tr.appendChild(th);
+      const cells = row(p, r);
+      for (const c of cols) {
+        const k = cells[c];
+        const kk = k === NA ? null : kind(k);
+        const cls = kk === null ? "na" : kk[0] ? "allowed" : "denied";
+        const td = el("td", kk !== null && kk[3] ? "?" : undefined, cls);
+        td.dataset.r = r;
+        td.dataset.c = c;
+        tr.appendChild(td);
+      }
+      frag.appendChild(tr);
+    }
+    tbody.appendChild(frag);
+    shown.next = end;
+    more.replaceChildren();
+    if (end < rows.length) {
+      const b = el("button", "more rows (" + end + " of " + rows.length + " shown)");
+      b.type = "button";
+      b.addEventListener("click", renderRows);
+      more.appendChild(b);
+    }
+  };
+  const observer = "IntersectionObserver" in window
+    ? new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) renderRows(); })
+    : null;
+  if (observer) observer.observe(more);
+
   const render = () => {
     const p = Number($("port").value);
     const table = $("matrix");
     table.replaceChildren();
+    shown = null;
+    more.replaceChildren();
     if (Number.isNaN(p) || !data.probes[p]) return;
     const fromNs = $("from-ns").value;
     const toNs = $("to-ns").value;
-    const rows = data.rows.map((a, i) => [a, i]).filter(([a]) => !fromNs || a.namespace === fromNs);
-    const cols = data.cols.map((a, i) => [a, i]).filter(([a]) => !toNs || a.namespace === toNs);
+    const rows = [];
+    data.rows.forEach((a, i) => { if (!fromNs || a.namespace === fromNs) rows.push(i); });
+    const cols = [];
+    data.cols.forEach((a, i) => { if (!toNs || a.namespace === toNs) cols.push(i); });
     const thead = el("thead");
     const hr = el("tr");
     hr.appendChild(el("th", data.probes[p].label));
-    for (const [a] of cols) hr.appendChild(el("th", a.name));
+    for (const c of cols) hr.appendChild(el("th", data.cols[c].name));
     thead.appendChild(hr);
     table.appendChild(thead);
     const tbody = el("tbody");
-    let lastNs = null;
-    for (const [a, r] of rows) {
-      const tr = el("tr");
-      const th = el("th", a.name);
-      if (a.namespace !== lastNs && lastNs !== null) th.className = "ns-start";
-      lastNs = a.namespace;
-      tr.appendChild(th);
-      for (const [b, c] of cols) {
-        const idx = data.cells[p][r][c];
-        const cls = idx < 0 ? "na" : data.verdicts[idx].allowed ? "allowed" : "denied";
-        const td = el("td", depends.has([p, r, c].join(",")) ? "?" : undefined, cls);
-        td.dataset.r = r;
-        td.dataset.c = c;
-        td.title = a.name + " \u2192 " + b.name + ": " + (idx < 0 ? "n/a" : cls);
-        td.addEventListener("click", () => explain(p, r, c));
-        tr.appendChild(td);
-      }
-      tbody.appendChild(tr);
-    }
     table.appendChild(tbody);
+    shown = { p, rows, cols, tbody, next: 0 };
+    renderRows();
   };
+
+  // One listener for every cell: the cell's title and explanation are made on demand.
+  const cellOf = (e) => {
+    const td = e.target.closest ? e.target.closest("td") : null;
+    return td && td.dataset.r !== undefined ? td : null;
+  };
+  $("matrix").addEventListener("click", (e) => {
+    const td = cellOf(e);
+    if (td && shown) explain(shown.p, Number(td.dataset.r), Number(td.dataset.c));
+  });
+  $("matrix").addEventListener("mouseover", (e) => {
+    const td = cellOf(e);
+    if (td && !td.title) {
+      td.title = data.rows[td.dataset.r].name + " \u2192 " + data.cols[td.dataset.c].name + ": " + td.className.replace(" selected", "");
+    }
+  });
 
   for (const id of ["from-ns", "to-ns", "port"]) $(id).addEventListener("change", render);
   $("protocol").addEventListener("change", () => { fillPorts(); render(); });
   fillPorts();
   // #explain=PROBE,ROW,COLUMN opens that cell's explanation (links and tests).
   const m = /explain=(\d+),(\d+),(\d+)/.exec(window.location.hash);
-  if (m && data.probes[m[1]] && data.rows[m[2]] && data.cols[m[3]]) $("port").value = m[1];
+  const linked = m && data.probes[m[1]] && data.rows[m[2]] && data.cols[m[3]];
+  if (linked) $("port").value = m[1];
   render();
-  if (m && data.probes[m[1]] && data.rows[m[2]] && data.cols[m[3]]) explain(Number(m[1]), Number(m[2]), Number(m[3]));
+  void $("matrix").offsetHeight; // lay the table out, as the first paint will
+  // When the first rows were in the document, and the linked explanation open (ms since
+  // navigation start; bench/html.sh reads them).
+  document.body.dataset.renderedMs = performance.now().toFixed(0);
+  if (linked) {
+    explain(Number(m[1]), Number(m[2]), Number(m[3]));
+    document.body.dataset.explainedMs = performance.now().toFixed(0);
+  }
 })();
