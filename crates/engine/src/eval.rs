@@ -3,11 +3,10 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use palisade_model::{
-    Action, AdminPort, Direction, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
-};
+use palisade_model::{Action, Direction, NamespaceMatch, Protocol};
 
-use crate::state::{AdminPeerC, Engine, Isolating, NpPeer, NpRule, Owner, PodId, Semantics};
+use crate::rule_parts::ports_take;
+use crate::state::{AdminPeerC, Engine, Isolating, Owner, PodId, Semantics};
 use crate::verdict::{Decision, Exemption, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
 
 /// What an address is.
@@ -271,55 +270,6 @@ impl Engine {
         })
     }
 
-    pub(crate) fn np_rule_matches(&self, rule: &NpRule, peer: &Endpoint, flow: &Flow) -> bool {
-        let ports_ok = match &rule.ports {
-            None => true,
-            Some(ports) => ports.iter().any(|p| self.np_port_matches(p, flow)),
-        };
-        ports_ok && Self::np_peers_match(rule, peer)
-    }
-
-    /// Whether a NetworkPolicy rule's peers (not its ports) cover `peer`.
-    pub(crate) fn np_peers_match(rule: &NpRule, peer: &Endpoint) -> bool {
-        match &rule.peers {
-            None => true,
-            Some(peers) => peers.iter().any(|p| match p {
-                NpPeer::Pods(set) => matches!(peer.kind, EndpointKind::Pod(i) if set.contains(i)),
-                NpPeer::IpBlock(b) => b.contains(&peer.ip),
-            }),
-        }
-    }
-
-    /// "In an ingress rule they resolve against the destination (the selected) pod's container
-    /// ports; in an egress rule against the destination peer pod. Name and protocol must both match."
-    fn np_port_matches(&self, p: &NetworkPolicyPort, flow: &Flow) -> bool {
-        p.protocol == flow.protocol
-            && match &p.port {
-                PortSpec::Any => true,
-                PortSpec::Range(r) => r.contains(flow.port),
-                PortSpec::Named(name) => self.named_port_matches(name, Some(p.protocol), flow),
-            }
-    }
-
-    /// Whether the destination is a pod with a container port `name` (of `protocol`, if given)
-    /// that is the flow's protocol and port.
-    pub(crate) fn named_port_matches(
-        &self,
-        name: &str,
-        protocol: Option<Protocol>,
-        flow: &Flow,
-    ) -> bool {
-        let EndpointKind::Pod(dst) = flow.dst.kind else {
-            return false;
-        };
-        self.cluster.pods[dst].ports.iter().any(|cp| {
-            cp.name.as_deref() == Some(name)
-                && protocol.is_none_or(|p| p == cp.protocol)
-                && cp.protocol == flow.protocol
-                && cp.port.get() == flow.port
-        })
-    }
-
     pub(crate) fn first_admin_match(
         &self,
         policies: &[u32],
@@ -365,47 +315,12 @@ impl Engine {
         if fail_closed && rule.action != Action::Allow {
             return Some(matched(Action::Deny, true));
         }
-        let ports_ok = match &rule.ports {
-            None => true,
-            Some(ports) => ports.iter().any(|p| self.admin_port_matches(p, flow)),
-        };
+        let ports_ok = ports_take(rule.ports.as_deref(), |p| self.admin_port_why(p, flow));
         let peer_ok = c
             .peers
             .iter()
             .any(|p| self.admin_peer_matches(p, pod, peer));
         (ports_ok && peer_ok).then(|| matched(rule.action, false))
-    }
-
-    fn admin_port_matches(&self, p: &AdminPort, flow: &Flow) -> bool {
-        match p {
-            AdminPort::Ports { protocol, range } => {
-                *protocol == flow.protocol && range.is_none_or(|r| r.contains(flow.port))
-            }
-            AdminPort::Named(name) => self.named_port_matches(name, None, flow),
-        }
-    }
-
-    pub(crate) fn admin_peer_matches(
-        &self,
-        peer: &AdminPeerC,
-        subject: PodId,
-        ep: &Endpoint,
-    ) -> bool {
-        match peer {
-            AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
-            AdminPeerC::Related { namespaces, pods } => match ep.kind {
-                EndpointKind::Pod(i) => {
-                    self.namespace_related(namespaces, subject, i)
-                        && pods.matches(&self.cluster.pods[i].labels)
-                }
-                _ => false,
-            },
-            AdminPeerC::Nodes(sel) => {
-                matches!(ep.kind, EndpointKind::Host(Some(n)) if sel.matches(&self.cluster.nodes[n].labels))
-            }
-            AdminPeerC::Networks(nets) => nets.iter().any(|n| n.contains(&ep.ip)),
-            AdminPeerC::Unsupported => false,
-        }
     }
 
     /// KEP namespace relations between the subject pod's namespace and the peer pod's.

@@ -55,6 +55,7 @@ mod matrix;
 mod ports;
 mod resolved;
 mod rows;
+mod rule_parts;
 mod state;
 mod universe;
 mod update;

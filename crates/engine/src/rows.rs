@@ -17,6 +17,7 @@ use palisade_model::{
 use crate::bitset::{BitSet, transpose};
 use crate::eval::EndpointKind;
 use crate::matrix::Probe;
+use crate::rule_parts::{PortEntry, admin_port_entry, np_port_entry};
 use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, PodId};
 
 /// Which address of a peer class a rule sees: its own as a source, or the one of the
@@ -566,12 +567,7 @@ impl<'e> Rows<'e> {
         self.port_alternatives(
             ports
                 .iter()
-                .filter(|np| np.protocol == probe.protocol)
-                .map(|np| match &np.port {
-                    PortSpec::Any => Err(true),
-                    PortSpec::Range(r) => Err(r.contains(probe.port)),
-                    PortSpec::Named(name) => Ok((name.as_str(), Some(np.protocol))),
-                }),
+                .map(|np| np_port_entry(np, probe.protocol, probe.port)),
             s,
             dir,
             p,
@@ -593,12 +589,9 @@ impl<'e> Rows<'e> {
         };
         let probe = self.probes[p];
         self.port_alternatives(
-            ports.iter().map(|a| match a {
-                AdminPort::Ports { protocol, range } => {
-                    Err(*protocol == probe.protocol && range.is_none_or(|r| r.contains(probe.port)))
-                }
-                AdminPort::Named(name) => Ok((name.as_str(), None)),
-            }),
+            ports
+                .iter()
+                .map(|a| admin_port_entry(a, probe.protocol, probe.port)),
             s,
             dir,
             p,
@@ -606,11 +599,11 @@ impl<'e> Rows<'e> {
         )
     }
 
-    /// Port alternatives, each decided (`Err(matches)`) or a named port: in ingress it
+    /// Port alternatives, each decided by the numbers or a named port: in ingress it
     /// resolves against the subject, in egress against each destination class.
     fn port_alternatives<'a>(
         &'a self,
-        alternatives: impl Iterator<Item = Result<(&'e str, Option<Protocol>), bool>>,
+        alternatives: impl Iterator<Item = PortEntry<'e>>,
         s: usize,
         dir: Direction,
         p: usize,
@@ -619,9 +612,9 @@ impl<'e> Rows<'e> {
         let mut named: Vec<&'a BitSet> = Vec::new();
         for alt in alternatives {
             match alt {
-                Err(true) => return Hit::All,
-                Err(false) => {}
-                Ok((name, protocol)) => {
+                PortEntry::Numeric(None) => return Hit::All,
+                PortEntry::Numeric(Some(_)) => {}
+                PortEntry::Named { name, protocol } => {
                     let Some(set) = self.named(name, protocol, p) else {
                         continue;
                     };

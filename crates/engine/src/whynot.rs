@@ -6,11 +6,11 @@ use std::fmt;
 
 use ipnet::IpNet;
 use palisade_model::{
-    AdminPeer, AdminPort, Direction, NamespaceMatch, NetworkPolicyPeer, NetworkPolicyPort,
-    PortSpec, Protocol, Selector,
+    AdminPeer, AdminPort, Direction, NamespaceMatch, NetworkPolicyPeer, PortSpec, Selector,
 };
 
 use crate::eval::{Endpoint, EndpointKind, Flow};
+use crate::rule_parts::np_peer_holds;
 use crate::state::{AdminPeerC, Engine, PodId};
 
 /// One rule that did not match, and why.
@@ -222,30 +222,6 @@ impl Engine {
         }
     }
 
-    /// Why a NetworkPolicy port entry does not take the flow.
-    fn np_port_why(&self, p: &NetworkPolicyPort, flow: &Flow) -> Option<PortWhy> {
-        if p.protocol != flow.protocol {
-            return Some(PortWhy::Protocol);
-        }
-        match &p.port {
-            PortSpec::Any => None,
-            PortSpec::Range(r) => (!r.contains(flow.port)).then_some(PortWhy::Port),
-            PortSpec::Named(name) => self.named_port_why(name, Some(p.protocol), flow),
-        }
-    }
-
-    fn named_port_why(
-        &self,
-        name: &str,
-        protocol: Option<Protocol>,
-        flow: &Flow,
-    ) -> Option<PortWhy> {
-        if !matches!(flow.dst.kind, EndpointKind::Pod(_)) {
-            return Some(PortWhy::NamedPortNeedsPod);
-        }
-        (!self.named_port_matches(name, protocol, flow)).then_some(PortWhy::NamedPortAbsent)
-    }
-
     /// Why no rule of NetworkPolicy `np` (by index) in `dir` matched the flow: one entry per rule.
     pub(crate) fn np_misses(&self, np: u32, dir: Direction, flow: &Flow) -> Vec<RuleMiss> {
         let policy = &self.cluster.network_policies[np as usize];
@@ -338,10 +314,8 @@ impl Engine {
         ep: &Endpoint,
     ) -> Option<PeerWhy> {
         match (compiled, written) {
-            (crate::state::NpPeer::Pods(set), NetworkPolicyPeer::Pods { namespaces, .. }) => {
-                if matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)) {
-                    return None;
-                }
+            _ if np_peer_holds(compiled, ep) => None,
+            (crate::state::NpPeer::Pods(_), NetworkPolicyPeer::Pods { namespaces, .. }) => {
                 let ns_ok = |p: PodId| match namespaces {
                     None => self.cluster.pods[p].namespace == policy.namespace,
                     Some(sel) => self
@@ -354,7 +328,7 @@ impl Engine {
             }
             (_, NetworkPolicyPeer::IpBlock(b)) => {
                 if crate::addressless::addressless(ep) {
-                    (!b.contains(&ep.ip)).then_some(PeerWhy::AddressUnknown)
+                    Some(PeerWhy::AddressUnknown)
                 } else if !b.cidr.contains(&ep.ip) {
                     Some(PeerWhy::OutsideCidr)
                 } else {
@@ -389,18 +363,8 @@ impl Engine {
         for (index, (rule, c)) in policy.rules(dir).iter().zip(compiled).enumerate() {
             let mut ports = Vec::new();
             if let Some(list) = &rule.ports {
-                let whys: Vec<Option<PortWhy>> = list
-                    .iter()
-                    .map(|p| match p {
-                        AdminPort::Ports { protocol, .. } if *protocol != flow.protocol => {
-                            Some(PortWhy::Protocol)
-                        }
-                        AdminPort::Ports { range, .. } => range
-                            .is_some_and(|r| !r.contains(flow.port))
-                            .then_some(PortWhy::Port),
-                        AdminPort::Named(n) => self.named_port_why(n, None, flow),
-                    })
-                    .collect();
+                let whys: Vec<Option<PortWhy>> =
+                    list.iter().map(|p| self.admin_port_why(p, flow)).collect();
                 if whys.iter().all(Option::is_some) {
                     ports = list
                         .iter()
