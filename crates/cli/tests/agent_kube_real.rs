@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{agent_endpoint, is_root, lab_compare, palisade, stderr};
+use common::{agent_endpoint, lab_compare, palisade, stderr};
 use palisade_testenv::ControlPlane;
 
 const EXE: &str = env!("CARGO_BIN_EXE_palisade");
@@ -344,11 +344,7 @@ fn split_pod(name: &str, namespace: &str) -> (String, String) {
 #[test]
 fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     const TEST: &str = "the_agent_follows_the_real_api_server_and_survives_its_faults";
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{TEST}: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !palisade_test_support::require_root(TEST) {
         return;
     }
     let Some(bins) = palisade_testenv::require(TEST) else {
@@ -540,11 +536,7 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
 fn without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which() {
     const TEST: &str =
         "without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which";
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{TEST}: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !palisade_test_support::require_root(TEST) {
         return;
     }
     let Some(bins) = palisade_testenv::require(TEST) else {
@@ -632,11 +624,7 @@ impl Drop for Netns {
 #[test]
 fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
     const TEST: &str = "kubectl_apply_reaches_the_kernel_quickly_at_1000_pods";
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{TEST}: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !palisade_test_support::require_root(TEST) {
         return;
     }
     let Some(bins) = palisade_testenv::require(TEST) else {
@@ -981,7 +969,7 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
 #[ignore = "measures; run with bench/kube-network-policies.sh (root)"]
 fn side_by_side_with_kube_network_policies() {
     const TEST: &str = "side_by_side_with_kube_network_policies";
-    assert!(is_root(), "{TEST}: needs root");
+    assert!(palisade_test_support::is_root(), "{TEST}: needs root");
     let bins = palisade_testenv::require(TEST).expect("the control plane (testenv/build.sh)");
     let knp = kube_network_policies()
         .expect("kube-network-policies (bench/kube-network-policies.sh builds it)");
