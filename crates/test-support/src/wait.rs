@@ -2,11 +2,14 @@
 
 use std::time::{Duration, Instant};
 
-/// Polls `f` every 50 ms until it returns `Some`, and returns that value with the time it
-/// took; panics naming `what` after `timeout`.
+/// How often [`wait_until`] asks again.
+const POLL: Duration = Duration::from_millis(10);
+
+/// Asks `f` every 10 ms until it returns `Some`, and returns that value with the time it
+/// took; after `timeout`, panics with `what()` (built only then, so it can carry a log).
 pub fn wait_until<T>(
     timeout: Duration,
-    what: &str,
+    what: impl FnOnce() -> String,
     mut f: impl FnMut() -> Option<T>,
 ) -> (T, Duration) {
     let start = Instant::now();
@@ -14,11 +17,9 @@ pub fn wait_until<T>(
         if let Some(value) = f() {
             return (value, start.elapsed());
         }
-        assert!(
-            start.elapsed() < timeout,
-            "{what}: not within {:.1} s",
-            timeout.as_secs_f64()
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        if start.elapsed() >= timeout {
+            panic!("{}: not within {timeout:?}", what());
+        }
+        std::thread::sleep(POLL);
     }
 }
