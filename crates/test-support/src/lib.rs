@@ -6,11 +6,14 @@
 //! - [`seed`]: proptest configurations with a fixed seed in CI, a new printed one elsewhere,
 //!   and an override from `PROPTEST_SEED` (or proptest's own `PROPTEST_RNG_SEED`).
 //! - [`wait`]: waiting for a condition with a timeout that names what was awaited.
+//! - [`at_exit`]: stopping what a test binary started, when it exits.
 
+pub mod at_exit;
 pub mod require;
 pub mod seed;
 pub mod wait;
 
+pub use at_exit::StopAtExit;
 pub use require::{in_ci, is_root, require_env, require_root, unavailable};
 pub use seed::proptest_config;
 pub use wait::wait_until;
