@@ -7,8 +7,10 @@
 //!   and an override from `PROPTEST_SEED` (or proptest's own `PROPTEST_RNG_SEED`).
 //! - [`wait`]: waiting for a condition with a timeout that names what was awaited.
 //! - [`at_exit`]: stopping what a test binary started, when it exits.
+//! - [`git`]: scratch git repositories.
 
 pub mod at_exit;
+pub mod git;
 pub mod require;
 pub mod seed;
 pub mod wait;
