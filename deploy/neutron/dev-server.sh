@@ -4,7 +4,7 @@
 # identity taken from X-Project-Id / X-User-Id / X-Roles headers (no Keystone).
 #
 #   deploy/neutron/dev-server.sh start    # installs what is missing, starts, prints the URL
-#   deploy/neutron/dev-server.sh stop
+#   deploy/neutron/dev-server.sh stop     # stops Neutron, and MariaDB if start started it
 #
 # Environment: PALISADE_NEUTRON_VENV (default /opt/neutron-venv), PALISADE_NEUTRON_STATE
 # (default /tmp/palisade-neutron: configuration, logs, pid file), PALISADE_NEUTRON_PORT
@@ -40,6 +40,8 @@ install_neutron() {
 start_mariadb() {
   if ! mariadb -uroot -e 'select 1' >/dev/null 2>&1; then
     log "starting MariaDB"
+    # Remembered, so `stop` stops the MariaDB this script started (and no other).
+    mkdir -p "$state" && touch "$state/mariadb.started"
     service mariadb start >/dev/null 2>&1 || {
       mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
       (mariadbd-safe >/dev/null 2>&1 &)
@@ -105,6 +107,14 @@ stop() {
     rm -f "$state/gunicorn.pid"
   fi
 }
+stop_all() {
+  stop
+  if [ -f "$state/mariadb.started" ]; then
+    log "stopping the MariaDB this script started"
+    mariadb-admin -uroot shutdown >/dev/null 2>&1 || service mariadb stop >/dev/null 2>&1 || true
+    rm -f "$state/mariadb.started"
+  fi
+}
 
 # Serving, database included: a listing reads the database (the extension list would not,
 # so a server whose MariaDB has stopped would pass for ready).
@@ -135,6 +145,6 @@ start() {
 
 case "${1:-start}" in
   start) start ;;
-  stop) stop ;;
+  stop) stop_all ;;
   *) echo "usage: $0 start|stop" >&2; exit 2 ;;
 esac

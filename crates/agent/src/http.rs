@@ -1,17 +1,21 @@
 //! The health and metrics endpoints: `GET /metrics`, `/healthz` and `/readyz` over plain
-//! HTTP/1.1 (one request per connection), bound to loopback by default; and the metrics
-//! endpoint alone (`GET /metrics`, nothing else) for an address Prometheus scrapes.
+//! HTTP/1.1 (hyper; one request per connection), bound to loopback by default; and the
+//! metrics endpoint alone (`GET /metrics`, nothing else) for an address Prometheus scrapes.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
 
 use crate::metrics::Metrics;
 
-/// The longest request head read, and how long a client may take to send it.
-const MAX_REQUEST: usize = 8192;
+/// How long a client may take to send its request head.
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Which endpoints a listener serves.
@@ -37,67 +41,72 @@ pub async fn serve(
         let metrics = metrics.clone();
         let refresh = refresh.clone();
         tokio::spawn(async move {
-            if let Err(e) = respond(stream, endpoints, &metrics, &*refresh).await {
+            let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+                let response = respond(&request, endpoints, &metrics, &*refresh);
+                async move { Ok::<_, Infallible>(response) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(READ_TIMEOUT)
+                .keep_alive(false)
+                .title_case_headers(true)
+                .serve_connection(TokioIo::new(stream), service);
+            if let Err(e) = connection.await {
                 tracing::debug!(error = %e, "metrics connection");
             }
         });
     }
 }
 
-async fn respond(
-    mut stream: TcpStream,
+/// The answer to one request: status, content type and body as before hyper.
+fn respond(
+    request: &Request<Incoming>,
     endpoints: Endpoints,
     metrics: &Metrics,
     refresh: &(dyn Fn() + Send + Sync),
-) -> std::io::Result<()> {
-    let mut head = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST {
-        let n = tokio::time::timeout(READ_TIMEOUT, stream.read(&mut buf))
-            .await
-            .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??;
-        if n == 0 {
-            break;
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let head = String::from_utf8_lossy(&head);
-    let mut words = head.split_whitespace();
-    let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+) -> Response<Full<Bytes>> {
     let health = endpoints == Endpoints::All;
-    let (status, content_type, body) = match (method, path) {
-        ("GET", "/metrics") => {
+    let get = request.method() == Method::GET;
+    let (status, content_type, body) = match (
+        get,
+        request.uri().path_and_query().map_or("", |p| p.as_str()),
+    ) {
+        (true, "/metrics") => {
             refresh();
             (
-                "200 OK",
+                StatusCode::OK,
                 "application/openmetrics-text; version=1.0.0; charset=utf-8",
                 metrics.encode(),
             )
         }
-        ("GET", "/healthz") if health => ("200 OK", "text/plain", "ok\n".to_string()),
-        ("GET", "/readyz") if health && metrics.ready() => (
-            "200 OK",
+        (true, "/healthz") if health => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        (true, "/readyz") if health && metrics.ready() => (
+            StatusCode::OK,
             "text/plain",
             format!("ready\n{}", metrics.detail()),
         ),
-        ("GET", "/readyz") if health => (
-            "503 Service Unavailable",
+        (true, "/readyz") if health => (
+            StatusCode::SERVICE_UNAVAILABLE,
             "text/plain",
             format!("not ready: {}\n", metrics.detail()),
         ),
-        ("GET", _) => ("404 Not Found", "text/plain", "not found\n".to_string()),
-        _ => (
-            "405 Method Not Allowed",
+        (true, _) => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_string(),
+        ),
+        (false, _) => (
+            StatusCode::METHOD_NOT_ALLOWED,
             "text/plain",
             "only GET\n".to_string(),
         ),
     };
-    let response = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(response.as_bytes()).await?;
-    stream.shutdown().await
+    let mut response = Response::new(Full::new(Bytes::from(body)));
+    *response.status_mut() = status;
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 #[cfg(test)]
@@ -105,6 +114,8 @@ mod tests {
     #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
 
     /// The status line and body of one request `head` to a server of `endpoints`.
     async fn ask(endpoints: Endpoints, metrics: Arc<Metrics>, head: &str) -> (String, String) {

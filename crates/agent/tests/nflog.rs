@@ -78,14 +78,6 @@ impl Drop for Netns {
     }
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 /// Logs the first packet of every TCP connection to port 5000 and UDP flow to port 5001
 /// (on the output hook, so each is logged once), with the prefixes a Palisade ruleset
 /// uses.
@@ -129,8 +121,9 @@ fn sorted(v: Vec<LoggedPacket>) -> BTreeSet<String> {
 
 #[test]
 fn logged_packets_are_read_back_with_prefix_addresses_protocol_and_ports() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "logged_packets_are_read_back_with_prefix_addresses_protocol_and_ports",
+    ) {
         return;
     }
     let ns = Netns::new("read");
@@ -175,8 +168,9 @@ fn logged_packets_are_read_back_with_prefix_addresses_protocol_and_ports() {
 
 #[test]
 fn a_second_reader_of_the_same_group_is_refused_with_the_group_named() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "a_second_reader_of_the_same_group_is_refused_with_the_group_named",
+    ) {
         return;
     }
     let ns = Netns::new("busy");

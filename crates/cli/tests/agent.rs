@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{agent_endpoint, is_root, lab_compare, palisade, stderr};
+use common::{agent_endpoint, lab_compare, palisade, stderr};
+use palisade_test_support::require_root;
 
 const EXE: &str = env!("CARGO_BIN_EXE_palisade");
 const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
@@ -175,18 +176,6 @@ impl Drop for AgentLab {
     }
 }
 
-/// Whether the test can run (root: network namespaces and nftables); if not, says so.
-fn root_or_skip(test: &str) -> bool {
-    let root = is_root();
-    if !root {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{test}: skipped: not root (network namespaces and nftables need root)"
-        );
-    }
-    root
-}
-
 fn metric(netns: &str, name: &str) -> f64 {
     let (_, body) = agent_endpoint(netns, "/metrics");
     body.lines()
@@ -214,7 +203,7 @@ fn expected(name: &str, files: &[(&str, &str)]) -> PathBuf {
 
 #[test]
 fn the_agent_follows_its_directory() {
-    if !root_or_skip("the_agent_follows_its_directory") {
+    if !require_root("the_agent_follows_its_directory") {
         return;
     }
     let name = format!("g{:x}", std::process::id());
@@ -332,7 +321,7 @@ fn the_agent_follows_its_directory() {
 /// matrix equals the evaluator within 2 s.
 #[test]
 fn an_agent_per_node_enforces_the_cluster_together() {
-    if !root_or_skip("an_agent_per_node_enforces_the_cluster_together") {
+    if !require_root("an_agent_per_node_enforces_the_cluster_together") {
         return;
     }
     const THREE: &str = include_str!("../../lab/tests/fixtures/clusters/xyz-three-nodes.yaml");
@@ -363,7 +352,7 @@ fn an_agent_per_node_enforces_the_cluster_together() {
 /// again, and ready returns.
 #[test]
 fn a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready() {
-    if !root_or_skip("a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready") {
+    if !require_root("a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready") {
         return;
     }
     let name = format!("m{:x}", std::process::id());
@@ -425,7 +414,7 @@ fn a_moved_directory_keeps_the_kernel_enforcing_and_the_agent_not_ready() {
 /// `palisade agent --uninstall` removes the table `inet palisade` and nothing else.
 #[test]
 fn uninstall_removes_the_table_and_nothing_else() {
-    if !root_or_skip("uninstall_removes_the_table_and_nothing_else") {
+    if !require_root("uninstall_removes_the_table_and_nothing_else") {
         return;
     }
     let netns = format!("palisade-uninstall-{:x}", std::process::id());
@@ -472,7 +461,7 @@ fn uninstall_removes_the_table_and_nothing_else() {
 /// logged live as `"verdict":"allow"` with `"staged":{"allowed":false}`.
 #[test]
 fn new_connections_that_a_staged_policy_would_deny_are_logged() {
-    if !root_or_skip("new_connections_that_a_staged_policy_would_deny_are_logged") {
+    if !require_root("new_connections_that_a_staged_policy_would_deny_are_logged") {
         return;
     }
     const LOCKDOWN: &str = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: lockdown, namespace: x, annotations: {palisade.dev/staged: \"true\"}}\nspec: {podSelector: {}, policyTypes: [Ingress]}\n";
@@ -557,7 +546,7 @@ impl Rng {
 /// state is enforced exactly. The seed is printed; `PALISADE_SEED=N` replays one sequence.
 #[test]
 fn random_directory_operations_never_open_the_kernel() {
-    if !root_or_skip("random_directory_operations_never_open_the_kernel") {
+    if !require_root("random_directory_operations_never_open_the_kernel") {
         return;
     }
     let seed: u64 = std::env::var("PALISADE_SEED")
@@ -694,7 +683,7 @@ fn random_directory_operations_never_open_the_kernel() {
 /// off), and the Job's labels give the address nothing.
 #[test]
 fn a_completed_pods_address_belongs_to_the_pod_that_reuses_it() {
-    if !root_or_skip("a_completed_pods_address_belongs_to_the_pod_that_reuses_it") {
+    if !require_root("a_completed_pods_address_belongs_to_the_pod_that_reuses_it") {
         return;
     }
     const JOB: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: job, namespace: z, labels: {pod: b}}\nspec: {nodeName: node-1, containers: [{name: c, image: i}]}\nstatus: {phase: Succeeded, podIP: 10.0.1.11, podIPs: [{ip: 10.0.1.11}]}\n";
@@ -765,7 +754,7 @@ fn get(netns: &str, addr: &str, path: &str) -> (u16, String) {
 
 #[test]
 fn the_metrics_address_serves_only_metrics_beside_the_loopback_endpoints() {
-    if !root_or_skip("the_metrics_address_serves_only_metrics_beside_the_loopback_endpoints") {
+    if !require_root("the_metrics_address_serves_only_metrics_beside_the_loopback_endpoints") {
         return;
     }
     let netns = format!("pal-metrics-{}", std::process::id());

@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 mod common;
 
-use common::{agent_endpoint, is_root, lab_compare, palisade, stderr};
+use common::{agent_endpoint, lab_compare, palisade, stderr};
+use palisade_test_support::wait_until;
 use palisade_testenv::ControlPlane;
 
 const EXE: &str = env!("CARGO_BIN_EXE_palisade");
@@ -100,19 +101,12 @@ impl KubeAgentLab {
 
     fn start_agent(&mut self) {
         self.spawn_agent();
-        let start = Instant::now();
-        while self.get("/readyz").0 != 200 {
-            assert!(
-                start.elapsed() < Duration::from_secs(30),
-                "agent not ready: {}",
-                self.agent_log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        eprintln!(
-            "agent ready {:.2} s after it started",
-            start.elapsed().as_secs_f64()
+        let ((), took) = wait_until(
+            Duration::from_secs(30),
+            || format!("agent not ready: {}", self.agent_log()),
+            || (self.get("/readyz").0 == 200).then_some(()),
         );
+        eprintln!("agent ready {:.2} s after it started", took.as_secs_f64());
     }
 
     fn kill_agent(&mut self) {
@@ -183,24 +177,22 @@ impl KubeAgentLab {
         let before = self.commits();
         let logged = self.updates_logged();
         self.cp().kubectl_stdin_ok(args, stdin);
-        let start = Instant::now();
-        while self.commits() <= before {
-            assert!(
-                start.elapsed() < WITHIN,
-                "kubectl {args:?}: no transaction within {WITHIN:?}: {}",
-                self.agent_log()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let took = start.elapsed();
-        while self.updates_logged() <= logged {
-            assert!(
-                start.elapsed() < WITHIN,
-                "kubectl {args:?}: the commit's connection cut not done within {WITHIN:?}: {}",
-                self.agent_log()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let ((), took) = wait_until(
+            WITHIN,
+            || format!("kubectl {args:?}: no transaction: {}", self.agent_log()),
+            || (self.commits() > before).then_some(()),
+        );
+        // Both within WITHIN of the kubectl call, as one budget.
+        wait_until(
+            WITHIN.saturating_sub(took),
+            || {
+                format!(
+                    "kubectl {args:?}: the commit's connection cut not done: {}",
+                    self.agent_log()
+                )
+            },
+            || (self.updates_logged() > logged).then_some(()),
+        );
         took
     }
 
@@ -344,11 +336,7 @@ fn split_pod(name: &str, namespace: &str) -> (String, String) {
 #[test]
 fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
     const TEST: &str = "the_agent_follows_the_real_api_server_and_survives_its_faults";
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{TEST}: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !palisade_test_support::require_root(TEST) {
         return;
     }
     let Some(bins) = palisade_testenv::require(TEST) else {
@@ -540,11 +528,7 @@ fn the_agent_follows_the_real_api_server_and_survives_its_faults() {
 fn without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which() {
     const TEST: &str =
         "without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_which";
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{TEST}: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !palisade_test_support::require_root(TEST) {
         return;
     }
     let Some(bins) = palisade_testenv::require(TEST) else {
@@ -584,21 +568,22 @@ fn without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_whi
                 .kubectl_stdin_ok(&["apply", "-f", "-"], &role.to_string());
             lab.log = lab.work.path().join(format!("agent-without-{missing}.log"));
             lab.spawn_agent();
-            let start = Instant::now();
             let said = |log: &str| {
                 log.lines().any(|l| {
                     let l = l.to_lowercase();
                     l.contains(missing) && (l.contains("403") || l.contains("forbidden"))
                 })
             };
-            while !said(&lab.agent_log()) {
-                assert!(
-                    start.elapsed() < Duration::from_secs(10),
-                    "without {missing}: no log line names it as forbidden:\n{}",
-                    lab.agent_log()
-                );
-                std::thread::sleep(Duration::from_millis(50));
-            }
+            wait_until(
+                Duration::from_secs(10),
+                || {
+                    format!(
+                        "without {missing}: no log line names it as forbidden:\n{}",
+                        lab.agent_log()
+                    )
+                },
+                || said(&lab.agent_log()).then_some(()),
+            );
             // Every other kind has long been listed; still not ready.
             std::thread::sleep(Duration::from_secs(1));
             let (code, body) = lab.get("/readyz");
@@ -632,11 +617,7 @@ impl Drop for Netns {
 #[test]
 fn kubectl_apply_reaches_the_kernel_quickly_at_1000_pods() {
     const TEST: &str = "kubectl_apply_reaches_the_kernel_quickly_at_1000_pods";
-    if !is_root() {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{TEST}: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !palisade_test_support::require_root(TEST) {
         return;
     }
     let Some(bins) = palisade_testenv::require(TEST) else {
@@ -981,7 +962,7 @@ fn percentile(samples: &mut [Duration], p: f64) -> Duration {
 #[ignore = "measures; run with bench/kube-network-policies.sh (root)"]
 fn side_by_side_with_kube_network_policies() {
     const TEST: &str = "side_by_side_with_kube_network_policies";
-    assert!(is_root(), "{TEST}: needs root");
+    assert!(palisade_test_support::is_root(), "{TEST}: needs root");
     let bins = palisade_testenv::require(TEST).expect("the control plane (testenv/build.sh)");
     let knp = kube_network_policies()
         .expect("kube-network-policies (bench/kube-network-policies.sh builds it)");

@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{stderr, stdout};
+use palisade_test_support::git::repo_with_copy;
 use serde_json::Value;
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -19,23 +20,6 @@ fn yaml(path: &str) -> Value {
     let mut docs = palisade_model::yaml::parse_documents(&text).unwrap();
     assert_eq!(docs.len(), 1, "{path}");
     docs.remove(0).value
-}
-
-fn git(dir: &Path, args: &[&str]) {
-    let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
 }
 
 /// A scratch repository with examples/xyz committed, and a directory holding `palisade`
@@ -49,16 +33,7 @@ struct Scratch {
 impl Scratch {
     fn new() -> Scratch {
         let repo = tempfile::tempdir().unwrap();
-        git(repo.path(), &["init", "-q"]);
-        let ok = Command::new("cp")
-            .arg("-r")
-            .arg(Path::new(ROOT).join("examples/xyz"))
-            .arg(repo.path().join("xyz"))
-            .status()
-            .unwrap();
-        assert!(ok.success());
-        git(repo.path(), &["add", "-A"]);
-        git(repo.path(), &["commit", "-qm", "xyz"]);
+        repo_with_copy(repo.path(), &Path::new(ROOT).join("examples/xyz"), "xyz");
         let bin = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_palisade"), bin.path().join("palisade"))
             .unwrap();

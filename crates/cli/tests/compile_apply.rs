@@ -7,7 +7,7 @@ mod common;
 #[path = "../../nft/tests/support/ct.rs"]
 mod ct;
 
-use common::{is_root, palisade, stderr, stdout};
+use common::{palisade, stderr, stdout};
 use ct::Netns;
 
 /// The example cluster's files, by absolute path (commands run in a namespace start
@@ -38,8 +38,9 @@ fn script(args: &[&str]) -> String {
 
 #[test]
 fn apply_loads_what_the_script_loads_first_and_when_a_table_exists() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "apply_loads_what_the_script_loads_first_and_when_a_table_exists",
+    ) {
         return;
     }
     let (applied, scripted) = (Netns::new("apply"), Netns::new("script"));
@@ -89,8 +90,7 @@ fn apply_is_for_the_nftables_ruleset_only() {
 
 #[test]
 fn apply_without_privilege_says_what_it_needs() {
-    if !is_root() {
-        eprintln!("skipped: needs root to drop privilege");
+    if !palisade_test_support::require_root("apply_without_privilege_says_what_it_needs") {
         return;
     }
     let cluster = std::fs::read(format!("{XYZ}/cluster.yaml")).unwrap();

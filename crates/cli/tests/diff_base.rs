@@ -10,40 +10,14 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{stderr, stdout};
+use palisade_test_support::git::{git, repo_with_copy};
 
 const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "git {args:?}: {}", stderr(&o));
-    stdout(&o)
-}
 
 /// A repository with examples/xyz committed on `main` (cluster.yaml and policies/).
 fn repo() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    git(dir.path(), &["init", "-q"]);
-    let copy = Command::new("cp")
-        .arg("-r")
-        .arg(Path::new(ROOT).join("examples/xyz"))
-        .arg(dir.path().join("xyz"))
-        .status()
-        .unwrap();
-    assert!(copy.success());
-    git(dir.path(), &["add", "-A"]);
-    git(dir.path(), &["commit", "-qm", "xyz"]);
+    repo_with_copy(dir.path(), &Path::new(ROOT).join("examples/xyz"), "xyz");
     dir
 }
 

@@ -4,12 +4,11 @@
 //! updates, several nodes) is `crates/lab/tests/kernel/`; this only checks that the subcommands are
 //! wired to it. Needs root; run as another user, it prints why it is skipped and passes.
 
-use std::io::Write;
 use std::process::Command;
 
 mod common;
 
-use common::{is_root, palisade, stderr};
+use common::{palisade, stderr};
 
 /// Runs `palisade lab down` for the lab when dropped (also when the test panics).
 struct Down<'a>(&'a str);
@@ -22,12 +21,7 @@ impl Drop for Down<'_> {
 
 #[test]
 fn lab_up_apply_probe_compare_down() {
-    if !is_root() {
-        // straight to stderr, past the test harness's output capture
-        let _ = writeln!(
-            std::io::stderr(),
-            "lab_up_apply_probe_compare_down: skipped: not root (network namespaces and nftables need root)"
-        );
+    if !palisade_test_support::require_root("lab_up_apply_probe_compare_down") {
         return;
     }
     let name = format!("s{:x}", std::process::id());

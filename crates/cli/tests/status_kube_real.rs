@@ -15,7 +15,7 @@ mod common;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{is_root, stderr};
+use common::stderr;
 use palisade_testenv::ControlPlane;
 use serde_json::Value;
 
@@ -160,12 +160,7 @@ fn chart_with_status(helm: &palisade_testenv::Helm) -> String {
 #[test]
 fn the_agent_reports_per_node_conditions_and_removes_them() {
     let test = "the_agent_reports_per_node_conditions_and_removes_them";
-    if !is_root() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "{test}: needs root under CI=true"
-        );
-        eprintln!("SKIPPED {test}: needs root (a network namespace and nftables)");
+    if !palisade_test_support::require_root(test) {
         return;
     }
     let Some(bins) = palisade_testenv::require(test) else {

@@ -284,7 +284,7 @@ fn churn(mut c: Cluster, from: &Cluster) -> Cluster {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, rng_seed: proptest::test_runner::RngSeed::Fixed(0xd1ff_2027), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(200, 0xd1ff_2027))]
 
     /// `diff A B` is exactly the connections A and B decide differently: every pod, node and
     /// outside class, both families, every port that can differ.

@@ -110,7 +110,7 @@ fn verdicts(e: &Engine, ips: &[IpAddr]) -> Vec<(bool, &'static str)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2026), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(200, 0x5eed_2026))]
 
     #[test]
     fn incremental_equals_full_recompile(c in cluster(), changes in proptest::collection::vec(change(), 1..12)) {

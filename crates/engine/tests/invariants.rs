@@ -20,14 +20,11 @@ use palisade_engine::{Engine, Flow, Options, Tier, Verdict};
 use palisade_gen::strategies::{cluster, np_rule, selector};
 use palisade_model::*;
 use proptest::prelude::*;
-use proptest::test_runner::RngSeed;
 
 fn config(cases: u32, seed: u64) -> ProptestConfig {
     ProptestConfig {
-        cases,
-        rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,
-        ..ProptestConfig::default()
+        ..palisade_test_support::proptest_config(cases, seed)
     }
 }
 

@@ -119,7 +119,7 @@ fn ipv4_rule_first(mut c: Cluster) -> Cluster {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, rng_seed: proptest::test_runner::RngSeed::Fixed(0x11a7_2026), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(200, 0x11a7_2026))]
 
     /// A rule lint says changes nothing can be deleted without changing any connection.
     #[test]

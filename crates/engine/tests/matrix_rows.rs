@@ -91,7 +91,7 @@ fn twist(mut c: Cluster, t: &Twists) -> Cluster {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 600, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2027), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(600, 0x5eed_2027))]
 
     #[test]
     fn rows_agree_with_pairs(c in cluster(), t in twists(), legacy in prop::bool::weighted(0.2), node_local in any::<bool>()) {

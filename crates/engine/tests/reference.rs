@@ -320,7 +320,7 @@ fn program_allows(e: &Engine, flow: &Flow) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 400, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2026), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(400, 0x5eed_2026))]
 
     #[test]
     fn engine_agrees_with_the_naive_evaluator(c in cluster(), legacy in prop::bool::weighted(0.2), node_local in any::<bool>()) {

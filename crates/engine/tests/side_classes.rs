@@ -8,7 +8,7 @@ use palisade_model::Direction;
 use proptest::prelude::*;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, rng_seed: proptest::test_runner::RngSeed::Fixed(0x0c1a_55e5), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(200, 0x0c1a_55e5))]
 
     #[test]
     fn members_have_their_class_program(c in palisade_gen::strategies::cluster(), node_local in any::<bool>()) {

@@ -11,7 +11,6 @@ use palisade_engine::{Engine, Flow, Options, PolicyOutcome, Semantics, TierStep}
 use palisade_gen::strategies::cluster;
 use palisade_model::{Direction, Protocol};
 use proptest::prelude::*;
-use proptest::test_runner::RngSeed;
 
 fn addresses(e: &Engine) -> Vec<IpAddr> {
     let c = e.cluster();
@@ -45,7 +44,7 @@ fn rule_count(e: &Engine, kind_name: (&str, Option<&str>, &str), dir: Direction)
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, rng_seed: RngSeed::Fixed(14), failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { failure_persistence: None, ..palisade_test_support::proptest_config(24, 14) })]
 
     #[test]
     fn every_rule_of_a_policy_without_a_match_has_a_reason(c in cluster(), legacy in any::<bool>()) {

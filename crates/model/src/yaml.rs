@@ -1235,7 +1235,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(4000))]
+            #![proptest_config(palisade_test_support::proptest_config(4000, 0x5eed_2026))]
 
             #[test]
             fn the_fast_reader_agrees_with_the_full_parser(

@@ -33,7 +33,7 @@ status: {podIPs: [{ip: "fd00::1"}]}
 "#;
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2026), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(2000, 0x5eed_2026))]
 
     #[test]
     fn arbitrary_text_never_panics(text in "[ -~\n]{0,200}") {

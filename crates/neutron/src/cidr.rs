@@ -60,7 +60,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2026), ..ProptestConfig::default() })]
+        #![proptest_config(palisade_test_support::proptest_config(ProptestConfig::default().cases, 0x5eed_2026))]
 
         /// Exactly the right addresses, with no two prefixes that could merge.
         #[test]

@@ -252,7 +252,7 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 200, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2026), ..ProptestConfig::default() })]
+        #![proptest_config(palisade_test_support::proptest_config(200, 0x5eed_2026))]
 
         /// Different (namespace, name, group) triples get different names, each within
         /// Neutron's limit; node groups never take a policy group's name.

@@ -234,7 +234,7 @@ fn check(c: &Cluster, mode: PeerMode, node_local: bool) -> Result<(), TestCaseEr
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2026), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(300, 0x5eed_2026))]
 
     #[test]
     fn security_groups_agree_with_the_evaluator(c in cluster(), node_local in any::<bool>()) {

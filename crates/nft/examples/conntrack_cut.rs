@@ -30,7 +30,7 @@ fn main() {
         .map(|a| a.parse::<usize>().unwrap());
     let forbidden = args.next().unwrap_or(1000);
     let rounds = args.next().unwrap_or(3);
-    if !ct::is_root() {
+    if !palisade_test_support::is_root() {
         eprintln!("needs root (a network namespace)");
         std::process::exit(1);
     }

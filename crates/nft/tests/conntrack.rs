@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use palisade_engine::{Engine, Options};
 use palisade_nft::compile;
-use support::ct::{Entry, Netns, insert, is_root};
+use support::ct::{Entry, Netns, insert};
 
 const XYZ: &str = include_str!("../../../examples/xyz/cluster.yaml");
 const DENY: &str = include_str!("../../../examples/xyz/policies/01-deny-ingress-x.yaml");
@@ -21,8 +21,9 @@ fn ip(s: &str) -> IpAddr {
 
 #[test]
 fn forbidden_connections_are_cut_in_one_pass_and_closed_or_allowed_ones_kept() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "forbidden_connections_are_cut_in_one_pass_and_closed_or_allowed_ones_kept",
+    ) {
         return;
     }
     // Namespace x admits only y/b (10.0.1.11) on 80/TCP; y/c (10.0.1.12) is forbidden.
@@ -100,8 +101,7 @@ spec:
 
 #[test]
 fn ipv6_connections_are_cut_too() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root("ipv6_connections_are_cut_too") {
         return;
     }
     let loaded = palisade_model::load_sources([("d", DUAL_STACK)], Default::default()).unwrap();

@@ -29,7 +29,7 @@ fn addresses(c: &palisade_model::Cluster) -> Vec<IpAddr> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, rng_seed: proptest::test_runner::RngSeed::Fixed(0x5eed_2026), ..ProptestConfig::default() })]
+    #![proptest_config(palisade_test_support::proptest_config(300, 0x5eed_2026))]
 
     #[test]
     fn ruleset_agrees_with_the_engine(c in palisade_gen::strategies::cluster(), node_local in any::<bool>()) {
@@ -162,8 +162,7 @@ fn one_node_only() {
 /// `nft -c` in a fresh network namespace (root only; CI runs as root).
 #[test]
 fn the_kernel_accepts_the_rendered_rulesets() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root("the_kernel_accepts_the_rendered_rulesets") {
         return;
     }
     let ns = format!("palisade-nftc-{}", std::process::id());
@@ -212,19 +211,11 @@ fn the_kernel_accepts_the_rendered_rulesets() {
     }
 }
 
-fn is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 /// An incremental update script is accepted by the kernel and leaves the same table as a
 /// full apply of the new ruleset (root only).
 #[test]
 fn updates_apply_in_the_kernel_and_equal_a_full_apply() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root("updates_apply_in_the_kernel_and_equal_a_full_apply") {
         return;
     }
     let ns = format!("palisade-nftu-{}", std::process::id());

@@ -26,13 +26,6 @@ fn ruleset(policies: &str) -> Ruleset {
     compile(&Engine::new(loaded.cluster, Options::default()), None).unwrap()
 }
 
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
 fn sh(ns: &str, args: &[&str]) -> std::process::Output {
     Command::new("ip")
         .args(["netns", "exec", ns])
@@ -112,12 +105,16 @@ impl Drop for Netns {
 
 #[test]
 fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "a_rejected_transaction_leaves_the_previous_ruleset_in_force",
+    ) {
         return;
     }
     if Command::new("curl").arg("--version").output().is_err() {
-        eprintln!("skipped: needs curl to probe connections");
+        palisade_test_support::unavailable(
+            "a_rejected_transaction_leaves_the_previous_ruleset_in_force",
+            "needs curl to probe connections",
+        );
         return;
     }
     let ns = Netns(format!("palisade-fc-{}", std::process::id()));

@@ -7,7 +7,7 @@
 use std::process::Command;
 
 mod support;
-use support::ct::{Netns, is_root};
+use support::ct::Netns;
 
 use palisade_engine::{Change, Engine, Options};
 use palisade_model::Protocol;
@@ -196,8 +196,9 @@ fn new_pod(e: &Engine) -> Change {
 
 #[test]
 fn incremental_updates_leave_the_table_a_full_apply_leaves() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "incremental_updates_leave_the_table_a_full_apply_leaves",
+    ) {
         return;
     }
     let ns = Netns::new("nfti");
@@ -288,8 +289,9 @@ fn edges(s4: &[&str], s6: &[&str], h4: &[&str], to_b: bool) -> Ruleset {
 
 #[test]
 fn element_updates_at_the_edges_of_the_address_space_equal_a_full_apply() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "element_updates_at_the_edges_of_the_address_space_equal_a_full_apply",
+    ) {
         return;
     }
     let ns = Netns::new("nfte");
@@ -440,8 +442,9 @@ fn lists() -> Ruleset {
 
 #[test]
 fn a_first_load_in_stages_leaves_the_table_one_transaction_leaves() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root(
+        "a_first_load_in_stages_leaves_the_table_one_transaction_leaves",
+    ) {
         return;
     }
     let e = engine();
@@ -473,8 +476,7 @@ fn a_first_load_in_stages_leaves_the_table_one_transaction_leaves() {
 
 #[test]
 fn a_refused_first_load_leaves_no_table() {
-    if !is_root() {
-        eprintln!("skipped: needs root for a network namespace");
+    if !palisade_test_support::require_root("a_refused_first_load_leaves_no_table") {
         return;
     }
     let mut rs = edges(&["10.0.0.0/8"], &[], &["1.1.1.1/32"], false);

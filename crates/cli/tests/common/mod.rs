@@ -42,16 +42,6 @@ pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-/// Whether the tests run as root (network namespaces and nftables need it).
-pub fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            == Some("0")
-    })
-}
-
 /// (status, body) of `GET path` on the agent's endpoint (`127.0.0.1:9464`) inside the
 /// network namespace `netns`; status 0 when nothing answers.
 pub fn agent_endpoint(netns: &str, path: &str) -> (u16, String) {

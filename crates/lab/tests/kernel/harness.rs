@@ -1,7 +1,6 @@
 //! What every kernel test uses: the cluster and its placements on nodes, the policy sets,
 //! and a lab that removes itself.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -36,24 +35,6 @@ pub const PROBES: [Probe; 4] = [
 
 fn manifest_dir() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// True when running as root; otherwise prints why `test` is skipped. The message goes
-/// straight to the process's stderr, past the test harness's output capture.
-pub fn root_or_skip(test: &str) -> bool {
-    let root = std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("Uid:"))
-            .and_then(|ids| ids.split_whitespace().nth(1))
-            == Some("0")
-    });
-    if !root {
-        let _ = writeln!(
-            std::io::stderr(),
-            "{test}: skipped: not root (network namespaces and nftables need root)"
-        );
-    }
-    root
 }
 
 pub fn now_us() -> u128 {

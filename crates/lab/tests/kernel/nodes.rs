@@ -6,7 +6,9 @@ use palisade_engine::{Engine, Options, Probe};
 use palisade_lab::{EndpointKind, Lab, LabEndpoint, Observation, Observed};
 use palisade_model::Protocol;
 
-use crate::harness::{Placement, THREE_NODES, TWO_NODES, TestLab, root_or_skip};
+use palisade_test_support::require_root;
+
+use crate::harness::{Placement, THREE_NODES, TWO_NODES, TestLab};
 
 /// Every policy set on `placement`'s nodes (those `keep` accepts): the kernel matrix,
 /// nodes' addresses included, equals the evaluator.
@@ -28,7 +30,7 @@ fn matrix_equals_evaluator(tag: char, placement: Placement, keep: impl Fn(usize)
 
 #[test]
 fn every_policy_set_on_two_nodes_the_kernel_matrix_equals_the_evaluator() {
-    if !root_or_skip("every_policy_set_on_two_nodes_the_kernel_matrix_equals_the_evaluator") {
+    if !require_root("every_policy_set_on_two_nodes_the_kernel_matrix_equals_the_evaluator") {
         return;
     }
     matrix_equals_evaluator('t', TWO_NODES, |_| true);
@@ -38,7 +40,7 @@ fn every_policy_set_on_two_nodes_the_kernel_matrix_equals_the_evaluator() {
 /// runs them all.
 #[test]
 fn a_third_of_the_policy_sets_on_three_nodes_the_kernel_matrix_equals_the_evaluator() {
-    if !root_or_skip(
+    if !require_root(
         "a_third_of_the_policy_sets_on_three_nodes_the_kernel_matrix_equals_the_evaluator",
     ) {
         return;
@@ -55,7 +57,7 @@ fn node_to_pod(lab: &Lab, observed: &Observed, o: &Observation) -> Option<bool> 
 
 #[test]
 fn the_node_local_exemption_holds_only_on_the_pods_own_node() {
-    if !root_or_skip("the_node_local_exemption_holds_only_on_the_pods_own_node") {
+    if !require_root("the_node_local_exemption_holds_only_on_the_pods_own_node") {
         return;
     }
     let lab = TestLab::up('l', THREE_NODES);
@@ -134,7 +136,7 @@ fn split_verdict(
 
 #[test]
 fn an_update_on_one_node_changes_only_that_nodes_sides() {
-    if !root_or_skip("an_update_on_one_node_changes_only_that_nodes_sides") {
+    if !require_root("an_update_on_one_node_changes_only_that_nodes_sides") {
         return;
     }
     let lab = TestLab::up('i', THREE_NODES);

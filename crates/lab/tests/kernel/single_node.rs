@@ -8,11 +8,13 @@ use std::time::Duration;
 use palisade_lab::{Helper, Observed};
 use palisade_model::Protocol;
 
-use crate::harness::{HELPER, ONE_NODE, PROBES, TestLab, now_us, root_or_skip, set};
+use palisade_test_support::require_root;
+
+use crate::harness::{HELPER, ONE_NODE, PROBES, TestLab, now_us, set};
 
 #[test]
 fn every_policy_set_the_kernel_matrix_equals_the_evaluator() {
-    if !root_or_skip("every_policy_set_the_kernel_matrix_equals_the_evaluator") {
+    if !require_root("every_policy_set_the_kernel_matrix_equals_the_evaluator") {
         return;
     }
     let lab = TestLab::up('m', ONE_NODE);
@@ -31,7 +33,7 @@ fn every_policy_set_the_kernel_matrix_equals_the_evaluator() {
 
 #[test]
 fn an_established_connection_is_cut_within_a_second_of_a_tightening_update() {
-    if !root_or_skip("an_established_connection_is_cut_within_a_second_of_a_tightening_update") {
+    if !require_root("an_established_connection_is_cut_within_a_second_of_a_tightening_update") {
         return;
     }
     let lab = TestLab::up('c', ONE_NODE);
@@ -144,7 +146,7 @@ fn random_updates_under_continuous_probing_never_let_a_forbidden_probe_through()
     const UPDATES: usize = 40;
     /// Pause after each update, so probes run under every set and across updates.
     const PAUSE: Duration = Duration::from_millis(100);
-    if !root_or_skip(TEST) {
+    if !require_root(TEST) {
         return;
     }
     let lab = TestLab::up('u', ONE_NODE);

@@ -12,9 +12,9 @@ use palisade_neutron_sync::client::{Client, Credentials, Retry};
 use palisade_neutron_sync::state::PortFilter;
 use serde_json::{Value, json};
 
-/// The Neutron URL, starting the development server when none is given. `None` (with the
-/// reason printed) only outside CI for a user who cannot start it; in CI, or as root, a
-/// missing server fails the test.
+/// The Neutron URL, starting the development server when none is given (and stopping it
+/// when the test binary exits). `None` (with the reason printed) only outside CI for a
+/// user who cannot start it; in CI, or as root, a missing server fails the test.
 pub fn neutron_url() -> Option<String> {
     static URL: OnceLock<Result<String, String>> = OnceLock::new();
     let url = URL.get_or_init(|| {
@@ -23,6 +23,16 @@ pub fn neutron_url() -> Option<String> {
         }
         let script =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/neutron/dev-server.sh");
+        // The server this run starts is stopped when the test binary exits; until then no
+        // other test binary may take it over (it waits for the lock instead).
+        let state =
+            std::env::var("PALISADE_NEUTRON_STATE").unwrap_or("/tmp/palisade-neutron".into());
+        let script_text = script.to_string_lossy();
+        let guard = palisade_test_support::StopAtExit::lock(
+            Path::new(&format!("{state}.tests.lock")),
+            &["bash", &script_text, "stop"],
+        )
+        .map_err(|e| format!("cannot arrange to stop the server at exit: {e}"))?;
         let out = std::process::Command::new("bash")
             .arg(&script)
             .arg("start")
@@ -34,7 +44,15 @@ pub fn neutron_url() -> Option<String> {
             .filter_map(|l| l.strip_prefix("export PALISADE_NEUTRON_URL="))
             .next_back()
         {
-            Some(url) if out.status.success() => Ok(url.to_string()),
+            Some(url) if out.status.success() => {
+                // A server already running (outside the lock) is someone else's: left alone.
+                if String::from_utf8_lossy(&out.stderr).contains("already running") {
+                    guard.keep();
+                } else {
+                    guard.arm();
+                }
+                Ok(url.to_string())
+            }
             _ => Err(format!(
                 "{} start failed:\n{}",
                 script.display(),
@@ -45,19 +63,17 @@ pub fn neutron_url() -> Option<String> {
     match url {
         Ok(u) => Some(u.clone()),
         Err(e) => {
-            let root = std::fs::read_to_string("/proc/self/status")
-                .map(|s| {
-                    s.lines()
-                        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-                })
-                .unwrap_or(false);
-            if std::env::var_os("CI").is_some() || root {
+            // Root can start the server, so failing to is a failure, not a reason to skip.
+            if palisade_test_support::is_root() {
                 panic!(
                     "no Neutron to test against (set PALISADE_NEUTRON_URL or let deploy/neutron/dev-server.sh start one): {e}"
                 );
             }
-            eprintln!(
-                "skipping: no Neutron (set PALISADE_NEUTRON_URL, or run deploy/neutron/dev-server.sh as root): {e}"
+            palisade_test_support::unavailable(
+                "the Neutron tests",
+                &format!(
+                    "no Neutron (set PALISADE_NEUTRON_URL, or run deploy/neutron/dev-server.sh as root): {e}"
+                ),
             );
             None
         }

@@ -83,14 +83,6 @@ impl Drop for Netns {
     }
 }
 
-pub fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
 /// One connection to inject, in its original direction.
 #[derive(Debug, Clone, Copy)]
 pub struct Entry {

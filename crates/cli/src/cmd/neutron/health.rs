@@ -1,5 +1,5 @@
-//! The Neutron controller's `/metrics`, `/healthz` and `/readyz`: plain HTTP/1.1 on a
-//! thread of its own, one request per connection.
+//! The Neutron controller's `/metrics`, `/healthz` and `/readyz`: plain HTTP/1.1 (hyper)
+//! on a task of its own, one request per connection.
 //!
 //! Ready means: the source reads its input, and the last sync succeeded and placed every
 //! port. A port that could not be placed (closed, see docs/neutron.md), a failed sync, or a
@@ -7,10 +7,18 @@
 //! last objects stay in force) makes `/readyz` answer 503 with the reason, and shows in
 //! the metrics.
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
 
 use palisade_neutron_sync::Report;
 
@@ -158,49 +166,65 @@ impl Health {
         out
     }
 
-    /// Serves the endpoints on `addr` from a thread of its own; the address bound.
+    /// Serves the endpoints on `addr` from a task of its own (on the current tokio
+    /// runtime); the address bound.
     pub fn serve(&self, addr: SocketAddr) -> std::io::Result<SocketAddr> {
-        let listener = TcpListener::bind(addr)?;
+        let listener = std::net::TcpListener::bind(addr)?;
         let bound = listener.local_addr()?;
+        listener.set_nonblocking(true)?;
+        let listener = tokio::net::TcpListener::from_std(listener)?;
         let health = self.clone();
-        std::thread::spawn(move || {
-            for stream in listener.incoming().flatten() {
-                if let Err(e) = health.respond(stream) {
-                    tracing::debug!(error = %e, "health connection");
-                }
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    continue;
+                };
+                let health = health.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |request: Request<Incoming>| {
+                        let response = health.respond(&request);
+                        async move { Ok::<_, Infallible>(response) }
+                    });
+                    let connection = http1::Builder::new()
+                        .timer(TokioTimer::new())
+                        .header_read_timeout(Duration::from_secs(5))
+                        .keep_alive(false)
+                        .title_case_headers(true)
+                        .serve_connection(TokioIo::new(stream), service);
+                    if let Err(e) = connection.await {
+                        tracing::debug!(error = %e, "health connection");
+                    }
+                });
             }
         });
         Ok(bound)
     }
 
-    fn respond(&self, mut stream: TcpStream) -> std::io::Result<()> {
-        stream.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut head = Vec::new();
-        let mut buf = [0u8; 1024];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
-            let n = stream.read(&mut buf)?;
-            if n == 0 {
-                break;
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
-        let head = String::from_utf8_lossy(&head);
-        let mut words = head.split_whitespace();
-        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-        let (status, body) = match (method, path) {
-            ("GET", "/metrics") => ("200 OK", self.metrics()),
-            ("GET", "/healthz") => ("200 OK", "ok\n".into()),
-            ("GET", "/readyz") => match self.ready() {
-                (true, _) => ("200 OK", "ready\n".into()),
-                (false, why) => ("503 Service Unavailable", format!("not ready: {why}\n")),
+    /// The answer to one request: status and body as before hyper.
+    fn respond(&self, request: &Request<Incoming>) -> Response<Full<Bytes>> {
+        let get = request.method() == Method::GET;
+        let path = request.uri().path_and_query().map_or("", |p| p.as_str());
+        let (status, body) = match (get, path) {
+            (true, "/metrics") => (StatusCode::OK, self.metrics()),
+            (true, "/healthz") => (StatusCode::OK, "ok\n".into()),
+            (true, "/readyz") => match self.ready() {
+                (true, _) => (StatusCode::OK, "ready\n".into()),
+                (false, why) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    format!("not ready: {why}\n"),
+                ),
             },
-            ("GET", _) => ("404 Not Found", "not found\n".into()),
-            _ => ("405 Method Not Allowed", "only GET\n".into()),
+            (true, _) => (StatusCode::NOT_FOUND, "not found\n".into()),
+            (false, _) => (StatusCode::METHOD_NOT_ALLOWED, "only GET\n".into()),
         };
-        write!(
-            stream,
-            "HTTP/1.1 {status}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = status;
+        let headers = response.headers_mut();
+        headers.insert(
+            CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        headers.insert(CONNECTION, HeaderValue::from_static("close"));
+        response
     }
 }
