@@ -1,8 +1,8 @@
-//! The reconcile loop: source events → [`Store`] → [`Engine::apply`] → one nftables
-//! transaction → conntrack cleanup of the connections the change forbids.
+//! The nftables sink of the follow loop: each batch of changes → [`Engine::apply`] → one
+//! nftables transaction → conntrack cleanup of the connections the change forbids.
 //!
-//! Nothing reaches the kernel before the first full listing ([`Event::Synced`]): until
-//! then a `palisade` table left by an earlier run keeps enforcing, and the first ruleset
+//! Nothing reaches the kernel before the first full listing (the follow loop calls no sink
+//! before it): until then a `palisade` table left by an earlier run keeps enforcing, and the first ruleset
 //! replaces it atomically. A transaction the kernel refuses leaves the previous ruleset in
 //! force; the next change retries with a full replace.
 
@@ -12,10 +12,11 @@ use std::time::{Duration, Instant};
 use palisade_engine::{Engine, Options};
 use palisade_nft::{NftError, Ruleset};
 
+use palisade_follow::store::{Scope, Store, Update};
+use palisade_follow::{Batch, Sink};
+
 use crate::metrics::Metrics;
-use crate::source::Event;
 use crate::status::Desired;
-use crate::store::{Scope, Store, Update};
 
 /// What the reconciler needs to know about where it runs.
 #[derive(Debug, Clone, Default)]
@@ -40,11 +41,9 @@ pub struct State {
 /// State shared between the reconciler and its readers.
 pub type Shared = Arc<RwLock<State>>;
 
-/// Follows source events and keeps the kernel in step.
+/// Keeps the kernel in step with the objects in force.
 pub struct Reconciler {
     config: Config,
-    store: Store,
-    synced: bool,
     state: Shared,
     metrics: Arc<Metrics>,
     /// Where the enforced admin policies are published for `--report-status`.
@@ -75,8 +74,6 @@ impl Reconciler {
     pub fn new(config: Config, state: Shared, metrics: Arc<Metrics>) -> Self {
         Reconciler {
             config,
-            store: Store::default(),
-            synced: false,
             state,
             metrics,
             status: None,
@@ -90,40 +87,33 @@ impl Reconciler {
         self
     }
 
-    /// Applies a batch of events first seen at `seen`; commits to the kernel when the
-    /// enforced state changed (or on the first full listing).
-    pub fn handle(&mut self, events: Vec<Event>, seen: Instant) -> Result<Outcome, NftError> {
-        let start = Instant::now();
-        let mut outcome = Outcome::default();
-        let mut changes = Vec::new();
-        for event in events {
-            self.synced |= event == Event::Synced;
-            if let Event::Health { part, problem } = &event {
-                self.metrics.source_health(part, problem.as_deref());
-            }
-            changes.extend(self.store.handle(event));
-        }
-        self.metrics.objects(&self.store);
-        outcome.changes = changes.len();
-        outcome.store = start.elapsed();
-        if !self.synced {
-            return Ok(outcome);
-        }
+    /// Brings the evaluators to a batch; commits to the kernel when the enforced state
+    /// changed (or on the first batch).
+    pub fn reconcile(&mut self, batch: &Batch<'_>) -> Result<Outcome, NftError> {
+        let start = Instant::now()
+            .checked_sub(batch.stored)
+            .unwrap_or_else(Instant::now);
+        let (store, changes, seen) = (batch.store, &batch.changes, batch.seen);
+        let mut outcome = Outcome {
+            changes: changes.len(),
+            store: batch.stored,
+            ..Outcome::default()
+        };
         let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
         let first = state.engine.is_none();
         let mut enforced_changed = first || state.ruleset.is_none();
         let t = Instant::now();
         if first {
-            state.engine = Some(Engine::new(self.store.cluster(), Options::default()));
+            state.engine = Some(Engine::new(store.cluster(), Options::default()));
         } else if let Some(engine) = state.engine.as_mut() {
-            for (update, scope) in &changes {
+            for (update, scope) in changes {
                 if *scope == Scope::Enforced {
                     engine.apply(update.change());
                     enforced_changed = true;
                 }
             }
         }
-        self.follow_staged(&mut state, &changes, first);
+        follow_staged(store, &mut state, changes, first);
         outcome.engine = t.elapsed();
         if enforced_changed {
             let committed = self.commit(&mut state, seen, &mut outcome);
@@ -136,13 +126,13 @@ impl Reconciler {
         } else {
             drop(state);
         }
-        self.publish_status();
+        self.publish_status(store);
         Ok(outcome)
     }
 
     /// Publishes the enforced admin policies when a ruleset is in the kernel (after a
     /// refused transaction, nothing new is said until one is).
-    fn publish_status(&self) {
+    fn publish_status(&self, store: &Store) {
         let Some(status) = &self.status else {
             return;
         };
@@ -153,7 +143,7 @@ impl Reconciler {
             .ruleset
             .is_some();
         if in_force {
-            let now = self.store.enforced_admin();
+            let now = crate::status::desired(store);
             status.send_if_modified(|shown| {
                 let changed = *shown != now;
                 if changed {
@@ -161,25 +151,6 @@ impl Reconciler {
                 }
                 changed
             });
-        }
-    }
-
-    /// Keeps the staged view (enforced plus staged policies) in step, or drops it.
-    fn follow_staged(&self, state: &mut State, changes: &[(Update, Scope)], rebuild: bool) {
-        if !self.store.has_staged() {
-            state.staged = None;
-            return;
-        }
-        match state.staged.as_mut() {
-            Some(staged) if !rebuild => {
-                for (update, _) in changes {
-                    staged.apply(update.change());
-                }
-            }
-            _ => {
-                let cluster = self.store.cluster().with_staged();
-                state.staged = Some(Engine::new(cluster, Options::default()));
-            }
         }
     }
 
@@ -232,5 +203,57 @@ impl Reconciler {
             }
         }
         outcome.conntrack = t.elapsed();
+    }
+}
+
+impl Sink for Reconciler {
+    fn source_health(&mut self, part: &str, problem: Option<&str>) {
+        self.metrics.source_health(part, problem);
+    }
+
+    fn stored(&mut self, store: &Store) {
+        self.metrics.objects(store);
+    }
+
+    fn apply(&mut self, batch: Batch<'_>) {
+        let seen = batch.seen;
+        match self.reconcile(&batch) {
+            Ok(o) if o.committed => {
+                let ms = |d: Duration| d.as_millis() as u64;
+                tracing::info!(
+                    changes = o.changes,
+                    elapsed_ms = ms(seen.elapsed()),
+                    store_ms = ms(o.store),
+                    engine_ms = ms(o.engine),
+                    compile_ms = ms(o.compile),
+                    transaction_ms = ms(o.transaction),
+                    conntrack_ms = ms(o.conntrack),
+                    "ruleset updated"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "reconcile failed; the previous ruleset stays in force")
+            }
+        }
+    }
+}
+
+/// Keeps the staged view (enforced plus staged policies) in step, or drops it.
+fn follow_staged(store: &Store, state: &mut State, changes: &[(Update, Scope)], rebuild: bool) {
+    if !store.has_staged() {
+        state.staged = None;
+        return;
+    }
+    match state.staged.as_mut() {
+        Some(staged) if !rebuild => {
+            for (update, _) in changes {
+                staged.apply(update.change());
+            }
+        }
+        _ => {
+            let cluster = store.cluster().with_staged();
+            state.staged = Some(Engine::new(cluster, Options::default()));
+        }
     }
 }

@@ -1,52 +1,18 @@
-//! The agent process: a source, the reconcile loop on its own thread, the HTTP endpoints,
+//! The agent process: the follow loop with the nftables sink, the HTTP endpoints,
 //! and (with a decision log) the nflog reader. Stopping the agent (or `kill -9`) leaves the
 //! ruleset in the kernel enforcing; the next start replaces it atomically.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
-use tokio::sync::mpsc;
+use palisade_follow::source::SourceSpec;
+use palisade_follow::source::{self, Source, SourceError};
+use palisade_follow::store::Store;
 
 use crate::http::Endpoints;
 use crate::metrics::Metrics;
 use crate::reconcile::{Config, Reconciler, Shared};
-use crate::source::{self, Event};
-
-/// Where the agent learns the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourceSpec {
-    /// A directory of manifests (`dir:PATH`).
-    Dir(PathBuf),
-    /// The Kubernetes API (`kube`).
-    Kube,
-}
-
-impl std::fmt::Display for SourceSpec {
-    /// As given on the command line: `dir:PATH` or `kube`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SourceSpec::Dir(path) => write!(f, "dir:{}", path.display()),
-            SourceSpec::Kube => f.write_str("kube"),
-        }
-    }
-}
-
-impl std::str::FromStr for SourceSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "kube" => Ok(SourceSpec::Kube),
-            _ => match s.strip_prefix("dir:") {
-                Some(path) if !path.is_empty() => Ok(SourceSpec::Dir(PathBuf::from(path))),
-                _ => Err(format!(
-                    "{s:?}: expected dir:PATH (a directory of manifests) or kube"
-                )),
-            },
-        }
-    }
-}
 
 /// Everything `palisade agent` is told.
 #[derive(Debug, Clone)]
@@ -113,18 +79,17 @@ pub enum AgentError {
 pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let metrics = Arc::new(Metrics::new());
     let state = Shared::default();
-    let (tx, rx) = mpsc::unbounded_channel::<Event>();
-    let (_dir, client) = match &options.source {
-        SourceSpec::Dir(path) => (Some(source::dir::watch(path, tx.clone())?), None),
-        SourceSpec::Kube => {
-            let client =
-                source::kube::client(options.kubeconfig.as_deref(), options.context.as_deref())
-                    .await
-                    .map_err(|e| AgentError::Source(e.to_string()))?;
-            tokio::spawn(source::kube::run(client.clone(), tx.clone()));
-            (None, Some(client))
-        }
-    };
+    let source = Source::start(
+        &options.source,
+        options.kubeconfig.as_deref(),
+        options.context.as_deref(),
+    )
+    .await
+    .map_err(|e| match e {
+        SourceError::Dir(e) => AgentError::Dir(e),
+        SourceError::Kube(e) => AgentError::Source(e.to_string()),
+    })?;
+    let client = source.client().cloned();
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|source| AgentError::Listen {
@@ -162,7 +127,11 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         reconciler = reconciler.with_status(publish);
         tokio::spawn(crate::status::run(client, node, published));
     }
-    let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
+    let mut loop_thread = tokio::spawn(palisade_follow::follow(
+        source,
+        Store::default(),
+        reconciler,
+    ));
     let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
     let mut http = tokio::spawn(crate::http::serve(
         listener,
@@ -212,39 +181,7 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
             return Err(AgentError::Reconcile(format!("metrics HTTP server: {r:?}")));
         }
     }
-    drop(tx);
     Ok(())
-}
-
-/// Receives events until every sender is gone, reconciling each batch: everything that
-/// is waiting is taken at once, so a burst of changes becomes one transaction.
-fn reconcile_loop(mut reconciler: Reconciler, mut rx: mpsc::UnboundedReceiver<Event>) {
-    while let Some(first) = rx.blocking_recv() {
-        let seen = Instant::now();
-        let mut batch = vec![first];
-        while let Ok(e) = rx.try_recv() {
-            batch.push(e);
-        }
-        match reconciler.handle(batch, seen) {
-            Ok(o) if o.committed => {
-                let ms = |d: std::time::Duration| d.as_millis() as u64;
-                tracing::info!(
-                    changes = o.changes,
-                    elapsed_ms = ms(seen.elapsed()),
-                    store_ms = ms(o.store),
-                    engine_ms = ms(o.engine),
-                    compile_ms = ms(o.compile),
-                    transaction_ms = ms(o.transaction),
-                    conntrack_ms = ms(o.conntrack),
-                    "ruleset updated"
-                );
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "reconcile failed; the previous ruleset stays in force")
-            }
-        }
-    }
 }
 
 /// Before each scrape: the kernel's per-decision packet counts.

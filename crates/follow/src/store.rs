@@ -269,36 +269,23 @@ impl Store {
         self.stand_ins.values().sum()
     }
 
-    /// The enforced AdminNetworkPolicies and ClusterNetworkPolicies, each with whether its
-    /// current version is the one in force (its text has no error) or not.
-    pub fn enforced_admin(&self) -> crate::status::Desired {
-        let mut out = crate::status::Desired::new();
-        for (key, claims) in &self.claims {
+    /// The enforced admin policies in force: kind, name, the first error of the text that
+    /// holds the current version (when that version is invalid and an earlier one or a
+    /// stand-in is in force instead), and the object in force.
+    pub fn enforced_admin(
+        &self,
+    ) -> impl Iterator<Item = (PolicyKind, &str, Option<&Diagnostic>, &Arc<Object>)> {
+        self.claims.iter().filter_map(|(key, claims)| {
             let Key::Admin(kind, name, false) = key else {
-                continue;
+                return None;
             };
-            if !crate::status::reported(*kind) {
-                continue;
-            }
             let problem = claims
                 .first()
                 .and_then(|claim| self.problems.get(&claim.text))
                 .and_then(|diags| diags.iter().find(|d| d.severity == Severity::Error));
-            let state = match problem {
-                Some(d) => crate::status::Programmed::Invalid(d.to_string()),
-                None => crate::status::Programmed::Yes,
-            };
-            if let Some(version) = self.applied.get(key) {
-                out.insert(
-                    (*kind, name.clone()),
-                    crate::status::Enforced {
-                        state,
-                        version: version.clone(),
-                    },
-                );
-            }
-        }
-        out
+            let version = self.applied.get(key)?;
+            Some((*kind, name.as_str(), problem, version))
+        })
     }
 
     /// Whether any policy is staged.

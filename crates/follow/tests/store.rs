@@ -6,9 +6,9 @@
 
 use std::net::IpAddr;
 
-use palisade_agent::source::{Event, Text};
-use palisade_agent::store::{Scope, Store};
 use palisade_engine::{Engine, Flow, Options};
+use palisade_follow::source::{Event, Text};
+use palisade_follow::store::{Scope, Store};
 use palisade_model::Protocol;
 
 const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
@@ -376,7 +376,7 @@ fn a_completed_pod_gives_its_address_up() {
 /// Logs and diagnostics name objects plainly, never in Rust's debug form.
 #[test]
 fn keys_read_as_kind_namespace_and_name() {
-    use palisade_agent::store::Key;
+    use palisade_follow::store::Key;
     use palisade_model::PolicyKind;
     assert_eq!(Key::Pod("x".into(), "a".into()).to_string(), "Pod x/a");
     assert_eq!(
