@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use palisade_agent::metrics::Metrics;
-use palisade_agent::reconcile::{Config, Outcome, Reconciler, Shared};
+use palisade_agent::reconcile::{Config, Outcome, Reconciler};
 use palisade_follow::source::{Event, Text};
 use palisade_follow::{Batch, Follower, Sink};
 use serde_json::Value;
@@ -117,7 +117,7 @@ fn scenario(pods: usize, node: Option<&str>) {
         netns: Some(netns.0.clone()),
     };
     let mut r = Measured {
-        reconciler: Reconciler::new(config, Shared::default(), Arc::new(Metrics::new())),
+        reconciler: Reconciler::new(config, Arc::new(Metrics::new())),
         last: None,
     };
     let mut follower = Follower::default();

@@ -16,4 +16,5 @@ pub mod metrics;
 pub mod nflog;
 pub mod reconcile;
 pub mod run;
+pub mod snapshot;
 pub mod status;

@@ -12,7 +12,8 @@ use palisade_follow::store::Store;
 
 use crate::http::Endpoints;
 use crate::metrics::Metrics;
-use crate::reconcile::{Config, Reconciler, Shared};
+use crate::reconcile::{Config, Reconciler};
+use crate::snapshot::Snapshots;
 
 /// Everything `palisade agent` is told.
 #[derive(Debug, Clone)]
@@ -78,7 +79,6 @@ pub enum AgentError {
 /// Runs the agent until SIGINT or SIGTERM (or a fatal error).
 pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let metrics = Arc::new(Metrics::new());
-    let state = Shared::default();
     let source = Source::start(
         &options.source,
         options.kubeconfig.as_deref(),
@@ -116,7 +116,8 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         node = options.config.node.as_deref().unwrap_or("(every pod)"),
         "agent started"
     );
-    let mut reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
+    let mut reconciler = Reconciler::new(options.config.clone(), metrics.clone());
+    let snapshots = reconciler.snapshots();
     if options.report_status {
         let (Some(client), Some(node)) = (client, options.config.node.clone()) else {
             return Err(AgentError::Source(
@@ -132,7 +133,11 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         Store::default(),
         reconciler,
     ));
-    let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
+    let refresh = refresh_counters(
+        snapshots.clone(),
+        metrics.clone(),
+        options.config.netns.clone(),
+    );
     let mut http = tokio::spawn(crate::http::serve(
         listener,
         Endpoints::All,
@@ -162,10 +167,10 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
                 })?;
             Box::new(std::io::LineWriter::new(file))
         };
-        let (state, metrics) = (state.clone(), metrics.clone());
+        let (snapshots, metrics) = (snapshots.clone(), metrics.clone());
         let settings = options.decision_log_settings;
         tokio::spawn(async move {
-            if let Err(e) = crate::decision_log::run(state, out, settings, metrics).await {
+            if let Err(e) = crate::decision_log::run(snapshots, out, settings, metrics).await {
                 tracing::error!(error = %e, "decision log stopped");
             }
         });
@@ -186,7 +191,7 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
 
 /// Before each scrape: the kernel's per-decision packet counts.
 fn refresh_counters(
-    state: Shared,
+    snapshots: Snapshots,
     metrics: Arc<Metrics>,
     netns: Option<String>,
 ) -> Arc<dyn Fn() + Send + Sync> {
@@ -194,11 +199,9 @@ fn refresh_counters(
         let Ok(counts) = palisade_nft::logged_packets(netns.as_deref()) else {
             return;
         };
-        // A reconcile in progress holds the state: keep the last counts rather than wait.
-        let Ok(state) = state.try_read() else {
-            return;
-        };
-        if let Some(ruleset) = &state.ruleset {
+        // The latest snapshot, taken without holding the channel.
+        let snapshot = snapshots.borrow().clone();
+        if let Some(ruleset) = &snapshot.ruleset {
             metrics.decisions(&crate::decisions::by_decision(ruleset, &counts));
         }
     })
