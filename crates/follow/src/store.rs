@@ -145,16 +145,13 @@ impl Store {
     /// Every object in force, as one cluster (the staged policies apart).
     pub fn cluster(&self) -> palisade_model::Cluster {
         let mut c = palisade_model::Cluster::default();
-        for (key, object) in &self.applied {
-            match Object::clone(object) {
-                Object::Namespace(_) => {}
-                Object::Pod(o) => c.pods.push(o),
-                Object::Node(o) => c.nodes.push(o),
-                Object::NetworkPolicy(o) if key.staged => c.staged.network_policies.push(o),
-                Object::NetworkPolicy(o) => c.network_policies.push(o),
-                Object::Admin(o) if key.staged => c.staged.admin_policies.push(o),
-                Object::Admin(o) => c.admin_policies.push(o),
-            }
+        // Namespaces apart: the engines hold the declared and the implied ones.
+        for (key, object) in self
+            .applied
+            .iter()
+            .filter(|(k, _)| k.kind != Kind::Namespace)
+        {
+            c.push(Object::clone(object), key.staged);
         }
         c.namespaces = self.namespaces.values().cloned().collect();
         c.sort();
@@ -217,34 +214,7 @@ impl Store {
             .iter()
             .map(|t| (t.id.as_str(), BTreeMap::new()))
             .collect();
-        let c = decoded.cluster;
-        let staged = c.staged;
-        let valid = (c.namespaces.into_iter().map(Object::Namespace))
-            .chain(c.pods.into_iter().map(Object::Pod))
-            .chain(c.nodes.into_iter().map(Object::Node))
-            .map(|o| (o, false))
-            .chain(
-                c.network_policies
-                    .into_iter()
-                    .map(|o| (Object::NetworkPolicy(o), false)),
-            )
-            .chain(
-                c.admin_policies
-                    .into_iter()
-                    .map(|o| (Object::Admin(o), false)),
-            )
-            .chain(
-                staged
-                    .network_policies
-                    .into_iter()
-                    .map(|o| (Object::NetworkPolicy(o), true)),
-            )
-            .chain(
-                staged
-                    .admin_policies
-                    .into_iter()
-                    .map(|o| (Object::Admin(o), true)),
-            );
+        let valid = decoded.cluster.into_objects();
         for (object, staged) in valid {
             let file = object.origin().map(|o| o.file.clone()).unwrap_or_default();
             if let Some(h) = held.get_mut(&*file) {

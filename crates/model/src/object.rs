@@ -4,7 +4,9 @@
 
 use std::fmt;
 
-use crate::{AdminPolicy, Invalid, Namespace, NetworkPolicy, Node, Origin, Pod, PolicyKind};
+use crate::{
+    AdminPolicy, Cluster, Invalid, Namespace, NetworkPolicy, Node, Origin, Pod, PolicyKind,
+};
 
 /// Every kind of object the engine reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -200,5 +202,40 @@ impl Invalid {
         let name = self.name.as_deref()?;
         let namespace = self.namespace.as_deref().unwrap_or("default");
         Some(ObjectKey::new(kind, Some(namespace), name))
+    }
+}
+
+impl Cluster {
+    /// Every object, each with whether it is a staged policy: namespaces, pods, nodes,
+    /// NetworkPolicies, admin policies, then the staged policies.
+    pub fn into_objects(self) -> impl Iterator<Item = (Object, bool)> {
+        let staged = self.staged;
+        (self.namespaces.into_iter().map(Object::Namespace))
+            .chain(self.pods.into_iter().map(Object::Pod))
+            .chain(self.nodes.into_iter().map(Object::Node))
+            .chain(self.network_policies.into_iter().map(Object::NetworkPolicy))
+            .chain(self.admin_policies.into_iter().map(Object::Admin))
+            .map(|o| (o, false))
+            .chain(
+                (staged
+                    .network_policies
+                    .into_iter()
+                    .map(Object::NetworkPolicy))
+                .chain(staged.admin_policies.into_iter().map(Object::Admin))
+                .map(|o| (o, true)),
+            )
+    }
+
+    /// Adds one object (`staged`: as a staged policy; ignored for other kinds).
+    pub fn push(&mut self, object: Object, staged: bool) {
+        match object {
+            Object::Namespace(o) => self.namespaces.push(o),
+            Object::Pod(o) => self.pods.push(o),
+            Object::Node(o) => self.nodes.push(o),
+            Object::NetworkPolicy(o) if staged => self.staged.network_policies.push(o),
+            Object::NetworkPolicy(o) => self.network_policies.push(o),
+            Object::Admin(o) if staged => self.staged.admin_policies.push(o),
+            Object::Admin(o) => self.admin_policies.push(o),
+        }
     }
 }
