@@ -12,12 +12,35 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use palisade_agent::metrics::Metrics;
-use palisade_agent::reconcile::{Config, Outcome, Reconciler, Shared};
-use palisade_agent::source::{Event, Text};
+use palisade_agent::reconcile::{Config, Outcome, Reconciler};
+use palisade_follow::source::{Event, Text};
+use palisade_follow::{Batch, Follower, Sink};
 use serde_json::Value;
 
 /// Changes measured per scenario.
 const CHANGES: usize = 40;
+
+/// The agent's sink, keeping each reconcile's outcome.
+struct Measured {
+    reconciler: Reconciler,
+    last: Option<Outcome>,
+}
+
+impl Sink for Measured {
+    fn source_health(&mut self, _: &str, _: Option<&str>) {}
+
+    fn apply(&mut self, batch: Batch<'_>) {
+        self.last = Some(self.reconciler.reconcile(&batch).expect("reconcile"));
+    }
+}
+
+impl Measured {
+    /// One batch through the follow loop's step and the reconciler.
+    fn handle(&mut self, follower: &mut Follower, events: Vec<Event>, seen: Instant) -> Outcome {
+        follower.step(events, seen, self);
+        self.last.take().expect("a reconcile")
+    }
+}
 
 struct Netns(String);
 
@@ -93,15 +116,18 @@ fn scenario(pods: usize, node: Option<&str>) {
         node: node.map(str::to_string),
         netns: Some(netns.0.clone()),
     };
-    let mut r = Reconciler::new(config, Shared::default(), Arc::new(Metrics::new()));
+    let mut r = Measured {
+        reconciler: Reconciler::new(config, Arc::new(Metrics::new())),
+        last: None,
+    };
+    let mut follower = Follower::default();
     let texts: Vec<Text> = objects
         .iter()
         .enumerate()
         .map(|(i, o)| text(i, o))
         .collect();
     let start = Instant::now();
-    r.handle(vec![Event::Put(texts), Event::Synced], start)
-        .expect("first sync");
+    r.handle(&mut follower, vec![Event::Put(texts), Event::Synced], start);
     let local = node.map_or("every pod local".to_string(), |n| {
         format!("pods of {n} local")
     });
@@ -123,12 +149,11 @@ fn scenario(pods: usize, node: Option<&str>) {
         let mut changed = np.clone();
         changed["spec"]["ingress"][0]["ports"][0]["port"] =
             Value::from(if i % 2 == 0 { 8081 } else { 80 });
-        let o = r
-            .handle(
-                vec![Event::Put(vec![text(np_index, &changed)])],
-                Instant::now(),
-            )
-            .expect("update");
+        let o = r.handle(
+            &mut follower,
+            vec![Event::Put(vec![text(np_index, &changed)])],
+            Instant::now(),
+        );
         assert!(o.committed);
         times.push((to_apply(&o), o));
     }
@@ -151,9 +176,11 @@ fn scenario(pods: usize, node: Option<&str>) {
         if i % 2 == 0 {
             changed["metadata"]["labels"] = objects[b]["metadata"]["labels"].clone();
         }
-        let o = r
-            .handle(vec![Event::Put(vec![text(a, &changed)])], Instant::now())
-            .expect("update");
+        let o = r.handle(
+            &mut follower,
+            vec![Event::Put(vec![text(a, &changed)])],
+            Instant::now(),
+        );
         times.push((to_apply(&o), o));
     }
     report(&format!("{pods} pods, {local}: one pod relabel"), &times);

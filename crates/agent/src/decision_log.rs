@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::metrics::Metrics;
 use crate::nflog::LoggedPacket;
-use crate::reconcile::{Shared, State};
+use crate::snapshot::{Snapshot, Snapshots};
 
 /// Which logged decisions are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -103,7 +103,7 @@ impl RateLimit {
 
 /// The JSON line for a logged packet, or `None` when its prefix is not one of the ruleset
 /// in force (a packet logged just before an update).
-pub fn line(state: &State, packet: &LoggedPacket, time: SystemTime) -> Option<Value> {
+pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option<Value> {
     let ruleset = state.ruleset.as_ref()?;
     let engine = state.engine.as_ref()?;
     let decision = ruleset.logged_decision(&packet.prefix)?;
@@ -152,7 +152,7 @@ pub fn line(state: &State, packet: &LoggedPacket, time: SystemTime) -> Option<Va
 /// The line for a new connection that the enforced policies let through and the staged
 /// policies would deny (`"verdict":"allow"`, `"staged":{"allowed":false,...}`); `None`
 /// for any other connection, or without staged policies.
-pub fn staged_denial(state: &State, packet: &Packet, time: SystemTime) -> Option<Value> {
+pub fn staged_denial(state: &Snapshot, packet: &Packet, time: SystemTime) -> Option<Value> {
     let (engine, staged) = (state.engine.as_ref()?, state.staged.as_ref()?);
     let flow = |e: &Engine| Flow {
         src: e.endpoint_for_ip(packet.src),
@@ -217,7 +217,7 @@ fn follow_new_connections(
 /// Reads the kernel's log group in this network namespace and writes one JSON line per
 /// logged packet to `out`, until the reader fails or `out` cannot be written.
 pub async fn run(
-    state: Shared,
+    snapshots: Snapshots,
     mut out: Box<dyn std::io::Write + Send>,
     settings: Settings,
     metrics: Arc<Metrics>,
@@ -243,7 +243,7 @@ pub async fn run(
         let lines: Vec<Value> = tokio::select! {
             packets = stream.recv() => {
                 let Some(packets) = packets else { return Ok(()) };
-                let state = state.read().unwrap_or_else(|e| e.into_inner());
+                let state = snapshots.borrow().clone();
                 packets?
                     .iter()
                     .filter_map(|p| Some((p.src, line(&state, p, time)?)))
@@ -252,7 +252,7 @@ pub async fn run(
                     .collect()
             }
             Some(packets) = new_rx.recv() => {
-                let state = state.read().unwrap_or_else(|e| e.into_inner());
+                let state = snapshots.borrow().clone();
                 if state.staged.is_none() {
                     continue;
                 }

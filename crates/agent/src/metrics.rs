@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::store::Store;
+use palisade_follow::store::Store;
 
 type Labels = Vec<(String, String)>;
 

@@ -1,21 +1,27 @@
-//! The reconcile loop: source events → [`Store`] → [`Engine::apply`] → one nftables
-//! transaction → conntrack cleanup of the connections the change forbids.
+//! The nftables sink of the follow loop: each batch of changes → [`Engine::apply`] → one
+//! nftables transaction → conntrack cleanup of the connections the change forbids.
 //!
-//! Nothing reaches the kernel before the first full listing ([`Event::Synced`]): until
-//! then a `palisade` table left by an earlier run keeps enforcing, and the first ruleset
-//! replaces it atomically. A transaction the kernel refuses leaves the previous ruleset in
-//! force; the next change retries with a full replace.
+//! Nothing reaches the kernel before the first full listing (the follow loop calls no sink
+//! before it): until then a `palisade` table left by an earlier run keeps enforcing, and
+//! the first ruleset replaces it atomically. A transaction the kernel refuses leaves the
+//! previous ruleset in force; the next change retries with a full replace.
+//!
+//! The reconciler owns its evaluators and ruleset; after each reconcile it publishes a
+//! [`Snapshot`] of them, so readers never wait for the kernel work.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use palisade_engine::{Engine, Options};
+use palisade_engine::{Change, Engine, Options};
 use palisade_nft::{NftError, Ruleset};
 
+use palisade_follow::store::{Scope, Store, Update};
+use palisade_follow::{Batch, Sink};
+use tokio::sync::watch;
+
 use crate::metrics::Metrics;
-use crate::source::Event;
+use crate::snapshot::{Published, Snapshot, Snapshots};
 use crate::status::Desired;
-use crate::store::{Scope, Store, Update};
 
 /// What the reconciler needs to know about where it runs.
 #[derive(Debug, Clone, Default)]
@@ -26,29 +32,60 @@ pub struct Config {
     pub netns: Option<String>,
 }
 
-/// The evaluator state the kernel enforces, shared with the decision log.
-#[derive(Default)]
-pub struct State {
-    /// The enforced policies (`None` until the first full listing).
-    pub engine: Option<Engine>,
-    /// Enforced plus staged policies, when any policy is staged.
-    pub staged: Option<Engine>,
-    /// The ruleset in the kernel, if the last transaction succeeded.
-    pub ruleset: Option<Ruleset>,
+/// Where rulesets are applied: this network namespace's nftables and conntrack
+/// ([`Nftables`]), or a stand-in in tests.
+pub trait Kernel: Send {
+    /// Replaces the `palisade` table with `new`, atomically.
+    fn replace(&mut self, new: &Ruleset, netns: Option<&str>) -> Result<(), NftError>;
+    /// Brings the table from `old` (in force) to `new` in one transaction.
+    fn transition(
+        &mut self,
+        old: &Ruleset,
+        new: &Ruleset,
+        netns: Option<&str>,
+    ) -> Result<(), NftError>;
+    /// Deletes the tracked connections `ruleset` forbids; returns how many.
+    fn cut_forbidden(&mut self, ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError>;
 }
 
-/// State shared between the reconciler and its readers.
-pub type Shared = Arc<RwLock<State>>;
+/// The kernel's nftables and conntrack.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Nftables;
 
-/// Follows source events and keeps the kernel in step.
+impl Kernel for Nftables {
+    fn replace(&mut self, new: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
+        palisade_nft::apply(new, netns)
+    }
+
+    fn transition(
+        &mut self,
+        old: &Ruleset,
+        new: &Ruleset,
+        netns: Option<&str>,
+    ) -> Result<(), NftError> {
+        palisade_nft::transition(old, new, netns).map(|_| ())
+    }
+
+    fn cut_forbidden(&mut self, ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError> {
+        palisade_nft::cut_forbidden(ruleset, netns)
+    }
+}
+
+/// Keeps the kernel in step with the objects in force.
 pub struct Reconciler {
     config: Config,
-    store: Store,
-    synced: bool,
-    state: Shared,
     metrics: Arc<Metrics>,
+    kernel: Box<dyn Kernel>,
+    /// The enforced policies (`None` until the first full listing).
+    engine: Option<Published>,
+    /// Enforced plus staged policies, when any policy is staged.
+    staged: Option<Published>,
+    /// The ruleset in the kernel, if the last transaction succeeded.
+    ruleset: Option<Arc<Ruleset>>,
+    /// Where each reconcile's snapshot is published.
+    snapshots: watch::Sender<Arc<Snapshot>>,
     /// Where the enforced admin policies are published for `--report-status`.
-    status: Option<tokio::sync::watch::Sender<Desired>>,
+    status: Option<watch::Sender<Desired>>,
 }
 
 /// What one reconcile did, and where its time went.
@@ -71,89 +108,119 @@ pub struct Outcome {
 }
 
 impl Reconciler {
-    /// A reconciler that has seen nothing yet.
-    pub fn new(config: Config, state: Shared, metrics: Arc<Metrics>) -> Self {
+    /// A reconciler that has seen nothing yet, applying to the kernel.
+    pub fn new(config: Config, metrics: Arc<Metrics>) -> Self {
         Reconciler {
             config,
-            store: Store::default(),
-            synced: false,
-            state,
             metrics,
+            kernel: Box::new(Nftables),
+            engine: None,
+            staged: None,
+            ruleset: None,
+            snapshots: watch::Sender::new(Arc::default()),
             status: None,
         }
     }
 
+    /// Applies rulesets to `kernel` instead of this network namespace's nftables.
+    pub fn with_kernel(mut self, kernel: impl Kernel + 'static) -> Self {
+        self.kernel = Box::new(kernel);
+        self
+    }
+
     /// Publishes, after each reconcile that leaves a ruleset in the kernel, the enforced
     /// admin policies (for the status reporter).
-    pub fn with_status(mut self, status: tokio::sync::watch::Sender<Desired>) -> Self {
+    pub fn with_status(mut self, status: watch::Sender<Desired>) -> Self {
         self.status = Some(status);
         self
     }
 
-    /// Applies a batch of events first seen at `seen`; commits to the kernel when the
-    /// enforced state changed (or on the first full listing).
-    pub fn handle(&mut self, events: Vec<Event>, seen: Instant) -> Result<Outcome, NftError> {
-        let start = Instant::now();
-        let mut outcome = Outcome::default();
-        let mut changes = Vec::new();
-        for event in events {
-            self.synced |= event == Event::Synced;
-            if let Event::Health { part, problem } = &event {
-                self.metrics.source_health(part, problem.as_deref());
-            }
-            changes.extend(self.store.handle(event));
-        }
-        self.metrics.objects(&self.store);
-        outcome.changes = changes.len();
-        outcome.store = start.elapsed();
-        if !self.synced {
-            return Ok(outcome);
-        }
-        let mut state = self.state.write().unwrap_or_else(|e| e.into_inner());
-        let first = state.engine.is_none();
-        let mut enforced_changed = first || state.ruleset.is_none();
+    /// Where readers take the latest snapshot.
+    pub fn snapshots(&self) -> Snapshots {
+        self.snapshots.subscribe()
+    }
+
+    /// Brings the evaluators to a batch; commits to the kernel when the enforced state
+    /// changed (or on the first batch); publishes the result.
+    pub fn reconcile(&mut self, batch: &Batch<'_>) -> Result<Outcome, NftError> {
+        let start = Instant::now()
+            .checked_sub(batch.stored)
+            .unwrap_or_else(Instant::now);
+        let (store, changes, seen) = (batch.store, &batch.changes, batch.seen);
+        let mut outcome = Outcome {
+            changes: changes.len(),
+            store: batch.stored,
+            ..Outcome::default()
+        };
+        let first = self.engine.is_none();
+        let mut enforced_changed = first || self.ruleset.is_none();
         let t = Instant::now();
-        if first {
-            state.engine = Some(Engine::new(self.store.cluster(), Options::default()));
-        } else if let Some(engine) = state.engine.as_mut() {
-            for (update, scope) in &changes {
-                if *scope == Scope::Enforced {
-                    engine.apply(update.change());
-                    enforced_changed = true;
-                }
+        match self.engine.as_mut() {
+            None => {
+                let engine = Engine::new(store.cluster(), Options::default());
+                self.engine = Some(Published::new(engine));
+            }
+            Some(engine) => {
+                let enforced: Vec<Change> = changes
+                    .iter()
+                    .filter(|(_, scope)| *scope == Scope::Enforced)
+                    .map(|(update, _)| update.change())
+                    .collect();
+                enforced_changed |= !enforced.is_empty();
+                engine.apply(enforced);
             }
         }
-        self.follow_staged(&mut state, &changes, first);
+        self.follow_staged(store, changes, first);
         outcome.engine = t.elapsed();
-        if enforced_changed {
-            let committed = self.commit(&mut state, seen, &mut outcome);
-            drop(state);
+        let committed = enforced_changed.then(|| self.commit(seen, &mut outcome));
+        self.publish();
+        if let Some(committed) = committed {
             if committed.as_ref().is_ok_and(|c| *c) {
                 self.cut_forbidden(&mut outcome);
             }
             self.metrics.reconciled(start, &committed);
             outcome.committed = committed?;
-        } else {
-            drop(state);
         }
-        self.publish_status();
+        self.publish_status(store);
         Ok(outcome)
+    }
+
+    /// Publishes the evaluators and the ruleset in force as the next snapshot.
+    fn publish(&self) {
+        let generation = self.snapshots.borrow().generation + 1;
+        self.snapshots.send_replace(Arc::new(Snapshot {
+            generation,
+            engine: self.engine.as_ref().map(|e| e.current().clone()),
+            staged: self.staged.as_ref().map(|e| e.current().clone()),
+            ruleset: self.ruleset.clone(),
+        }));
+    }
+
+    /// Keeps the staged view (enforced plus staged policies) in step, or drops it.
+    fn follow_staged(&mut self, store: &Store, changes: &[(Update, Scope)], rebuild: bool) {
+        if !store.has_staged() {
+            self.staged = None;
+            return;
+        }
+        match self.staged.as_mut() {
+            Some(staged) if !rebuild => {
+                staged.apply(changes.iter().map(|(update, _)| update.change()).collect());
+            }
+            _ => {
+                let cluster = store.cluster().with_staged();
+                self.staged = Some(Published::new(Engine::new(cluster, Options::default())));
+            }
+        }
     }
 
     /// Publishes the enforced admin policies when a ruleset is in the kernel (after a
     /// refused transaction, nothing new is said until one is).
-    fn publish_status(&self) {
+    fn publish_status(&self, store: &Store) {
         let Some(status) = &self.status else {
             return;
         };
-        let in_force = self
-            .state
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .ruleset
-            .is_some();
-        if in_force {
-            let now = self.store.enforced_admin();
+        if self.ruleset.is_some() {
+            let now = crate::status::desired(store);
             status.send_if_modified(|shown| {
                 let changed = *shown != now;
                 if changed {
@@ -164,73 +231,81 @@ impl Reconciler {
         }
     }
 
-    /// Keeps the staged view (enforced plus staged policies) in step, or drops it.
-    fn follow_staged(&self, state: &mut State, changes: &[(Update, Scope)], rebuild: bool) {
-        if !self.store.has_staged() {
-            state.staged = None;
-            return;
-        }
-        match state.staged.as_mut() {
-            Some(staged) if !rebuild => {
-                for (update, _) in changes {
-                    staged.apply(update.change());
-                }
-            }
-            _ => {
-                let cluster = self.store.cluster().with_staged();
-                state.staged = Some(Engine::new(cluster, Options::default()));
-            }
-        }
-    }
-
     /// Compiles the enforced engine and brings the kernel to it: a full atomic replace the
-    /// first time (or after a refused transaction), else an incremental update; then cuts
-    /// the tracked connections the new ruleset forbids.
-    fn commit(
-        &self,
-        state: &mut State,
-        seen: Instant,
-        outcome: &mut Outcome,
-    ) -> Result<bool, NftError> {
-        let Some(engine) = state.engine.as_ref() else {
+    /// first time (or after a refused transaction), else an incremental update.
+    fn commit(&mut self, seen: Instant, outcome: &mut Outcome) -> Result<bool, NftError> {
+        let Some(engine) = self.engine.as_ref() else {
             return Ok(false);
         };
+        let engine = engine.current().clone();
         let t = Instant::now();
         let node = self.config.node.as_deref();
         // Keeping the log ids of the ruleset in force keeps unchanged chains unchanged.
-        let new = match &state.ruleset {
-            Some(previous) => palisade_nft::compile_after(engine, node, previous)?,
-            None => palisade_nft::compile(engine, node)?,
+        let new = match &self.ruleset {
+            Some(previous) => palisade_nft::compile_after(&engine, node, previous)?,
+            None => palisade_nft::compile(&engine, node)?,
         };
         outcome.compile = t.elapsed();
         let netns = self.config.netns.as_deref();
         let t = Instant::now();
         // On failure the kernel still holds the old ruleset (the transaction is atomic),
-        // and `state.ruleset` stays empty: the next change replaces the table whole.
-        match state.ruleset.take() {
-            None => palisade_nft::apply(&new, netns)?,
-            Some(old) => {
-                palisade_nft::transition(&old, &new, netns)?;
-            }
+        // and `self.ruleset` stays empty: the next change replaces the table whole.
+        match self.ruleset.take() {
+            None => self.kernel.replace(&new, netns)?,
+            Some(old) => self.kernel.transition(&old, &new, netns)?,
         }
         outcome.transaction = t.elapsed();
         self.metrics.applied(seen);
         self.metrics.ruleset(&new);
-        state.ruleset = Some(new);
+        self.ruleset = Some(Arc::new(new));
         Ok(true)
     }
 
-    /// Deletes the tracked connections the ruleset in force forbids (readers of the state
-    /// are not held up meanwhile).
-    fn cut_forbidden(&self, outcome: &mut Outcome) {
+    /// Deletes the tracked connections the ruleset in force forbids.
+    fn cut_forbidden(&mut self, outcome: &mut Outcome) {
         let t = Instant::now();
-        let state = self.state.read().unwrap_or_else(|e| e.into_inner());
-        if let Some(ruleset) = &state.ruleset {
-            match palisade_nft::cut_forbidden(ruleset, self.config.netns.as_deref()) {
+        if let Some(ruleset) = &self.ruleset {
+            match self
+                .kernel
+                .cut_forbidden(ruleset, self.config.netns.as_deref())
+            {
                 Ok(n) => self.metrics.connections_cut(n),
                 Err(e) => tracing::warn!(error = %e, "conntrack cleanup failed"),
             }
         }
         outcome.conntrack = t.elapsed();
+    }
+}
+
+impl Sink for Reconciler {
+    fn source_health(&mut self, part: &str, problem: Option<&str>) {
+        self.metrics.source_health(part, problem);
+    }
+
+    fn stored(&mut self, store: &Store) {
+        self.metrics.objects(store);
+    }
+
+    fn apply(&mut self, batch: Batch<'_>) {
+        let seen = batch.seen;
+        match self.reconcile(&batch) {
+            Ok(o) if o.committed => {
+                let ms = |d: Duration| d.as_millis() as u64;
+                tracing::info!(
+                    changes = o.changes,
+                    elapsed_ms = ms(seen.elapsed()),
+                    store_ms = ms(o.store),
+                    engine_ms = ms(o.engine),
+                    compile_ms = ms(o.compile),
+                    transaction_ms = ms(o.transaction),
+                    conntrack_ms = ms(o.conntrack),
+                    "ruleset updated"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::error!(error = %e, "reconcile failed; the previous ruleset stays in force")
+            }
+        }
     }
 }

@@ -1,52 +1,19 @@
-//! The agent process: a source, the reconcile loop on its own thread, the HTTP endpoints,
+//! The agent process: the follow loop with the nftables sink, the HTTP endpoints,
 //! and (with a decision log) the nflog reader. Stopping the agent (or `kill -9`) leaves the
 //! ruleset in the kernel enforcing; the next start replaces it atomically.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
 
-use tokio::sync::mpsc;
+use palisade_follow::source::SourceSpec;
+use palisade_follow::source::{self, Source, SourceError};
+use palisade_follow::store::Store;
 
 use crate::http::Endpoints;
 use crate::metrics::Metrics;
-use crate::reconcile::{Config, Reconciler, Shared};
-use crate::source::{self, Event};
-
-/// Where the agent learns the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SourceSpec {
-    /// A directory of manifests (`dir:PATH`).
-    Dir(PathBuf),
-    /// The Kubernetes API (`kube`).
-    Kube,
-}
-
-impl std::fmt::Display for SourceSpec {
-    /// As given on the command line: `dir:PATH` or `kube`.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SourceSpec::Dir(path) => write!(f, "dir:{}", path.display()),
-            SourceSpec::Kube => f.write_str("kube"),
-        }
-    }
-}
-
-impl std::str::FromStr for SourceSpec {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "kube" => Ok(SourceSpec::Kube),
-            _ => match s.strip_prefix("dir:") {
-                Some(path) if !path.is_empty() => Ok(SourceSpec::Dir(PathBuf::from(path))),
-                _ => Err(format!(
-                    "{s:?}: expected dir:PATH (a directory of manifests) or kube"
-                )),
-            },
-        }
-    }
-}
+use crate::reconcile::{Config, Reconciler};
+use crate::snapshot::Snapshots;
 
 /// Everything `palisade agent` is told.
 #[derive(Debug, Clone)]
@@ -112,19 +79,17 @@ pub enum AgentError {
 /// Runs the agent until SIGINT or SIGTERM (or a fatal error).
 pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     let metrics = Arc::new(Metrics::new());
-    let state = Shared::default();
-    let (tx, rx) = mpsc::unbounded_channel::<Event>();
-    let (_dir, client) = match &options.source {
-        SourceSpec::Dir(path) => (Some(source::dir::watch(path, tx.clone())?), None),
-        SourceSpec::Kube => {
-            let client =
-                source::kube::client(options.kubeconfig.as_deref(), options.context.as_deref())
-                    .await
-                    .map_err(|e| AgentError::Source(e.to_string()))?;
-            tokio::spawn(source::kube::run(client.clone(), tx.clone()));
-            (None, Some(client))
-        }
-    };
+    let source = Source::start(
+        &options.source,
+        options.kubeconfig.as_deref(),
+        options.context.as_deref(),
+    )
+    .await
+    .map_err(|e| match e {
+        SourceError::Dir(e) => AgentError::Dir(e),
+        SourceError::Kube(e) => AgentError::Source(e.to_string()),
+    })?;
+    let client = source.client().cloned();
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|source| AgentError::Listen {
@@ -151,7 +116,8 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         node = options.config.node.as_deref().unwrap_or("(every pod)"),
         "agent started"
     );
-    let mut reconciler = Reconciler::new(options.config.clone(), state.clone(), metrics.clone());
+    let mut reconciler = Reconciler::new(options.config.clone(), metrics.clone());
+    let snapshots = reconciler.snapshots();
     if options.report_status {
         let (Some(client), Some(node)) = (client, options.config.node.clone()) else {
             return Err(AgentError::Source(
@@ -162,8 +128,16 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         reconciler = reconciler.with_status(publish);
         tokio::spawn(crate::status::run(client, node, published));
     }
-    let mut loop_thread = tokio::task::spawn_blocking(move || reconcile_loop(reconciler, rx));
-    let refresh = refresh_counters(state.clone(), metrics.clone(), options.config.netns.clone());
+    let mut loop_thread = tokio::spawn(palisade_follow::follow(
+        source,
+        Store::default(),
+        reconciler,
+    ));
+    let refresh = refresh_counters(
+        snapshots.clone(),
+        metrics.clone(),
+        options.config.netns.clone(),
+    );
     let mut http = tokio::spawn(crate::http::serve(
         listener,
         Endpoints::All,
@@ -193,10 +167,10 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
                 })?;
             Box::new(std::io::LineWriter::new(file))
         };
-        let (state, metrics) = (state.clone(), metrics.clone());
+        let (snapshots, metrics) = (snapshots.clone(), metrics.clone());
         let settings = options.decision_log_settings;
         tokio::spawn(async move {
-            if let Err(e) = crate::decision_log::run(state, out, settings, metrics).await {
+            if let Err(e) = crate::decision_log::run(snapshots, out, settings, metrics).await {
                 tracing::error!(error = %e, "decision log stopped");
             }
         });
@@ -212,44 +186,12 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
             return Err(AgentError::Reconcile(format!("metrics HTTP server: {r:?}")));
         }
     }
-    drop(tx);
     Ok(())
-}
-
-/// Receives events until every sender is gone, reconciling each batch: everything that
-/// is waiting is taken at once, so a burst of changes becomes one transaction.
-fn reconcile_loop(mut reconciler: Reconciler, mut rx: mpsc::UnboundedReceiver<Event>) {
-    while let Some(first) = rx.blocking_recv() {
-        let seen = Instant::now();
-        let mut batch = vec![first];
-        while let Ok(e) = rx.try_recv() {
-            batch.push(e);
-        }
-        match reconciler.handle(batch, seen) {
-            Ok(o) if o.committed => {
-                let ms = |d: std::time::Duration| d.as_millis() as u64;
-                tracing::info!(
-                    changes = o.changes,
-                    elapsed_ms = ms(seen.elapsed()),
-                    store_ms = ms(o.store),
-                    engine_ms = ms(o.engine),
-                    compile_ms = ms(o.compile),
-                    transaction_ms = ms(o.transaction),
-                    conntrack_ms = ms(o.conntrack),
-                    "ruleset updated"
-                );
-            }
-            Ok(_) => {}
-            Err(e) => {
-                tracing::error!(error = %e, "reconcile failed; the previous ruleset stays in force")
-            }
-        }
-    }
 }
 
 /// Before each scrape: the kernel's per-decision packet counts.
 fn refresh_counters(
-    state: Shared,
+    snapshots: Snapshots,
     metrics: Arc<Metrics>,
     netns: Option<String>,
 ) -> Arc<dyn Fn() + Send + Sync> {
@@ -257,11 +199,9 @@ fn refresh_counters(
         let Ok(counts) = palisade_nft::logged_packets(netns.as_deref()) else {
             return;
         };
-        // A reconcile in progress holds the state: keep the last counts rather than wait.
-        let Ok(state) = state.try_read() else {
-            return;
-        };
-        if let Some(ruleset) = &state.ruleset {
+        // The latest snapshot, taken without holding the channel.
+        let snapshot = snapshots.borrow().clone();
+        if let Some(ruleset) = &snapshot.ruleset {
             metrics.decisions(&crate::decisions::by_decision(ruleset, &counts));
         }
     })

@@ -48,11 +48,27 @@ pub struct Enforced {
     /// What the condition says.
     pub state: Programmed,
     /// The object in force.
-    pub version: std::sync::Arc<crate::store::Object>,
+    pub version: std::sync::Arc<palisade_follow::store::Object>,
 }
 
 /// The policies a node enforces, by (kind, name): what the API server should show.
 pub type Desired = BTreeMap<(PolicyKind, String), Enforced>;
+
+/// What the API server should show for the enforced admin policies of `store`.
+pub fn desired(store: &palisade_follow::store::Store) -> Desired {
+    store
+        .enforced_admin()
+        .filter(|(kind, ..)| reported(*kind))
+        .map(|(kind, name, problem, version)| {
+            let state = match problem {
+                Some(d) => Programmed::Invalid(d.to_string()),
+                None => Programmed::Yes,
+            };
+            let version = version.clone();
+            ((kind, name.to_string()), Enforced { state, version })
+        })
+        .collect()
+}
 
 /// The condition type of `node`.
 pub fn condition_type(node: &str) -> String {

@@ -3,11 +3,12 @@
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use palisade_agent::decision_log::line;
 use palisade_agent::nflog::LoggedPacket;
-use palisade_agent::reconcile::State;
+use palisade_agent::snapshot::Snapshot as State;
 use palisade_engine::{Decision, Engine, Options};
 use palisade_model::Protocol;
 
@@ -26,9 +27,10 @@ fn state(policies: &str) -> State {
     let engine = Engine::new(loaded.cluster, Options::default());
     let ruleset = palisade_nft::compile(&engine, None).unwrap();
     State {
-        engine: Some(engine),
-        staged,
-        ruleset: Some(ruleset),
+        generation: 1,
+        engine: Some(Arc::new(engine)),
+        staged: staged.map(Arc::new),
+        ruleset: Some(Arc::new(ruleset)),
     }
 }
 

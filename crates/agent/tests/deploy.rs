@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use palisade_agent::source::kube::KINDS;
+use palisade_follow::source::kube::KINDS;
 use serde_json::{Value, json};
 
 /// Every object of every `deploy/*.yaml`, in file order.

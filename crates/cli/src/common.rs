@@ -3,8 +3,8 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use palisade_agent::source::kube;
 use palisade_engine::{Endpoint, Engine, Options, Semantics};
+use palisade_follow::source::kube;
 use palisade_model::{LoadOptions, PortRange, Protocol, Severity};
 
 use crate::error::CliError;

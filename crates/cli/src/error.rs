@@ -98,7 +98,7 @@ pub enum CliError {
     Yaml(#[from] serde_saphyr::SerializeError),
     /// The Kubernetes API could not be read (exit 1).
     #[error("Kubernetes API: {0}")]
-    Kube(#[from] palisade_agent::source::kube::KubeError),
+    Kube(#[from] palisade_follow::source::kube::KubeError),
     /// A policy's status condition could not be written (exit 1).
     #[error("--report-status: {0}")]
     Status(#[from] palisade_agent::status::StatusError),

@@ -2,7 +2,7 @@
 //! server as from the same objects in files.
 
 mod common;
-#[path = "../../agent/tests/kube_server/mod.rs"]
+#[path = "../../follow/tests/kube_server/mod.rs"]
 mod kube_server;
 
 use std::collections::BTreeMap;

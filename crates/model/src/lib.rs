@@ -21,6 +21,7 @@ mod convert;
 mod diag;
 pub mod digest;
 mod load;
+mod object;
 mod objects;
 pub mod tree;
 mod types;
@@ -35,5 +36,6 @@ pub use load::{
     Decoded, Invalid, LoadError, LoadOptions, Loaded, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES,
     STDIN_NAME, decode_texts, load_paths, load_sources, load_str, read_paths,
 };
+pub use object::{Kind, Object, ObjectKey};
 pub use objects::*;
 pub use types::*;

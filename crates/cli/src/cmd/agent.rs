@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use palisade_agent::decision_log::{Level as DecisionLogLevel, Settings};
 use palisade_agent::reconcile::Config;
-use palisade_agent::run::{AgentOptions, SourceSpec};
+use palisade_agent::run::AgentOptions;
+use palisade_follow::source::SourceSpec;
 
 use crate::error::CliError;
 
@@ -78,7 +79,7 @@ fn remove_conditions(
         .build()
         .map_err(CliError::Output)?;
     runtime.block_on(async {
-        let client = palisade_agent::source::kube::client(kubeconfig, context).await?;
+        let client = palisade_follow::source::kube::client(kubeconfig, context).await?;
         Ok(palisade_agent::status::remove_all(&client, node).await?)
     })
 }

@@ -8,16 +8,15 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use palisade_agent::run::SourceSpec;
-use palisade_agent::source::{self, Event, Text};
-use palisade_agent::store::Store;
 use palisade_engine::{Engine, Options};
+use palisade_follow::source::{Event, Source, SourceSpec, Text};
+use palisade_follow::store::Store;
+use palisade_follow::{Batch, Sink};
 use palisade_neutron::{TranslateOptions, Translation};
 use palisade_neutron_sync::auth::{self, Auth};
 use palisade_neutron_sync::client::{Client, Retry};
 use palisade_neutron_sync::state::{DEFAULT_CLUSTER_ID, PortFilter};
 use palisade_neutron_sync::{Report, SyncOptions};
-use tokio::sync::mpsc;
 
 use crate::common::Input;
 use crate::error::CliError;
@@ -361,117 +360,123 @@ fn controller(args: ControllerArgs) -> Result<(), CliError> {
 /// every `--resync` seconds), translates the cluster and syncs Neutron to it. A failed
 /// sync is retried after a short pause with a new login; the state Neutron holds
 /// meanwhile is never more open than before or after (see docs/neutron.md).
-async fn follow(args: ControllerArgs, mut client: Client) -> Result<(), CliError> {
-    let (tx, mut rx) = mpsc::unbounded_channel::<Event>();
-    let _dir = match &args.source {
-        SourceSpec::Dir(path) => Some(
-            source::dir::watch(path, tx.clone())
-                .map_err(|e| CliError::Controller(e.to_string()))?,
-        ),
-        SourceSpec::Kube => {
-            let kube = source::kube::client(args.kubeconfig.as_deref(), args.context.as_deref())
-                .await
-                .map_err(|e| CliError::Controller(e.to_string()))?;
-            tokio::spawn(source::kube::run(kube, tx.clone()));
-            None
-        }
-    };
+async fn follow(args: ControllerArgs, client: Client) -> Result<(), CliError> {
+    let source = Source::start(
+        &args.source,
+        args.kubeconfig.as_deref(),
+        args.context.as_deref(),
+    )
+    .await
+    .map_err(|e| CliError::Controller(e.to_string()))?;
     let health = health::Health::default();
     let bound = health
         .serve(args.listen)
         .map_err(|e| CliError::Controller(format!("--listen {}: {e}", args.listen)))?;
     tracing::info!(source = %args.source, listen = %bound, "neutron controller started");
-    let options = args.connection.options();
-    let sync_options = args.connection.sync_options(false)?;
-    let resync = Duration::from_secs(args.resync.max(1));
-    let mut store = Store::default();
-    let (mut synced, mut failed) = (false, false);
-    loop {
-        let wait = if failed {
+    let sink = NeutronSink {
+        options: args.connection.options(),
+        sync_options: args.connection.sync_options(false)?,
+        connection: args.connection,
+        client,
+        health,
+        resync: Duration::from_secs(args.resync.max(1)),
+        failed: false,
+    };
+    tokio::select! {
+        () = palisade_follow::follow(source, Store::default(), sink) => Ok(()),
+        _ = tokio::signal::ctrl_c() => {
+            tracing::info!("interrupted; Neutron keeps the last state synced");
+            Ok(())
+        }
+    }
+}
+
+/// The Neutron controller's sink: brings Neutron to the translation of each new state.
+struct NeutronSink {
+    connection: Connection,
+    client: Client,
+    health: health::Health,
+    options: TranslateOptions,
+    sync_options: SyncOptions,
+    /// How often to sync when the cluster is quiet.
+    resync: Duration,
+    /// Whether the last sync (or login) failed: retried sooner, with a new login.
+    failed: bool,
+}
+
+impl Sink for NeutronSink {
+    fn source_health(&mut self, part: &str, problem: Option<&str>) {
+        self.health.source(part, problem);
+    }
+
+    fn wake_after(&self) -> Option<Duration> {
+        Some(if self.failed {
             Duration::from_secs(5)
         } else {
-            resync
-        };
-        let mut batch = Vec::new();
-        tokio::select! {
-            e = rx.recv() => match e {
-                Some(e) => batch.push(e),
-                None => return Ok(()),
-            },
-            _ = tokio::time::sleep(wait) => {}
-            _ = tokio::signal::ctrl_c() => {
-                tracing::info!("interrupted; Neutron keeps the last state synced");
-                return Ok(());
-            }
-        }
-        while let Ok(e) = rx.try_recv() {
-            batch.push(e);
-        }
-        for e in batch {
-            synced |= e == Event::Synced;
-            if let Event::Health { part, problem } = &e {
-                health.source(part, problem.as_deref());
-            }
-            store.handle(e);
-        }
-        if !synced {
-            continue;
-        }
-        for (text, diags) in store.problems() {
+            self.resync
+        })
+    }
+
+    fn apply(&mut self, batch: Batch<'_>) {
+        for (text, diags) in batch.store.problems() {
             for d in diags {
                 tracing::warn!(text = %text, "{d}");
             }
         }
-        if failed {
+        if self.failed {
             // A new login after a failure: an expired token is the usual cause of a 401.
-            match args.connection.client() {
-                Ok(c) => client = c,
+            match self.connection.client() {
+                Ok(c) => self.client = c,
                 Err(e) => {
                     tracing::error!(error = %e, "login failed; retrying in 5 s");
-                    continue;
+                    return;
                 }
             }
         }
-        let engine = Engine::new(store.cluster(), Options::default());
+        let engine = Engine::new(batch.store.cluster(), Options::default());
         let start = Instant::now();
-        let result = tokio::task::block_in_place(|| {
-            let desired = translate(&engine, &options)?;
-            Ok::<_, CliError>(palisade_neutron_sync::sync(
-                &client,
+        let result = translate(&engine, &self.options).and_then(|desired| {
+            Ok(palisade_neutron_sync::sync(
+                &self.client,
                 &desired,
-                &sync_options,
+                &self.sync_options,
             )?)
         });
-        failed = match result {
-            Ok(report) => {
-                health.synced(&report);
-                for u in &report.unmatched {
-                    tracing::warn!(pod = %u.pod, "no port: {}", u.reason);
-                }
-                for u in &report.unplaceable {
-                    tracing::error!(port = %u.port_id, pods = %u.pods.join(","), "port closed, it cannot be placed: {}", u.reason);
-                }
-                for g in &report.refused {
-                    tracing::warn!(group = %g.id, name = %g.name, "not ours, not used: {}", g.reason);
-                }
-                let ok = report.ok();
-                if let Some(a) = report.applied.as_ref().filter(|_| !ok) {
-                    for e in &a.errors {
-                        tracing::error!(error = %e, "call failed");
-                    }
-                }
-                tracing::info!(
-                    elapsed_ms = start.elapsed().as_millis() as u64,
-                    "{}",
-                    summary(&report)
-                );
-                !ok
-            }
+        self.failed = match result {
+            Ok(report) => self.synced(&report, start),
             Err(e) => {
-                health.failed(&e.to_string());
+                self.health.failed(&e.to_string());
                 tracing::error!(error = %e, "sync failed; retrying in 5 s");
                 true
             }
         };
+    }
+}
+
+impl NeutronSink {
+    /// Reports a sync that ran; returns whether it failed.
+    fn synced(&self, report: &Report, start: Instant) -> bool {
+        self.health.synced(report);
+        for u in &report.unmatched {
+            tracing::warn!(pod = %u.pod, "no port: {}", u.reason);
+        }
+        for u in &report.unplaceable {
+            tracing::error!(port = %u.port_id, pods = %u.pods.join(","), "port closed, it cannot be placed: {}", u.reason);
+        }
+        for g in &report.refused {
+            tracing::warn!(group = %g.id, name = %g.name, "not ours, not used: {}", g.reason);
+        }
+        let ok = report.ok();
+        if let Some(a) = report.applied.as_ref().filter(|_| !ok) {
+            for e in &a.errors {
+                tracing::error!(error = %e, "call failed");
+            }
+        }
+        tracing::info!(
+            elapsed_ms = start.elapsed().as_millis() as u64,
+            "{}",
+            summary(report)
+        );
+        !ok
     }
 }

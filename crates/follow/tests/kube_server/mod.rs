@@ -2,7 +2,7 @@
 //! answers list requests with JSON bodies and watch requests (`?watch=true`) with chunked
 //! streams of watch events, one event per line, from a script of recorded responses.
 //!
-//! Shared by the agent's and the CLI's tests (the CLI includes this file by path). Uses
+//! Shared by the follow crate's and the CLI's tests (the CLI includes this file by path). Uses
 //! only std threads, so that tests without an async runtime can use it.
 
 #![allow(dead_code)] // each including test uses a part
@@ -62,10 +62,10 @@ impl Reply {
     }
 }
 
-/// Reads `name` from the recorded responses in `tests/fixtures/kube/` of the agent crate.
+/// Reads `name` from the recorded responses in `tests/fixtures/kube/` of the follow crate.
 pub fn fixture(name: &str) -> String {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../agent/tests/fixtures/kube")
+        .join("../follow/tests/fixtures/kube")
         .join(name);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

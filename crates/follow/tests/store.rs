@@ -6,9 +6,9 @@
 
 use std::net::IpAddr;
 
-use palisade_agent::source::{Event, Text};
-use palisade_agent::store::{Scope, Store};
 use palisade_engine::{Engine, Flow, Options};
+use palisade_follow::source::{Event, Text};
+use palisade_follow::store::{Scope, Store};
 use palisade_model::Protocol;
 
 const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
@@ -376,16 +376,24 @@ fn a_completed_pod_gives_its_address_up() {
 /// Logs and diagnostics name objects plainly, never in Rust's debug form.
 #[test]
 fn keys_read_as_kind_namespace_and_name() {
-    use palisade_agent::store::Key;
-    use palisade_model::PolicyKind;
-    assert_eq!(Key::Pod("x".into(), "a".into()).to_string(), "Pod x/a");
+    use palisade_follow::store::ObjectKey;
+    use palisade_model::Kind;
     assert_eq!(
-        Key::NetworkPolicy("x".into(), "web".into(), true).to_string(),
+        ObjectKey::new(Kind::Pod, Some("x"), "a").to_string(),
+        "Pod x/a"
+    );
+    assert_eq!(
+        ObjectKey::new(Kind::NetworkPolicy, Some("x"), "web")
+            .as_staged()
+            .to_string(),
         "NetworkPolicy x/web (staged)"
     );
     assert_eq!(
-        Key::Admin(PolicyKind::ClusterNetworkPolicy, "deny".into(), false).to_string(),
+        ObjectKey::new(Kind::ClusterNetworkPolicy, None, "deny").to_string(),
         "ClusterNetworkPolicy deny"
     );
-    assert_eq!(Key::Namespace("x".into()).to_string(), "Namespace x");
+    assert_eq!(
+        ObjectKey::new(Kind::Namespace, Some("ignored"), "x").to_string(),
+        "Namespace x"
+    );
 }

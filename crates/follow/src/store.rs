@@ -13,148 +13,65 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use palisade_engine::Change;
-use palisade_model::{
-    AdminPolicy, Diagnostic, Namespace, NetworkPolicy, Node, Pod, PolicyKind, Severity, StandIn,
-};
+use palisade_model::{Diagnostic, Kind, Namespace, PolicyKind, Severity, StandIn};
+pub use palisade_model::{Object, ObjectKey};
 
 use crate::source::{Event, Text};
 
-/// What identifies an object across versions.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Key {
-    /// A Namespace.
-    Namespace(String),
-    /// A Pod (namespace, name).
-    Pod(String, String),
-    /// A Node.
-    Node(String),
-    /// A NetworkPolicy (namespace, name, staged).
-    NetworkPolicy(String, String, bool),
-    /// An admin policy (kind, name, staged).
-    Admin(PolicyKind, String, bool),
-}
-
-impl std::fmt::Display for Key {
-    /// `Kind namespace/name` (`Kind name` for cluster-scoped kinds), `(staged)` after a
-    /// staged policy: the form diagnostics use.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Key::Namespace(n) | Key::Node(n) | Key::Admin(_, n, _) => {
-                write!(f, "{} {n}", self.kind())?
-            }
-            Key::Pod(ns, n) | Key::NetworkPolicy(ns, n, _) => {
-                write!(f, "{} {ns}/{n}", self.kind())?
-            }
-        }
-        if self.staged() {
-            f.write_str(" (staged)")?;
-        }
-        Ok(())
-    }
-}
-
-impl Key {
-    /// The object's kind, as a metric label.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Key::Namespace(_) => "Namespace",
-            Key::Pod(..) => "Pod",
-            Key::Node(_) => "Node",
-            Key::NetworkPolicy(..) => "NetworkPolicy",
-            Key::Admin(kind, ..) => kind.as_str(),
-        }
-    }
-
-    /// The staged twin of a policy key (itself for other kinds).
-    fn as_staged(&self) -> Key {
-        match self.clone() {
-            Key::NetworkPolicy(ns, name, _) => Key::NetworkPolicy(ns, name, true),
-            Key::Admin(kind, name, _) => Key::Admin(kind, name, true),
-            other => other,
-        }
-    }
-
-    fn staged(&self) -> bool {
-        matches!(self, Key::NetworkPolicy(.., true) | Key::Admin(.., true))
-    }
-
-    /// The namespace an object lives in (and keeps implied), if any.
-    fn namespace(&self) -> Option<&str> {
-        match self {
-            Key::Pod(ns, _) | Key::NetworkPolicy(ns, ..) => Some(ns),
-            _ => None,
-        }
-    }
-}
-
-/// One object of a kind the engine reads.
+/// A change to the objects in force: an upsert stays shared with the store until an engine
+/// takes a copy ([`Update::change`]), so a change no engine applies (those of the first
+/// sync, whose engine is built from [`Store::cluster`]) is never copied.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Object {
-    /// A Namespace.
-    Namespace(Namespace),
-    /// A Pod.
-    Pod(Pod),
-    /// A Node.
-    Node(Node),
-    /// A NetworkPolicy.
-    NetworkPolicy(NetworkPolicy),
-    /// An admin policy.
-    Admin(AdminPolicy),
-}
-
-impl Object {
-    fn key(&self, staged: bool) -> Key {
-        match self {
-            Object::Namespace(o) => Key::Namespace(o.name.clone()),
-            Object::Pod(o) => Key::Pod(o.namespace.clone(), o.name.clone()),
-            Object::Node(o) => Key::Node(o.name.clone()),
-            Object::NetworkPolicy(o) => {
-                Key::NetworkPolicy(o.namespace.clone(), o.name.clone(), staged)
-            }
-            Object::Admin(o) => Key::Admin(o.kind, o.name.clone(), staged),
-        }
-    }
-
-    fn upsert(self) -> Change {
-        match self {
-            Object::Namespace(o) => Change::UpsertNamespace(o),
-            Object::Pod(o) => Change::UpsertPod(o),
-            Object::Node(o) => Change::UpsertNode(o),
-            Object::NetworkPolicy(o) => Change::UpsertNetworkPolicy(o),
-            Object::Admin(o) => Change::UpsertAdminPolicy(o),
-        }
-    }
-}
-
-/// A change to the engines as the store holds it: an object in force stays shared with
-/// the store until an engine takes a copy ([`Update::change`]), so a change no engine
-/// applies (those of the first sync, whose engine is built from [`Store::cluster`]) is
-/// never copied.
-#[derive(Debug, Clone)]
 pub enum Update {
-    /// The object now in force.
+    /// The object now in force (added or replaced).
     Upsert(Arc<Object>),
-    /// Any other change (a removal, a namespace).
-    Change(Change),
+    /// The object is no longer in force.
+    Remove(ObjectKey),
 }
 
 impl Update {
     /// The change, for an engine to apply.
     pub fn change(&self) -> Change {
         match self {
-            Update::Upsert(object) => Object::clone(object).upsert(),
-            Update::Change(change) => change.clone(),
+            Update::Upsert(object) => match Object::clone(object) {
+                Object::Namespace(o) => Change::UpsertNamespace(o),
+                Object::Pod(o) => Change::UpsertPod(o),
+                Object::Node(o) => Change::UpsertNode(o),
+                Object::NetworkPolicy(o) => Change::UpsertNetworkPolicy(o),
+                Object::Admin(o) => Change::UpsertAdminPolicy(o),
+            },
+            Update::Remove(key) => removal(key),
         }
     }
 }
 
-fn removal(key: &Key) -> Change {
-    match key.clone() {
-        Key::Namespace(name) => Change::RemoveNamespace(name),
-        Key::Pod(namespace, name) => Change::RemovePod { namespace, name },
-        Key::Node(name) => Change::RemoveNode(name),
-        Key::NetworkPolicy(namespace, name, _) => Change::RemoveNetworkPolicy { namespace, name },
-        Key::Admin(kind, name, _) => Change::RemoveAdminPolicy { kind, name },
+/// The engine change that removes `key`.
+fn removal(key: &ObjectKey) -> Change {
+    let name = key.name.clone();
+    let namespace = || key.namespace.clone().unwrap_or_default();
+    match key.kind {
+        Kind::Namespace => Change::RemoveNamespace(name),
+        Kind::Pod => Change::RemovePod {
+            namespace: namespace(),
+            name,
+        },
+        Kind::Node => Change::RemoveNode(name),
+        Kind::NetworkPolicy => Change::RemoveNetworkPolicy {
+            namespace: namespace(),
+            name,
+        },
+        Kind::AdminNetworkPolicy => Change::RemoveAdminPolicy {
+            kind: PolicyKind::AdminNetworkPolicy,
+            name,
+        },
+        Kind::ClusterNetworkPolicy => Change::RemoveAdminPolicy {
+            kind: PolicyKind::ClusterNetworkPolicy,
+            name,
+        },
+        Kind::BaselineAdminNetworkPolicy => Change::RemoveAdminPolicy {
+            kind: PolicyKind::BaselineAdminNetworkPolicy,
+            name,
+        },
     }
 }
 
@@ -178,12 +95,12 @@ struct Claim {
 #[derive(Debug, Default)]
 pub struct Store {
     /// The keys each text holds.
-    texts: HashMap<String, BTreeSet<Key>>,
+    texts: HashMap<String, BTreeSet<ObjectKey>>,
     /// Every text's version of each key; the first claim is in force, later ones wait
     /// (a policy moved from one file to another is never absent in between).
-    claims: HashMap<Key, Vec<Claim>>,
+    claims: HashMap<ObjectKey, Vec<Claim>>,
     /// What the engines were last given, per key.
-    applied: HashMap<Key, Arc<Object>>,
+    applied: HashMap<ObjectKey, Arc<Object>>,
     /// The namespaces the engines hold and whether each was declared (or implied).
     namespaces: BTreeMap<String, Namespace>,
     /// Pods and NetworkPolicies in force per namespace (keeps implied namespaces alive).
@@ -208,7 +125,7 @@ impl Store {
                     .filter(|id| id.starts_with(&prefix) && !listed.contains(id.as_str()))
                     .cloned()
                     .collect();
-                let mut touched: BTreeSet<Key> =
+                let mut touched: BTreeSet<ObjectKey> =
                     gone.iter().flat_map(|id| self.drop_text(id)).collect();
                 touched.extend(self.put(texts));
                 touched
@@ -228,16 +145,13 @@ impl Store {
     /// Every object in force, as one cluster (the staged policies apart).
     pub fn cluster(&self) -> palisade_model::Cluster {
         let mut c = palisade_model::Cluster::default();
-        for (key, object) in &self.applied {
-            match Object::clone(object) {
-                Object::Namespace(_) => {}
-                Object::Pod(o) => c.pods.push(o),
-                Object::Node(o) => c.nodes.push(o),
-                Object::NetworkPolicy(o) if key.staged() => c.staged.network_policies.push(o),
-                Object::NetworkPolicy(o) => c.network_policies.push(o),
-                Object::Admin(o) if key.staged() => c.staged.admin_policies.push(o),
-                Object::Admin(o) => c.admin_policies.push(o),
-            }
+        // Namespaces apart: the engines hold the declared and the implied ones.
+        for (key, object) in self
+            .applied
+            .iter()
+            .filter(|(k, _)| k.kind != Kind::Namespace)
+        {
+            c.push(Object::clone(object), key.staged);
         }
         c.namespaces = self.namespaces.values().cloned().collect();
         c.sort();
@@ -247,12 +161,8 @@ impl Store {
     /// Objects in force by kind.
     pub fn counts(&self) -> BTreeMap<&'static str, usize> {
         let mut out = BTreeMap::new();
-        for key in self
-            .applied
-            .keys()
-            .filter(|k| !matches!(k, Key::Namespace(_)))
-        {
-            *out.entry(key.kind()).or_default() += 1;
+        for key in self.applied.keys().filter(|k| k.kind != Kind::Namespace) {
+            *out.entry(key.kind.as_str()).or_default() += 1;
         }
         // Declared and implied alike: the namespaces the engine holds.
         out.insert("Namespace", self.namespaces.len());
@@ -269,84 +179,45 @@ impl Store {
         self.stand_ins.values().sum()
     }
 
-    /// The enforced AdminNetworkPolicies and ClusterNetworkPolicies, each with whether its
-    /// current version is the one in force (its text has no error) or not.
-    pub fn enforced_admin(&self) -> crate::status::Desired {
-        let mut out = crate::status::Desired::new();
-        for (key, claims) in &self.claims {
-            let Key::Admin(kind, name, false) = key else {
-                continue;
-            };
-            if !crate::status::reported(*kind) {
-                continue;
+    /// The enforced admin policies in force: kind, name, the first error of the text that
+    /// holds the current version (when that version is invalid and an earlier one or a
+    /// stand-in is in force instead), and the object in force.
+    pub fn enforced_admin(
+        &self,
+    ) -> impl Iterator<Item = (PolicyKind, &str, Option<&Diagnostic>, &Arc<Object>)> {
+        self.claims.iter().filter_map(|(key, claims)| {
+            let kind = key.kind.policy_kind()?;
+            if key.staged || key.kind == Kind::NetworkPolicy {
+                return None;
             }
             let problem = claims
                 .first()
                 .and_then(|claim| self.problems.get(&claim.text))
                 .and_then(|diags| diags.iter().find(|d| d.severity == Severity::Error));
-            let state = match problem {
-                Some(d) => crate::status::Programmed::Invalid(d.to_string()),
-                None => crate::status::Programmed::Yes,
-            };
-            if let Some(version) = self.applied.get(key) {
-                out.insert(
-                    (*kind, name.clone()),
-                    crate::status::Enforced {
-                        state,
-                        version: version.clone(),
-                    },
-                );
-            }
-        }
-        out
+            let version = self.applied.get(key)?;
+            Some((kind, key.name.as_str(), problem, version))
+        })
     }
 
     /// Whether any policy is staged.
     pub fn has_staged(&self) -> bool {
-        self.applied.keys().any(Key::staged)
+        self.applied.keys().any(|k| k.staged)
     }
 
     /// Decodes the texts and records what each now holds; returns the keys touched.
-    fn put(&mut self, texts: Vec<Text>) -> BTreeSet<Key> {
+    fn put(&mut self, texts: Vec<Text>) -> BTreeSet<ObjectKey> {
         if texts.is_empty() {
             return BTreeSet::new();
         }
         let decoded = palisade_model::decode_texts(texts.iter().map(|t| (&*t.id, &*t.body)));
-        let mut held: HashMap<&str, BTreeMap<Key, Arc<Object>>> = texts
+        let mut held: HashMap<&str, BTreeMap<ObjectKey, Arc<Object>>> = texts
             .iter()
             .map(|t| (t.id.as_str(), BTreeMap::new()))
             .collect();
-        let c = decoded.cluster;
-        let staged = c.staged;
-        let valid = (c.namespaces.into_iter().map(Object::Namespace))
-            .chain(c.pods.into_iter().map(Object::Pod))
-            .chain(c.nodes.into_iter().map(Object::Node))
-            .map(|o| (o, false))
-            .chain(
-                c.network_policies
-                    .into_iter()
-                    .map(|o| (Object::NetworkPolicy(o), false)),
-            )
-            .chain(
-                c.admin_policies
-                    .into_iter()
-                    .map(|o| (Object::Admin(o), false)),
-            )
-            .chain(
-                staged
-                    .network_policies
-                    .into_iter()
-                    .map(|o| (Object::NetworkPolicy(o), true)),
-            )
-            .chain(
-                staged
-                    .admin_policies
-                    .into_iter()
-                    .map(|o| (Object::Admin(o), true)),
-            );
+        let valid = decoded.cluster.into_objects();
         for (object, staged) in valid {
-            let file = origin_file(&object);
-            if let Some(h) = held.get_mut(file.as_str()) {
+            let file = object.origin().map(|o| o.file.clone()).unwrap_or_default();
+            if let Some(h) = held.get_mut(&*file) {
                 h.insert(object.key(staged), Arc::new(object));
             }
         }
@@ -368,7 +239,7 @@ impl Store {
                 continue;
             };
             let id = &*invalid.origin.file;
-            let key = invalid_key(&invalid);
+            let key = invalid.key();
             // A staged policy that turns invalid stays staged in its last valid version.
             let previous = key.as_ref().and_then(|k| {
                 self.claim_of(id, k).map(|o| (k.clone(), o)).or_else(|| {
@@ -429,7 +300,7 @@ impl Store {
     }
 
     /// This text's current version of `key`.
-    fn claim_of(&self, text: &str, key: &Key) -> Option<Arc<Object>> {
+    fn claim_of(&self, text: &str, key: &ObjectKey) -> Option<Arc<Object>> {
         self.claims
             .get(key)?
             .iter()
@@ -438,9 +309,13 @@ impl Store {
     }
 
     /// Makes `objects` what text `id` holds; returns the keys touched.
-    fn set_text(&mut self, id: &str, objects: BTreeMap<Key, Arc<Object>>) -> BTreeSet<Key> {
+    fn set_text(
+        &mut self,
+        id: &str,
+        objects: BTreeMap<ObjectKey, Arc<Object>>,
+    ) -> BTreeSet<ObjectKey> {
         let old = self.texts.remove(id).unwrap_or_default();
-        let mut touched: BTreeSet<Key> = old
+        let mut touched: BTreeSet<ObjectKey> = old
             .difference(&objects.keys().cloned().collect())
             .cloned()
             .collect();
@@ -470,7 +345,7 @@ impl Store {
         touched
     }
 
-    fn unclaim(&mut self, id: &str, key: &Key) {
+    fn unclaim(&mut self, id: &str, key: &ObjectKey) {
         if let Some(claims) = self.claims.get_mut(key) {
             claims.retain(|c| c.text != id);
             if claims.is_empty() {
@@ -480,7 +355,7 @@ impl Store {
     }
 
     /// Forgets a text; returns the keys touched.
-    fn drop_text(&mut self, id: &str) -> BTreeSet<Key> {
+    fn drop_text(&mut self, id: &str) -> BTreeSet<ObjectKey> {
         self.problems.remove(id);
         self.stand_ins.remove(id);
         self.set_text(id, BTreeMap::new())
@@ -488,7 +363,7 @@ impl Store {
 
     /// The engine changes that bring the touched keys to what is now in force, with the
     /// namespaces they need first and the namespaces no longer needed last.
-    fn changes(&mut self, touched: BTreeSet<Key>) -> Vec<(Update, Scope)> {
+    fn changes(&mut self, touched: BTreeSet<ObjectKey>) -> Vec<(Update, Scope)> {
         let mut out = Vec::new();
         let mut namespaces = BTreeSet::new();
         for key in touched {
@@ -501,10 +376,10 @@ impl Store {
             if before == now.as_ref() {
                 continue;
             }
-            if let Key::Namespace(name) = &key {
-                namespaces.insert(name.clone());
+            if key.kind == Kind::Namespace {
+                namespaces.insert(key.name.clone());
             }
-            if let Some(ns) = key.namespace() {
+            if let Some(ns) = &key.namespace {
                 namespaces.insert(ns.to_string());
                 let users = self.users.entry(ns.to_string()).or_default();
                 match (before.is_some(), now.is_some()) {
@@ -513,7 +388,7 @@ impl Store {
                     _ => {}
                 }
             }
-            let scope = if key.staged() {
+            let scope = if key.staged {
                 Scope::Staged
             } else {
                 Scope::Enforced
@@ -521,14 +396,14 @@ impl Store {
             match now {
                 Some(object) => {
                     self.applied.insert(key.clone(), object.clone());
-                    if !matches!(key, Key::Namespace(_)) {
+                    if key.kind != Kind::Namespace {
                         out.push((Update::Upsert(object), scope));
                     }
                 }
                 None => {
                     self.applied.remove(&key);
-                    if !matches!(key, Key::Namespace(_)) {
-                        out.push((Update::Change(removal(&key)), scope));
+                    if key.kind != Kind::Namespace {
+                        out.push((Update::Remove(key), scope));
                     }
                 }
             }
@@ -538,7 +413,7 @@ impl Store {
         for name in namespaces {
             let declared = match self
                 .applied
-                .get(&Key::Namespace(name.clone()))
+                .get(&ObjectKey::new(Kind::Namespace, None, &name))
                 .map(|o| &**o)
             {
                 Some(Object::Namespace(ns)) => Some(ns.clone()),
@@ -552,15 +427,14 @@ impl Store {
             match want {
                 Some(ns) => {
                     self.namespaces.insert(name, ns.clone());
-                    first.push((Update::Change(Change::UpsertNamespace(ns)), Scope::Enforced));
+                    let ns = Arc::new(Object::Namespace(ns));
+                    first.push((Update::Upsert(ns), Scope::Enforced));
                 }
                 None => {
                     self.namespaces.remove(&name);
                     self.users.remove(&name);
-                    last.push((
-                        Update::Change(Change::RemoveNamespace(name)),
-                        Scope::Enforced,
-                    ));
+                    let key = ObjectKey::new(Kind::Namespace, None, &name);
+                    last.push((Update::Remove(key), Scope::Enforced));
                 }
             }
         }
@@ -580,44 +454,6 @@ fn unreadable(id: &str, reason: String) -> Diagnostic {
         field: String::new(),
         message: format!("cannot read: {reason}; what it held stays in force"),
     }
-}
-
-fn origin_file(object: &Object) -> String {
-    match object {
-        Object::Namespace(o) => o
-            .origin
-            .as_ref()
-            .map(|o| o.file.to_string())
-            .unwrap_or_default(),
-        Object::Pod(o) => o.origin.file.to_string(),
-        Object::Node(o) => o.origin.file.to_string(),
-        Object::NetworkPolicy(o) => o.origin.file.to_string(),
-        Object::Admin(o) => o.origin.file.to_string(),
-    }
-}
-
-/// The key of an invalid object, when its kind and name can be read. (Staged or not
-/// cannot be trusted from an invalid object: it is taken as enforced, which fails closed.)
-fn invalid_key(invalid: &palisade_model::Invalid) -> Option<Key> {
-    let name = invalid.name.clone()?;
-    let ns = || {
-        invalid
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into())
-    };
-    Some(match invalid.kind.as_str() {
-        "Namespace" => Key::Namespace(name),
-        "Pod" => Key::Pod(ns(), name),
-        "Node" => Key::Node(name),
-        "NetworkPolicy" => Key::NetworkPolicy(ns(), name, false),
-        "AdminNetworkPolicy" => Key::Admin(PolicyKind::AdminNetworkPolicy, name, false),
-        "BaselineAdminNetworkPolicy" => {
-            Key::Admin(PolicyKind::BaselineAdminNetworkPolicy, name, false)
-        }
-        "ClusterNetworkPolicy" => Key::Admin(PolicyKind::ClusterNetworkPolicy, name, false),
-        _ => return None,
-    })
 }
 
 fn stand_in_object(stand_in: StandIn) -> Object {

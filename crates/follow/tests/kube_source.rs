@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube_server::{ApiServer, End, Reply, fixture};
-use palisade_agent::source::kube::{self as source, KINDS, Options};
-use palisade_agent::source::{Event, Text};
+use palisade_follow::source::kube::{self as source, KINDS, Options};
+use palisade_follow::source::{Event, Text};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 

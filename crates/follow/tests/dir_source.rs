@@ -11,8 +11,8 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use palisade_agent::source::{Event, dir};
-use palisade_agent::store::Store;
+use palisade_follow::source::{Event, dir};
+use palisade_follow::store::Store;
 use tokio::sync::mpsc;
 
 const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");

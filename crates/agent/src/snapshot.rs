@@ -1,0 +1,74 @@
+//! What the kernel enforces as of one reconcile, published to the readers (decision log,
+//! metrics, status) as an immutable value: a reader takes the latest and never waits for
+//! a reconcile in progress.
+
+use std::sync::Arc;
+
+use palisade_engine::{Change, Engine};
+use palisade_nft::Ruleset;
+use tokio::sync::watch;
+
+/// The evaluators and the ruleset of one reconcile.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// Counts the reconciles published (0: nothing yet).
+    pub generation: u64,
+    /// The enforced policies (`None` until the first full listing).
+    pub engine: Option<Arc<Engine>>,
+    /// Enforced plus staged policies, when any policy is staged.
+    pub staged: Option<Arc<Engine>>,
+    /// The ruleset in the kernel, if the last transaction succeeded.
+    pub ruleset: Option<Arc<Ruleset>>,
+}
+
+/// Where the readers take the latest snapshot (`borrow().clone()`).
+pub type Snapshots = watch::Receiver<Arc<Snapshot>>;
+
+/// An engine shared with readers, kept current without a copy per change: the version the
+/// readers were given before the current one is brought forward and reused once no reader
+/// holds it any more (else the current one is copied).
+#[derive(Debug)]
+pub(crate) struct Published {
+    current: Arc<Engine>,
+    /// The previous version and the changes it lacks.
+    previous: Option<(Arc<Engine>, Vec<Change>)>,
+}
+
+impl Published {
+    /// Publishes a newly built engine.
+    pub(crate) fn new(engine: Engine) -> Self {
+        Published {
+            current: Arc::new(engine),
+            previous: None,
+        }
+    }
+
+    /// The version to give readers.
+    pub(crate) fn current(&self) -> &Arc<Engine> {
+        &self.current
+    }
+
+    /// Makes a new current version: the old one with `changes` applied, in order.
+    pub(crate) fn apply(&mut self, changes: Vec<Change>) {
+        if changes.is_empty() {
+            return;
+        }
+        let mut next = match self.previous.take() {
+            Some((previous, lag)) => match Arc::try_unwrap(previous) {
+                Ok(mut engine) => {
+                    for change in lag {
+                        engine.apply(change);
+                    }
+                    engine
+                }
+                Err(_) => Engine::clone(&self.current),
+            },
+            None => Engine::clone(&self.current),
+        };
+        for change in &changes {
+            next.apply(change.clone());
+        }
+        let previous = std::mem::replace(&mut self.current, Arc::new(next));
+        self.previous = Some((previous, changes));
+    }
+}
