@@ -1,21 +1,19 @@
 //! Talking to the kernel: `nft -f -` transactions and conntrack, optionally inside a
 //! network namespace (`ip netns exec`).
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use crate::NftError;
-use crate::batch::table_exists;
-use crate::conntrack::cut_forbidden;
-use crate::diff::Delta;
+use crate::diff::{Delta, UpdateStats};
 use crate::ir::Ruleset;
-use crate::load::load_fresh;
+use crate::kernel::batch::table_exists;
+use crate::kernel::conntrack::cut_forbidden;
+use crate::kernel::load::load_fresh;
 use crate::render::TABLE;
-use serde_json::Value;
 
-fn command(netns: Option<&str>, program: &str) -> Command {
+pub(crate) fn command(netns: Option<&str>, program: &str) -> Command {
     match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -89,25 +87,6 @@ pub fn remove(netns: Option<&str>) -> Result<(), NftError> {
     nft(&format!("add table {TABLE}\ndelete table {TABLE}\n"), netns)
 }
 
-/// What an update changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct UpdateStats {
-    /// Chains rewritten, added or removed.
-    pub chains: usize,
-    /// Set, map and exemption elements added or removed.
-    pub elements: usize,
-    /// Tracked connections deleted because the new ruleset forbids them.
-    pub connections_cut: usize,
-    /// The switch-over was one netlink transaction (after an `nft -f` that created the
-    /// new sets, and the new chains that netlink could not carry, if any), not one
-    /// `nft -f` of the whole change.
-    pub netlink: bool,
-    /// Time spent creating new sets (and chains) with `nft -f` before the switch-over.
-    pub prepare: Duration,
-    /// Time the switch-over transaction took (the whole `nft -f`, or the netlink batch).
-    pub switch: Duration,
-}
-
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the
 /// node's own addresses changed), then deletes the tracked connections `new` forbids.
 pub fn update(old: &Ruleset, new: &Ruleset, netns: Option<&str>) -> Result<UpdateStats, NftError> {
@@ -165,59 +144,4 @@ pub fn transition(
     }
     stats.switch = t.elapsed();
     Ok(stats)
-}
-
-/// Packets each log prefix's rules have counted since their chain was loaded, from
-/// `nft -j list table` (rules with a counter and a log); empty when there is no table.
-pub fn logged_packets(netns: Option<&str>) -> std::io::Result<HashMap<String, u64>> {
-    let mut cmd = command(netns, "nft");
-    let (family, name) = TABLE.split_once(' ').unwrap_or(("inet", TABLE));
-    let out = cmd.args(["-j", "list", "table", family, name]).output()?;
-    if !out.status.success() {
-        return Ok(HashMap::new());
-    }
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    Ok(counts_in(&json))
-}
-
-fn counts_in(json: &Value) -> HashMap<String, u64> {
-    let mut out = HashMap::new();
-    let items = json.get("nftables").and_then(Value::as_array);
-    for rule in items.into_iter().flatten().filter_map(|i| i.get("rule")) {
-        let exprs = rule.get("expr").and_then(Value::as_array);
-        let mut packets = None;
-        let mut prefix = None;
-        for e in exprs.into_iter().flatten() {
-            if let Some(n) = e.pointer("/counter/packets").and_then(Value::as_u64) {
-                packets = Some(n);
-            }
-            if let Some(p) = e.pointer("/log/prefix").and_then(Value::as_str) {
-                prefix = Some(p.trim().to_string());
-            }
-        }
-        if let (Some(n), Some(p)) = (packets, prefix) {
-            *out.entry(p).or_default() += n;
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    #[test]
-    fn counts_are_summed_per_prefix() {
-        let json: Value = serde_json::from_str(
-            r#"{"nftables":[{"metainfo":{}},
-            {"rule":{"expr":[{"counter":{"packets":3,"bytes":180}},{"log":{"prefix":"pal-1 ","group":100}},{"drop":null}]}},
-            {"rule":{"expr":[{"counter":{"packets":2,"bytes":120}},{"log":{"prefix":"pal-1 ","group":100}},{"drop":null}]}},
-            {"rule":{"expr":[{"counter":{"packets":9,"bytes":1}},{"accept":null}]}}]}"#,
-        )
-        .unwrap_or(Value::Null);
-        let c = counts_in(&json);
-        assert_eq!(c.get("pal-1"), Some(&5));
-        assert_eq!(c.len(), 1);
-    }
 }

@@ -17,9 +17,9 @@ use netlink_packet_core::NetlinkPayload;
 
 use crate::NftError;
 use crate::base::{BaseChain, ESTABLISHED_RELATED, INVALID};
-use crate::expr;
 use crate::ir::{AddrRange, NamedSet, Rule};
-use crate::netlink::{netfilter_messages, socket};
+use crate::kernel::expr;
+use crate::kernel::netlink::{netfilter_messages, socket};
 use crate::render::{TABLE, rule_text};
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;

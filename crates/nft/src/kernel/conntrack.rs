@@ -20,8 +20,8 @@ use palisade_model::Protocol;
 
 use crate::NftError;
 use crate::ir::Ruleset;
+use crate::kernel::netlink::{netfilter_messages, socket};
 use crate::lookup::{NftVerdict, Packet};
-use crate::netlink::{netfilter_messages, socket};
 
 /// Deletions per datagram: each is acknowledged, and the acknowledgements of one datagram
 /// must fit the socket's default receive buffer (about 200 KiB, roughly 1 KiB per queued

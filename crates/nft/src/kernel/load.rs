@@ -11,9 +11,9 @@
 
 use crate::NftError;
 use crate::base::BASE_CHAINS;
-use crate::batch::{Batch, Element};
-use crate::expr::encodable;
 use crate::ir::Ruleset;
+use crate::kernel::batch::{Batch, Element};
+use crate::kernel::expr::encodable;
 use crate::render::{TABLE, add_rules, exempt_sets, verdict_maps};
 
 /// Bytes of netlink messages per batch (the socket buffers are sized to one batch).
