@@ -13,13 +13,20 @@ use ipnet::IpNet;
 use palisade_engine::{ConcreteRule, Decision, EndpointKind, Engine, PodId, SideProgram, Tier};
 use palisade_model::{Action, Direction, Protocol};
 
-use crate::NftError;
 use crate::ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 use crate::peer_names::PeerSpecs;
 use crate::shadow;
 
+/// Why compiling a ruleset failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// `--node` names no node of the input.
+    #[error("no node {0:?} in the input")]
+    UnknownNode(String),
+}
+
 /// Compiles the pods of `node` (every pod when `None`) into a ruleset.
-pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError> {
+pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, CompileError> {
     compile_after(engine, node, &Ruleset::default())
 }
 
@@ -31,12 +38,12 @@ pub fn compile_after(
     engine: &Engine,
     node: Option<&str>,
     previous: &Ruleset,
-) -> Result<Ruleset, NftError> {
+) -> Result<Ruleset, CompileError> {
     let cluster = engine.cluster();
     if let Some(n) = node
         && engine.node_id(n).is_none()
     {
-        return Err(NftError::UnknownNode(n.to_string()));
+        return Err(CompileError::UnknownNode(n.to_string()));
     }
     let host_addrs = cluster
         .nodes

@@ -32,29 +32,26 @@ mod stats;
 // The kernel half.
 mod kernel;
 
-pub use compile::{compile, compile_after};
+pub use compile::{CompileError, compile, compile_after};
 pub use diff::{UpdateStats, update_script};
 pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use kernel::{
-    NewConnections, apply, check, cut_forbidden, load_in_stages, logged_packets,
-    netfilter_messages, new_connections, remove, transition, update,
+    KernelError, KernelFailure, NewConnections, apply, check, cut_forbidden, load_in_stages,
+    logged_packets, netfilter_messages, new_connections, remove, transition, update,
 };
 pub use lookup::{NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
 pub use stats::Stats;
 
-/// Why compiling or loading a ruleset failed.
+/// Why compiling or loading a ruleset failed: either half's error, for callers that do both.
 #[derive(Debug, thiserror::Error)]
 pub enum NftError {
-    /// `--node` names no node of the input.
-    #[error("no node {0:?} in the input")]
-    UnknownNode(String),
-    /// A command could not be run.
-    #[error("could not run {0}: {1}")]
-    Spawn(String, #[source] std::io::Error),
-    /// nft refused the ruleset.
-    #[error("nft rejected the ruleset: {0}")]
-    Rejected(String),
+    /// Compiling failed (the pure half).
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// Talking to the kernel failed (the kernel half).
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
 }
 
 #[cfg(test)]

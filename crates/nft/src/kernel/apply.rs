@@ -5,11 +5,11 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use crate::NftError;
 use crate::diff::{Delta, UpdateStats};
 use crate::ir::Ruleset;
 use crate::kernel::batch::table_exists;
 use crate::kernel::conntrack::cut_forbidden;
+use crate::kernel::error::KernelError;
 use crate::kernel::load::load_fresh;
 use crate::render::TABLE;
 
@@ -25,8 +25,8 @@ pub(crate) fn command(netns: Option<&str>, program: &str) -> Command {
 }
 
 /// Runs `nft <flags> -f -` with `script` on stdin.
-fn run_nft(flags: &[&str], script: &str, netns: Option<&str>) -> Result<(), NftError> {
-    let spawn_err = |e| NftError::Spawn("nft".into(), e);
+fn run_nft(flags: &[&str], script: &str, netns: Option<&str>) -> Result<(), KernelError> {
+    let spawn_err = |e| KernelError::io("nft -f", e);
     let mut child = command(netns, "nft")
         .args(flags)
         .args(["-f", "-"])
@@ -42,18 +42,19 @@ fn run_nft(flags: &[&str], script: &str, netns: Option<&str>) -> Result<(), NftE
     if out.status.success() {
         Ok(())
     } else {
-        Err(NftError::Rejected(
+        Err(KernelError::rejected(
+            "nft -f",
             String::from_utf8_lossy(&out.stderr).into_owned(),
         ))
     }
 }
 
-fn nft(script: &str, netns: Option<&str>) -> Result<(), NftError> {
+fn nft(script: &str, netns: Option<&str>) -> Result<(), KernelError> {
     run_nft(&[], script, netns)
 }
 
 /// Checks a script with `nft -c` (nothing is changed).
-pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
+pub fn check(script: &str, netns: Option<&str>) -> Result<(), KernelError> {
     run_nft(&["-c"], script, netns)
 }
 
@@ -61,7 +62,7 @@ pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
 /// in stages ([`load_in_stages`]; measured faster than one transaction at every size, from
 /// the 3-node example to 88,000 elements and rules); otherwise the table is replaced in one
 /// `nft -f` transaction.
-pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
+pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), KernelError> {
     if table_exists(netns)? {
         nft(&ruleset.render(), netns)
     } else {
@@ -74,7 +75,7 @@ pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
 /// element, every rule (the few rules netlink does not carry by `nft -f`), then the base
 /// chains that hook the table in. A refused stage deletes the partial table again. Fails,
 /// leaving it alone, where the table exists.
-pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
+pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), KernelError> {
     load_fresh(
         ruleset,
         |script| nft(script, netns),
@@ -83,13 +84,17 @@ pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftE
 }
 
 /// Removes the table (if present).
-pub fn remove(netns: Option<&str>) -> Result<(), NftError> {
+pub fn remove(netns: Option<&str>) -> Result<(), KernelError> {
     nft(&format!("add table {TABLE}\ndelete table {TABLE}\n"), netns)
 }
 
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the
 /// node's own addresses changed), then deletes the tracked connections `new` forbids.
-pub fn update(old: &Ruleset, new: &Ruleset, netns: Option<&str>) -> Result<UpdateStats, NftError> {
+pub fn update(
+    old: &Ruleset,
+    new: &Ruleset,
+    netns: Option<&str>,
+) -> Result<UpdateStats, KernelError> {
     let mut stats = transition(old, new, netns)?;
     stats.connections_cut = cut_forbidden(new, netns)?;
     Ok(stats)
@@ -106,7 +111,7 @@ pub fn transition(
     old: &Ruleset,
     new: &Ruleset,
     netns: Option<&str>,
-) -> Result<UpdateStats, NftError> {
+) -> Result<UpdateStats, KernelError> {
     if old.host_addrs != new.host_addrs {
         apply(new, netns)?;
         return Ok(UpdateStats {
