@@ -13,6 +13,7 @@ use ipnet::IpNet;
 use palisade_engine::{ConcreteRule, Decision, EndpointKind, Engine, PodId, SideProgram, Tier};
 use palisade_model::{Action, Direction, Protocol};
 
+use crate::chain_names::content_name;
 use crate::ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 use crate::peer_names::PeerSpecs;
 use crate::shadow;
@@ -170,11 +171,10 @@ struct Builder<'c> {
 
 impl Builder<'_> {
     /// Stores a chain of the reachable ones of `rules` under `prefix` and a digest of them
-    /// (a chain with the same rules is stored once); returns its name.
+    /// as IR (a chain with the same rules is stored once); returns its name.
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
         let rules = shadow::reachable(rules);
-        let text: Vec<String> = rules.iter().map(crate::render::rule_text).collect();
-        let mut name = format!("{prefix}{}", digest(&text.join("\n")));
+        let mut name = content_name(prefix, &rules);
         loop {
             match self.chains.get(&name) {
                 Some(c) if c.rules == rules => return name,

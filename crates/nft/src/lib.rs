@@ -20,6 +20,7 @@
 
 // The pure half: no I/O, no kernel; none of these modules imports `kernel`.
 mod base;
+mod chain_names;
 mod compile;
 mod diff;
 mod ir;
@@ -57,8 +58,9 @@ pub enum NftError {
 #[cfg(test)]
 mod tests {
     /// The pure modules' sources, which must not name the kernel half.
-    const PURE: [(&str, &str); 9] = [
+    const PURE: [(&str, &str); 10] = [
         ("base.rs", include_str!("base.rs")),
+        ("chain_names.rs", include_str!("chain_names.rs")),
         ("compile.rs", include_str!("compile.rs")),
         ("diff.rs", include_str!("diff.rs")),
         ("ir.rs", include_str!("ir.rs")),
