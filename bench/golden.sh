@@ -54,16 +54,16 @@ reports shop "$here/examples/shop" --
 
 for mix in np all; do
   for seed in $(seq 1 10); do
-    "$bin" gen --pods 200 --policies 40 --seed "$seed" --mix "$mix" -o "$inputs/$mix-$seed" >/dev/null
-    "$bin" gen --pods 200 --policies 40 --seed "$((seed + 100))" --mix "$mix" -o "$inputs/$mix-$seed-b" >/dev/null
+    "$bin" gen --pods 200 --policies 40 --seed "$seed" --mix "$mix" -o "$inputs/$mix-$seed" >/dev/null 2>&1
+    "$bin" gen --pods 200 --policies 40 --seed "$((seed + 100))" --mix "$mix" -o "$inputs/$mix-$seed-b" >/dev/null 2>&1
     reports "gen-$mix-$seed" "$inputs/$mix-$seed/cluster" "$inputs/$mix-$seed/policies" -- \
       "$inputs/$mix-$seed/cluster" "$inputs/$mix-$seed-b/policies"
   done
 done
 
 if [ "$big" = "--big" ]; then
-  "$bin" gen --pods 10000 --policies 2000 --mix all -o "$inputs/big" >/dev/null
-  "$bin" gen --pods 10000 --policies 2000 --seed 2 --mix all -o "$inputs/big-b" >/dev/null
+  "$bin" gen --pods 10000 --policies 2000 --mix all -o "$inputs/big" >/dev/null 2>&1
+  "$bin" gen --pods 10000 --policies 2000 --seed 2 --mix all -o "$inputs/big-b" >/dev/null 2>&1
   files=(-f "$inputs/big/cluster" -f "$inputs/big/policies")
   run big.matrix.summary matrix "${files[@]}" -o summary --force
   run big.lint lint "${files[@]}" -o json
@@ -71,6 +71,6 @@ if [ "$big" = "--big" ]; then
   run big.nftables compile --target nftables "${files[@]}" --node node-1
   run big.diff diff "${files[@]}" --to "$inputs/big/cluster" "$inputs/big-b/policies" -o json
 fi
-# Temporary directories appear in messages; name them alike in every run.
-sed -i "s#$inputs#INPUTS#g" "$out"/*
+# Temporary directories and the checkout appear in messages; name them alike in every run.
+sed -i "s#$inputs#INPUTS#g; s#$here#REPO#g" "$out"/*
 echo "golden outputs of $bin: $(ls "$out" | wc -l) files in $out" >&2
