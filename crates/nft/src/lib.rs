@@ -40,7 +40,7 @@ pub use kernel::{
     KernelError, KernelFailure, NewConnections, apply, check, cut_forbidden, load_in_stages,
     logged_packets, netfilter_messages, new_connections, remove, transition, update,
 };
-pub use lookup::{NftVerdict, Packet};
+pub use lookup::{Lookup, NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
 pub use stats::Stats;
 

@@ -21,7 +21,7 @@ use palisade_model::Protocol;
 use crate::ir::Ruleset;
 use crate::kernel::error::KernelError;
 use crate::kernel::netlink::{netfilter_messages, socket};
-use crate::lookup::{NftVerdict, Packet};
+use crate::lookup::{Lookup, NftVerdict, Packet};
 
 /// Deletions per datagram: each is acknowledged, and the acknowledgements of one datagram
 /// must fit the socket's default receive buffer (about 200 KiB, roughly 1 KiB per queued
@@ -43,11 +43,12 @@ const RECV_BUF: usize = 64 * 1024;
 /// counted and is no error.
 pub fn cut_forbidden(ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, KernelError> {
     let socket = socket(netns).map_err(|e| err("open a ctnetlink socket", e))?;
+    let lookup = Lookup::new(ruleset);
     let forbidden: Vec<Tracked> = dump(&socket)
         .map_err(|e| err("list tracked connections", e))?
         .into_iter()
         .filter(|t| !is_closed(t.state))
-        .filter(|t| matches!(ruleset.lookup(&t.packet), NftVerdict::Drop(_)))
+        .filter(|t| matches!(lookup.verdict(&t.packet), NftVerdict::Drop(_)))
         .collect();
     delete(&socket, &forbidden).map_err(|e| err("delete tracked connections", e))
 }
