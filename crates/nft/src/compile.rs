@@ -72,16 +72,11 @@ pub fn compile_after(
         host_addrs,
         ..Ruleset::default()
     };
-    // The two sides are independent: one thread each.
-    let (egress, ingress) = std::thread::scope(|s| {
-        let ingress = s.spawn(|| engine.side_classes(&pods, Direction::Ingress));
-        let egress = engine.side_classes(&pods, Direction::Egress);
-        let ingress = ingress.join();
-        (
-            egress,
-            ingress.unwrap_or_else(|e| std::panic::resume_unwind(e)),
-        )
-    });
+    // The two sides are independent: one task each on rayon's pool.
+    let (egress, ingress) = rayon::join(
+        || engine.side_classes(&pods, Direction::Egress),
+        || engine.side_classes(&pods, Direction::Ingress),
+    );
     let both = [(Direction::Egress, egress), (Direction::Ingress, ingress)];
     // Log ids in pod order (each pod's egress side, then its ingress side), so that they
     // do not depend on how the pods fall into classes.
