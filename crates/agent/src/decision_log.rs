@@ -210,7 +210,7 @@ fn follow_new_connections(
                 }
             }
         })
-        .map_err(|e| palisade_nft::NftError::Spawn("the new-connection reader".into(), e))?;
+        .map_err(|e| palisade_nft::KernelError::io("the new-connection reader", e))?;
     Ok(())
 }
 

@@ -169,3 +169,9 @@ pub fn exit(result: Result<(), CliError>) -> ExitCode {
         }
     }
 }
+
+impl From<palisade_nft::KernelError> for CliError {
+    fn from(e: palisade_nft::KernelError) -> Self {
+        CliError::Nft(e.into())
+    }
+}

@@ -83,7 +83,7 @@ impl Lab {
                 let name = node.name.as_deref().filter(|_| self.fabric_netns.is_some());
                 palisade_nft::compile(engine, name).map_err(|source| LabError::Nft {
                     netns: node.netns.clone(),
-                    source,
+                    source: source.into(),
                 })
             })
             .collect()
@@ -119,7 +119,7 @@ impl Lab {
     fn per_node<T>(
         &self,
         rulesets: &[Ruleset],
-        f: impl Fn(usize, &Ruleset, &str) -> Result<T, palisade_nft::NftError>,
+        f: impl Fn(usize, &Ruleset, &str) -> Result<T, palisade_nft::KernelError>,
     ) -> Result<Vec<T>, LabError> {
         if rulesets.len() != self.nodes.len() {
             return Err(self.count_mismatch(rulesets.len()));
@@ -131,7 +131,7 @@ impl Lab {
             .map(|(i, (node, rs))| {
                 f(i, rs, &node.netns).map_err(|source| LabError::Nft {
                     netns: node.netns.clone(),
-                    source,
+                    source: source.into(),
                 })
             })
             .collect()

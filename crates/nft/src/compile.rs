@@ -13,13 +13,21 @@ use ipnet::IpNet;
 use palisade_engine::{ConcreteRule, Decision, EndpointKind, Engine, PodId, SideProgram, Tier};
 use palisade_model::{Action, Direction, Protocol};
 
-use crate::NftError;
+use crate::chain_names::content_name;
 use crate::ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 use crate::peer_names::PeerSpecs;
 use crate::shadow;
 
+/// Why compiling a ruleset failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CompileError {
+    /// `--node` names no node of the input.
+    #[error("no node {0:?} in the input")]
+    UnknownNode(String),
+}
+
 /// Compiles the pods of `node` (every pod when `None`) into a ruleset.
-pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, NftError> {
+pub fn compile(engine: &Engine, node: Option<&str>) -> Result<Ruleset, CompileError> {
     compile_after(engine, node, &Ruleset::default())
 }
 
@@ -31,12 +39,12 @@ pub fn compile_after(
     engine: &Engine,
     node: Option<&str>,
     previous: &Ruleset,
-) -> Result<Ruleset, NftError> {
+) -> Result<Ruleset, CompileError> {
     let cluster = engine.cluster();
     if let Some(n) = node
         && engine.node_id(n).is_none()
     {
-        return Err(NftError::UnknownNode(n.to_string()));
+        return Err(CompileError::UnknownNode(n.to_string()));
     }
     let host_addrs = cluster
         .nodes
@@ -64,16 +72,11 @@ pub fn compile_after(
         host_addrs,
         ..Ruleset::default()
     };
-    // The two sides are independent: one thread each.
-    let (egress, ingress) = std::thread::scope(|s| {
-        let ingress = s.spawn(|| engine.side_classes(&pods, Direction::Ingress));
-        let egress = engine.side_classes(&pods, Direction::Egress);
-        let ingress = ingress.join();
-        (
-            egress,
-            ingress.unwrap_or_else(|e| std::panic::resume_unwind(e)),
-        )
-    });
+    // The two sides are independent: one task each on rayon's pool.
+    let (egress, ingress) = rayon::join(
+        || engine.side_classes(&pods, Direction::Egress),
+        || engine.side_classes(&pods, Direction::Ingress),
+    );
     let both = [(Direction::Egress, egress), (Direction::Ingress, ingress)];
     // Log ids in pod order (each pod's egress side, then its ingress side), so that they
     // do not depend on how the pods fall into classes.
@@ -163,11 +166,10 @@ struct Builder<'c> {
 
 impl Builder<'_> {
     /// Stores a chain of the reachable ones of `rules` under `prefix` and a digest of them
-    /// (a chain with the same rules is stored once); returns its name.
+    /// as IR (a chain with the same rules is stored once); returns its name.
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
         let rules = shadow::reachable(rules);
-        let text: Vec<String> = rules.iter().map(crate::render::rule_text).collect();
-        let mut name = format!("{prefix}{}", digest(&text.join("\n")));
+        let mut name = content_name(prefix, &rules);
         loop {
             match self.chains.get(&name) {
                 Some(c) if c.rules == rules => return name,

@@ -1,15 +1,34 @@
 //! The change that turns one loaded ruleset into another, touching only what changed, as
-//! one `nft -f` script or as a preparation script plus one netlink batch.
+//! as one `nft -f` script (the kernel half also divides it into a preparation script and
+//! one netlink batch: `kernel/split.rs`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Write;
 use std::net::IpAddr;
 
-use crate::apply::UpdateStats;
-use crate::batch::{Batch, Element};
-use crate::expr::encodable;
+use std::time::Duration;
+
 use crate::ir::{AddrRange, Chain, NamedSet, Ruleset};
 use crate::render::{TABLE, add_rules, elements_text, exempt_sets, set_body, verdict_maps};
+
+/// What an update changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UpdateStats {
+    /// Chains rewritten, added or removed.
+    pub chains: usize,
+    /// Set, map and exemption elements added or removed.
+    pub elements: usize,
+    /// Tracked connections deleted because the new ruleset forbids them.
+    pub connections_cut: usize,
+    /// The switch-over was one netlink transaction (after an `nft -f` that created the
+    /// new sets, and the new chains that netlink could not carry, if any), not one
+    /// `nft -f` of the whole change.
+    pub netlink: bool,
+    /// Time spent creating new sets (and chains) with `nft -f` before the switch-over.
+    pub prepare: Duration,
+    /// Time the switch-over transaction took (the whole `nft -f`, or the netlink batch).
+    pub switch: Duration,
+}
 
 /// Elements of one existing set or map that go and come.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -249,7 +268,7 @@ fn join(items: impl Iterator<Item = String>) -> String {
     items.collect::<Vec<_>>().join(", ")
 }
 
-fn add_set(s: &mut String, set: &NamedSet) {
+pub(crate) fn add_set(s: &mut String, set: &NamedSet) {
     let _ = writeln!(
         s,
         "add set {TABLE} {} {{ {} }}",
@@ -270,130 +289,4 @@ fn element_lines<T>(s: &mut String, change: &ElementChange<T>, text: impl Fn(&[T
             );
         }
     }
-}
-
-/// Whether every rule of `chain` only continues in another chain, as a class's entry
-/// chain does.
-pub(crate) fn entry_only(chain: &Chain) -> bool {
-    chain
-        .rules
-        .iter()
-        .all(|r| r.matches.is_empty() && r.log.is_none() && r.verdict.target().is_some())
-}
-
-impl Delta<'_> {
-    /// The change as a preparation script and one netlink transaction, when every chain
-    /// the kernel already holds is either unchanged, gone, or a class entry chain that now
-    /// continues elsewhere; `None` otherwise.
-    ///
-    /// When every rule of every new chain can go as netlink expressions (see `expr.rs`),
-    /// the new sets with their elements and the new chains with their rules open the
-    /// batch and the script is empty. Otherwise the script creates them first (nothing
-    /// refers to them yet; `add set` with its elements needs no element read). The batch
-    /// then switches over atomically: elements of existing sets and maps, entry chains
-    /// re-pointed, and what is no longer used deleted.
-    pub fn split(&self) -> Option<Split> {
-        let mut batch = Batch::new();
-        // New sets and chains open the batch when netlink can carry every new rule.
-        let by_netlink = self
-            .new_chains
-            .iter()
-            .all(|c| c.rules.iter().all(encodable));
-        if by_netlink {
-            for set in &self.new_sets {
-                batch.add_set(set);
-                batch.add_elements(&set.name, &Element::of_set(set, &set.ranges()));
-            }
-            for chain in &self.new_chains {
-                batch.add_chain(&chain.name);
-            }
-            for chain in &self.new_chains {
-                for rule in &chain.rules {
-                    batch.add_rule(&chain.name, rule);
-                }
-            }
-        }
-        for (set, change) in &self.set_elements {
-            let elements = |ranges: &[AddrRange]| Element::of_set(set, ranges);
-            batch.delete_elements(&change.name, &elements(&change.removed));
-            batch.add_elements(&change.name, &elements(&change.added));
-        }
-        for chain in &self.rewritten {
-            if !entry_only(chain) {
-                return None;
-            }
-            batch.flush_chain(&chain.name);
-            for rule in &chain.rules {
-                batch.add_rule(&chain.name, rule);
-            }
-        }
-        for change in &self.maps {
-            let keys: Vec<Element> = change
-                .removed
-                .iter()
-                .map(|(ip, _)| Element::host(*ip))
-                .collect();
-            batch.delete_elements(&change.name, &keys);
-            let elements: Vec<Element> = change
-                .added
-                .iter()
-                .map(|(ip, c)| Element::jump(*ip, c))
-                .collect();
-            batch.add_elements(&change.name, &elements);
-        }
-        for change in &self.exempt {
-            let pairs = |p: &[(IpAddr, IpAddr)]| -> Vec<Element> {
-                p.iter().map(|(a, b)| Element::pair(*a, *b)).collect()
-            };
-            batch.delete_elements(&change.name, &pairs(&change.removed));
-            batch.add_elements(&change.name, &pairs(&change.added));
-        }
-        for name in &self.gone_chains {
-            batch.flush_chain(name);
-        }
-        for name in &self.gone_chains {
-            batch.delete_chain(name);
-        }
-        for name in &self.gone_sets {
-            batch.delete_set(name);
-        }
-        let (prepared_sets, prepared_chains): (&[&NamedSet], &[&Chain]) = if by_netlink {
-            (&[], &[])
-        } else {
-            (&self.new_sets, &self.new_chains)
-        };
-        let mut prepare = String::new();
-        let mut unprepare = String::new();
-        for set in prepared_sets {
-            add_set(&mut prepare, set);
-        }
-        for chain in prepared_chains {
-            let _ = writeln!(prepare, "add chain {TABLE} {}", chain.name);
-            let _ = writeln!(unprepare, "flush chain {TABLE} {}", chain.name);
-        }
-        for chain in prepared_chains {
-            let _ = writeln!(prepare, "flush chain {TABLE} {}", chain.name);
-            add_rules(&mut prepare, chain);
-            let _ = writeln!(unprepare, "delete chain {TABLE} {}", chain.name);
-        }
-        for set in prepared_sets {
-            let _ = writeln!(unprepare, "delete set {TABLE} {}", set.name);
-        }
-        Some(Split {
-            prepare,
-            batch,
-            unprepare,
-        })
-    }
-}
-
-/// An update as [`Delta::split`] divides it.
-pub(crate) struct Split {
-    /// `nft -f` script that creates what the batch refers to (may be empty).
-    pub prepare: String,
-    /// The switch-over: one transaction.
-    pub batch: Batch,
-    /// `nft -f` script that deletes what `prepare` created, after the batch was refused
-    /// (nothing refers to those objects).
-    pub unprepare: String,
 }

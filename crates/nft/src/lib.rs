@@ -18,44 +18,70 @@
 //! chains and map elements only, one transaction, then conntrack cleanup) and [`remove`]
 //! talk to the kernel. See `docs/nftables.md`.
 
-mod apply;
+// The pure half: no I/O, no kernel; none of these modules imports `kernel`.
 mod base;
-mod batch;
+mod chain_names;
 mod compile;
-mod conntrack;
 mod diff;
-mod expr;
 mod ir;
-mod load;
 mod lookup;
-mod netlink;
 mod peer_names;
 mod render;
 mod shadow;
 mod stats;
 
-pub use apply::{
-    UpdateStats, apply, check, load_in_stages, logged_packets, remove, transition, update,
-};
-pub use compile::{compile, compile_after};
-pub use conntrack::{NewConnections, cut_forbidden, new_connections};
-pub use diff::update_script;
+// The kernel half.
+mod kernel;
+
+pub use compile::{CompileError, compile, compile_after};
+pub use diff::{UpdateStats, update_script};
 pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
-pub use lookup::{NftVerdict, Packet};
-pub use netlink::netfilter_messages;
+pub use kernel::{
+    KernelError, KernelFailure, NewConnections, apply, check, cut_forbidden, load_in_stages,
+    logged_packets, netfilter_messages, new_connections, remove, transition, update,
+};
+pub use lookup::{Lookup, NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};
 pub use stats::Stats;
 
-/// Why compiling or loading a ruleset failed.
+/// Why compiling or loading a ruleset failed: either half's error, for callers that do both.
 #[derive(Debug, thiserror::Error)]
 pub enum NftError {
-    /// `--node` names no node of the input.
-    #[error("no node {0:?} in the input")]
-    UnknownNode(String),
-    /// A command could not be run.
-    #[error("could not run {0}: {1}")]
-    Spawn(String, #[source] std::io::Error),
-    /// nft refused the ruleset.
-    #[error("nft rejected the ruleset: {0}")]
-    Rejected(String),
+    /// Compiling failed (the pure half).
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// Talking to the kernel failed (the kernel half).
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+}
+
+#[cfg(test)]
+mod tests {
+    /// The pure modules' sources, which must not name the kernel half.
+    const PURE: [(&str, &str); 10] = [
+        ("base.rs", include_str!("base.rs")),
+        ("chain_names.rs", include_str!("chain_names.rs")),
+        ("compile.rs", include_str!("compile.rs")),
+        ("diff.rs", include_str!("diff.rs")),
+        ("ir.rs", include_str!("ir.rs")),
+        ("lookup.rs", include_str!("lookup.rs")),
+        ("peer_names.rs", include_str!("peer_names.rs")),
+        ("render.rs", include_str!("render.rs")),
+        ("shadow.rs", include_str!("shadow.rs")),
+        ("stats.rs", include_str!("stats.rs")),
+    ];
+
+    #[test]
+    fn the_pure_half_does_not_import_the_kernel_half() {
+        for (name, text) in PURE {
+            for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+                assert!(
+                    !line.contains("kernel::")
+                        && !line.contains("std::process")
+                        && !line.contains("netlink_"),
+                    "{name} reaches the kernel: {line}"
+                );
+            }
+        }
+    }
 }

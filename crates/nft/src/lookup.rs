@@ -1,7 +1,7 @@
 //! A userspace interpreter of exactly the generated ruleset, for tests without a kernel
 //! and for deciding which tracked connections an update must cut.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 use palisade_model::Protocol;
@@ -36,33 +36,75 @@ enum Flow {
 }
 
 impl Ruleset {
-    /// Decides a new connection as the kernel would with this ruleset loaded: the forward
-    /// hook (egress dispatch, then ingress dispatch, each skipped for an exempt pair), or
-    /// input/output for this node's own addresses.
+    /// Decides a new connection as the kernel would with this ruleset loaded (see
+    /// [`Lookup::verdict`]). Prepares a [`Lookup`] for this one packet: to decide many,
+    /// prepare one with [`Lookup::new`] and reuse it.
     pub fn lookup(&self, p: &Packet) -> NftVerdict {
-        let chains = Tables {
-            chains: self.chains.iter().map(|c| (c.name.as_str(), c)).collect(),
-            sets: self
+        Lookup::new(self).verdict(p)
+    }
+}
+
+/// A ruleset prepared for deciding many connections: its chains, sets, dispatch maps and
+/// exemptions indexed once.
+pub struct Lookup<'r> {
+    chains: HashMap<&'r str, &'r Chain>,
+    sets: HashMap<&'r str, &'r [ipnet::IpNet]>,
+    host_addrs: HashSet<IpAddr>,
+    egress: HashMap<IpAddr, &'r str>,
+    ingress: HashMap<IpAddr, &'r str>,
+    egress_exempt: HashSet<(IpAddr, IpAddr)>,
+    ingress_exempt: HashSet<(IpAddr, IpAddr)>,
+}
+
+impl<'r> Lookup<'r> {
+    /// Indexes `ruleset` for [`Lookup::verdict`].
+    pub fn new(ruleset: &'r Ruleset) -> Self {
+        // An address listed twice dispatches to its first chain, as a linear search would.
+        let dispatch = |map: &'r [(IpAddr, String)]| {
+            let mut by_ip = HashMap::with_capacity(map.len());
+            for (ip, chain) in map {
+                by_ip.entry(*ip).or_insert(chain.as_str());
+            }
+            by_ip
+        };
+        Lookup {
+            chains: ruleset
+                .chains
+                .iter()
+                .map(|c| (c.name.as_str(), c))
+                .collect(),
+            sets: ruleset
                 .sets
                 .iter()
                 .map(|s| (s.name.as_str(), s.elements.as_slice()))
                 .collect(),
-        };
+            host_addrs: ruleset.host_addrs.iter().copied().collect(),
+            egress: dispatch(&ruleset.egress),
+            ingress: dispatch(&ruleset.ingress),
+            egress_exempt: ruleset.egress_exempt.iter().copied().collect(),
+            ingress_exempt: ruleset.ingress_exempt.iter().copied().collect(),
+        }
+    }
+
+    /// Decides a new connection as the kernel would with the ruleset loaded: the forward
+    /// hook (egress dispatch, then ingress dispatch, each skipped for an exempt pair), or
+    /// input/output for this node's own addresses.
+    pub fn verdict(&self, p: &Packet) -> NftVerdict {
         let from_host = self.host_addrs.contains(&p.src);
         let to_host = self.host_addrs.contains(&p.dst);
         let egress = !from_host; // output hook: no egress dispatch
         let ingress = !to_host; // input hook: no ingress dispatch
         if egress
             && !self.egress_exempt.contains(&(p.src, p.dst))
-            && let Some((_, c)) = self.egress.iter().find(|(ip, _)| *ip == p.src)
-            && let Flow::Drop(log) = run(&chains, c, p)
+            && let Some(c) = self.egress.get(&p.src)
+            && let Flow::Drop(log) = run(self, c, p)
         {
             return NftVerdict::Drop(log);
         }
         if ingress
             && !self.ingress_exempt.contains(&(p.dst, p.src))
-            && let Some((_, c)) = self.ingress.iter().find(|(ip, _)| *ip == p.dst)
-            && let Flow::Drop(log) = run(&chains, c, p)
+            && let Some(c) = self.ingress.get(&p.dst)
+            && let Flow::Drop(log) = run(self, c, p)
         {
             return NftVerdict::Drop(log);
         }
@@ -70,16 +112,10 @@ impl Ruleset {
     }
 }
 
-/// The ruleset's chains and sets by name.
-struct Tables<'r> {
-    chains: HashMap<&'r str, &'r Chain>,
-    sets: HashMap<&'r str, &'r [ipnet::IpNet]>,
-}
-
 /// One side: the class chain `name` and the chains it continues in, as the kernel runs
 /// them (a `jump` comes back to the rule after it; `return` and the end of a chain go back
 /// to where the last jump came from, or end the side, which then allows).
-fn run(t: &Tables<'_>, name: &str, p: &Packet) -> Flow {
+fn run(t: &Lookup<'_>, name: &str, p: &Packet) -> Flow {
     // (chain, index of its next rule) of the chains a jump will return to
     let mut stack: Vec<(&Chain, usize)> = Vec::new();
     let mut at = t.chains.get(name).map(|c| (*c, 0));
@@ -111,7 +147,7 @@ fn run(t: &Tables<'_>, name: &str, p: &Packet) -> Flow {
     Flow::Continue
 }
 
-fn matches(t: &Tables<'_>, rule: &Rule, p: &Packet) -> bool {
+fn matches(t: &Lookup<'_>, rule: &Rule, p: &Packet) -> bool {
     let mut proto: Option<Protocol> = None;
     rule.matches.iter().all(|m| match m {
         Match::Addr {

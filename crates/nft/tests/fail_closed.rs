@@ -154,7 +154,10 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
 
     // A full replace (delete table, then the new table) rejected at its last chain.
     let err = palisade_nft::apply(&broken(&open), Some(ns)).unwrap_err();
-    assert!(matches!(err, palisade_nft::NftError::Rejected(_)), "{err}");
+    assert!(
+        matches!(err.source, palisade_nft::KernelFailure::Rejected(_)),
+        "{err}"
+    );
     in_force("after a rejected full replace");
 
     // An incremental update (flushes and refills of the changed chains) rejected partway.
@@ -168,7 +171,10 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
         "the bad command is not the first one:\n{script}"
     );
     let err = palisade_nft::update(&old, &broken(&open), Some(ns)).unwrap_err();
-    assert!(matches!(err, palisade_nft::NftError::Rejected(_)), "{err}");
+    assert!(
+        matches!(err.source, palisade_nft::KernelFailure::Rejected(_)),
+        "{err}"
+    );
     in_force("after a rejected incremental update");
 
     // An update switched over by netlink, refused by the kernel at a map element that
@@ -179,7 +185,7 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
     last.1 = "no_such_chain".into();
     let err = palisade_nft::update(&old, &dangling, Some(ns)).unwrap_err();
     assert!(
-        matches!(&err, palisade_nft::NftError::Rejected(m) if m.contains("ingress")),
+        matches!(&err.source, palisade_nft::KernelFailure::Rejected(m) if m.contains("ingress")),
         "{err}"
     );
     in_force("after a refused netlink batch");
@@ -207,7 +213,7 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
     );
     let err = palisade_nft::update(&old, &dangling, Some(ns)).unwrap_err();
     assert!(
-        matches!(&err, palisade_nft::NftError::Rejected(m) if m.contains("ingress")),
+        matches!(&err.source, palisade_nft::KernelFailure::Rejected(m) if m.contains("ingress")),
         "{err}"
     );
     in_force("after a refused netlink batch whose chains nft -f prepared");

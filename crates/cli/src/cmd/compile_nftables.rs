@@ -46,8 +46,7 @@ pub fn stats(engine: &Engine, node: Option<&str>) -> Result<(), CliError> {
 /// error.
 pub fn ruleset(engine: &Engine, node: Option<&str>) -> Result<Ruleset, CliError> {
     palisade_nft::compile(engine, node).map_err(|e| match e {
-        palisade_nft::NftError::UnknownNode(_) => CliError::Usage(e.to_string()),
-        other => CliError::Nft(other),
+        palisade_nft::CompileError::UnknownNode(_) => CliError::Usage(e.to_string()),
     })
 }
 

@@ -1,21 +1,19 @@
 //! Talking to the kernel: `nft -f -` transactions and conntrack, optionally inside a
 //! network namespace (`ip netns exec`).
 
-use std::collections::HashMap;
 use std::io::Write;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use crate::NftError;
-use crate::batch::table_exists;
-use crate::conntrack::cut_forbidden;
-use crate::diff::Delta;
+use crate::diff::{Delta, UpdateStats};
 use crate::ir::Ruleset;
-use crate::load::load_fresh;
+use crate::kernel::batch::table_exists;
+use crate::kernel::conntrack::cut_forbidden;
+use crate::kernel::error::KernelError;
+use crate::kernel::load::load_fresh;
 use crate::render::TABLE;
-use serde_json::Value;
 
-fn command(netns: Option<&str>, program: &str) -> Command {
+pub(crate) fn command(netns: Option<&str>, program: &str) -> Command {
     match netns {
         Some(ns) => {
             let mut c = Command::new("ip");
@@ -27,8 +25,8 @@ fn command(netns: Option<&str>, program: &str) -> Command {
 }
 
 /// Runs `nft <flags> -f -` with `script` on stdin.
-fn run_nft(flags: &[&str], script: &str, netns: Option<&str>) -> Result<(), NftError> {
-    let spawn_err = |e| NftError::Spawn("nft".into(), e);
+fn run_nft(flags: &[&str], script: &str, netns: Option<&str>) -> Result<(), KernelError> {
+    let spawn_err = |e| KernelError::io("nft -f", e);
     let mut child = command(netns, "nft")
         .args(flags)
         .args(["-f", "-"])
@@ -44,18 +42,19 @@ fn run_nft(flags: &[&str], script: &str, netns: Option<&str>) -> Result<(), NftE
     if out.status.success() {
         Ok(())
     } else {
-        Err(NftError::Rejected(
+        Err(KernelError::rejected(
+            "nft -f",
             String::from_utf8_lossy(&out.stderr).into_owned(),
         ))
     }
 }
 
-fn nft(script: &str, netns: Option<&str>) -> Result<(), NftError> {
+fn nft(script: &str, netns: Option<&str>) -> Result<(), KernelError> {
     run_nft(&[], script, netns)
 }
 
 /// Checks a script with `nft -c` (nothing is changed).
-pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
+pub fn check(script: &str, netns: Option<&str>) -> Result<(), KernelError> {
     run_nft(&["-c"], script, netns)
 }
 
@@ -63,7 +62,7 @@ pub fn check(script: &str, netns: Option<&str>) -> Result<(), NftError> {
 /// in stages ([`load_in_stages`]; measured faster than one transaction at every size, from
 /// the 3-node example to 88,000 elements and rules); otherwise the table is replaced in one
 /// `nft -f` transaction.
-pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
+pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), KernelError> {
     if table_exists(netns)? {
         nft(&ruleset.render(), netns)
     } else {
@@ -76,7 +75,7 @@ pub fn apply(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
 /// element, every rule (the few rules netlink does not carry by `nft -f`), then the base
 /// chains that hook the table in. A refused stage deletes the partial table again. Fails,
 /// leaving it alone, where the table exists.
-pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
+pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), KernelError> {
     load_fresh(
         ruleset,
         |script| nft(script, netns),
@@ -85,32 +84,17 @@ pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), NftE
 }
 
 /// Removes the table (if present).
-pub fn remove(netns: Option<&str>) -> Result<(), NftError> {
+pub fn remove(netns: Option<&str>) -> Result<(), KernelError> {
     nft(&format!("add table {TABLE}\ndelete table {TABLE}\n"), netns)
-}
-
-/// What an update changed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct UpdateStats {
-    /// Chains rewritten, added or removed.
-    pub chains: usize,
-    /// Set, map and exemption elements added or removed.
-    pub elements: usize,
-    /// Tracked connections deleted because the new ruleset forbids them.
-    pub connections_cut: usize,
-    /// The switch-over was one netlink transaction (after an `nft -f` that created the
-    /// new sets, and the new chains that netlink could not carry, if any), not one
-    /// `nft -f` of the whole change.
-    pub netlink: bool,
-    /// Time spent creating new sets (and chains) with `nft -f` before the switch-over.
-    pub prepare: Duration,
-    /// Time the switch-over transaction took (the whole `nft -f`, or the netlink batch).
-    pub switch: Duration,
 }
 
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the
 /// node's own addresses changed), then deletes the tracked connections `new` forbids.
-pub fn update(old: &Ruleset, new: &Ruleset, netns: Option<&str>) -> Result<UpdateStats, NftError> {
+pub fn update(
+    old: &Ruleset,
+    new: &Ruleset,
+    netns: Option<&str>,
+) -> Result<UpdateStats, KernelError> {
     let mut stats = transition(old, new, netns)?;
     stats.connections_cut = cut_forbidden(new, netns)?;
     Ok(stats)
@@ -127,7 +111,7 @@ pub fn transition(
     old: &Ruleset,
     new: &Ruleset,
     netns: Option<&str>,
-) -> Result<UpdateStats, NftError> {
+) -> Result<UpdateStats, KernelError> {
     if old.host_addrs != new.host_addrs {
         apply(new, netns)?;
         return Ok(UpdateStats {
@@ -165,59 +149,4 @@ pub fn transition(
     }
     stats.switch = t.elapsed();
     Ok(stats)
-}
-
-/// Packets each log prefix's rules have counted since their chain was loaded, from
-/// `nft -j list table` (rules with a counter and a log); empty when there is no table.
-pub fn logged_packets(netns: Option<&str>) -> std::io::Result<HashMap<String, u64>> {
-    let mut cmd = command(netns, "nft");
-    let (family, name) = TABLE.split_once(' ').unwrap_or(("inet", TABLE));
-    let out = cmd.args(["-j", "list", "table", family, name]).output()?;
-    if !out.status.success() {
-        return Ok(HashMap::new());
-    }
-    let json: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    Ok(counts_in(&json))
-}
-
-fn counts_in(json: &Value) -> HashMap<String, u64> {
-    let mut out = HashMap::new();
-    let items = json.get("nftables").and_then(Value::as_array);
-    for rule in items.into_iter().flatten().filter_map(|i| i.get("rule")) {
-        let exprs = rule.get("expr").and_then(Value::as_array);
-        let mut packets = None;
-        let mut prefix = None;
-        for e in exprs.into_iter().flatten() {
-            if let Some(n) = e.pointer("/counter/packets").and_then(Value::as_u64) {
-                packets = Some(n);
-            }
-            if let Some(p) = e.pointer("/log/prefix").and_then(Value::as_str) {
-                prefix = Some(p.trim().to_string());
-            }
-        }
-        if let (Some(n), Some(p)) = (packets, prefix) {
-            *out.entry(p).or_default() += n;
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::Value;
-
-    #[test]
-    fn counts_are_summed_per_prefix() {
-        let json: Value = serde_json::from_str(
-            r#"{"nftables":[{"metainfo":{}},
-            {"rule":{"expr":[{"counter":{"packets":3,"bytes":180}},{"log":{"prefix":"pal-1 ","group":100}},{"drop":null}]}},
-            {"rule":{"expr":[{"counter":{"packets":2,"bytes":120}},{"log":{"prefix":"pal-1 ","group":100}},{"drop":null}]}},
-            {"rule":{"expr":[{"counter":{"packets":9,"bytes":1}},{"accept":null}]}}]}"#,
-        )
-        .unwrap_or(Value::Null);
-        let c = counts_in(&json);
-        assert_eq!(c.get("pal-1"), Some(&5));
-        assert_eq!(c.len(), 1);
-    }
 }

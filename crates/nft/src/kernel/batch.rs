@@ -15,11 +15,11 @@ use std::net::IpAddr;
 
 use netlink_packet_core::NetlinkPayload;
 
-use crate::NftError;
 use crate::base::{BaseChain, ESTABLISHED_RELATED, INVALID};
-use crate::expr;
 use crate::ir::{AddrRange, NamedSet, Rule};
-use crate::netlink::{netfilter_messages, socket};
+use crate::kernel::error::KernelError;
+use crate::kernel::expr;
+use crate::kernel::netlink::{netfilter_messages, socket};
 use crate::render::{TABLE, rule_text};
 
 const NFNL_SUBSYS_NFTABLES: u16 = 10;
@@ -44,6 +44,9 @@ const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_CREATE: u16 = 0x400;
 const NLM_F_APPEND: u16 = 0x800;
 const NLA_F_NESTED: u16 = 0x8000;
+
+/// What a failed [`Batch::send`] was doing.
+const BATCH: &str = "an nf_tables netlink batch";
 
 /// `NFTA_LIST_ELEM`, the one attribute of list nests.
 pub(crate) const LIST_ELEM: u16 = 1;
@@ -515,9 +518,9 @@ impl Batch {
 
     /// Sends the transaction to the kernel (in `netns` when given) and waits for every
     /// message's acknowledgement: `Ok` when the kernel committed all of it.
-    pub fn send(self, netns: Option<&str>) -> Result<(), NftError> {
+    pub fn send(self, netns: Option<&str>) -> Result<(), KernelError> {
         let (datagram, messages) = self.bytes();
-        let io_err = |e: io::Error| NftError::Spawn("an nf_tables netlink batch".into(), e);
+        let io_err = |e: io::Error| KernelError::io(BATCH, e);
         let socket = socket(netns).map_err(io_err)?;
         // The whole transaction is one datagram, and every message is acknowledged: make
         // room for both (forced as root, else up to the system's limits).
@@ -566,13 +569,16 @@ impl Batch {
         // (an RCU grace period, milliseconds); the transaction is in force already.
         std::thread::spawn(move || drop(socket));
         if !refused.is_empty() {
-            return Err(NftError::Rejected(refused.join("; ")));
+            return Err(KernelError::rejected(BATCH, refused.join("; ")));
         }
         if acked != messages.len() {
-            return Err(NftError::Rejected(format!(
-                "the kernel acknowledged {acked} of the batch's {} messages",
-                messages.len()
-            )));
+            return Err(KernelError::rejected(
+                BATCH,
+                format!(
+                    "the kernel acknowledged {acked} of the batch's {} messages",
+                    messages.len()
+                ),
+            ));
         }
         Ok(())
     }
@@ -614,8 +620,8 @@ impl Batch {
 
 /// Whether the namespace (`netns` when given) has the `inet palisade` table: one
 /// `NFT_MSG_GETTABLE` request, answered with the table or with `ENOENT`.
-pub(crate) fn table_exists(netns: Option<&str>) -> Result<bool, NftError> {
-    let io_err = |e: io::Error| NftError::Spawn("an nf_tables netlink request".into(), e);
+pub(crate) fn table_exists(netns: Option<&str>) -> Result<bool, KernelError> {
+    let io_err = |e: io::Error| KernelError::io("an nf_tables netlink request", e);
     let mut request = Batch {
         buf: Vec::new(),
         messages: Vec::new(),
@@ -638,11 +644,11 @@ pub(crate) fn table_exists(netns: Option<&str>) -> Result<bool, NftError> {
             let errno = io::Error::from_raw_os_error(-code.get());
             match errno.kind() {
                 io::ErrorKind::NotFound => Ok(false),
-                io::ErrorKind::PermissionDenied => Err(NftError::Spawn(
+                io::ErrorKind::PermissionDenied => Err(KernelError::io(
                     format!("`nft list table {TABLE}` (needs root or CAP_NET_ADMIN)"),
                     errno,
                 )),
-                _ => Err(NftError::Spawn(format!("`nft list table {TABLE}`"), errno)),
+                _ => Err(KernelError::io(format!("`nft list table {TABLE}`"), errno)),
             }
         }
     }

@@ -9,11 +9,11 @@
 //! of the whole open transaction for each rule that refers to a set (the batches are
 //! about 1 MB each, and the sets are committed before the rules that use them).
 
-use crate::NftError;
 use crate::base::BASE_CHAINS;
-use crate::batch::{Batch, Element};
-use crate::expr::encodable;
 use crate::ir::Ruleset;
+use crate::kernel::batch::{Batch, Element};
+use crate::kernel::error::KernelError;
+use crate::kernel::expr::encodable;
 use crate::render::{TABLE, add_rules, exempt_sets, verdict_maps};
 
 /// Bytes of netlink messages per batch (the socket buffers are sized to one batch).
@@ -24,12 +24,12 @@ const BATCH_BYTES: usize = 1 << 20;
 /// it was.
 pub(crate) fn load_fresh(
     ruleset: &Ruleset,
-    nft: impl Fn(&str) -> Result<(), NftError>,
-    send: impl Fn(Batch) -> Result<(), NftError>,
-) -> Result<(), NftError> {
+    nft: impl Fn(&str) -> Result<(), KernelError>,
+    send: impl Fn(Batch) -> Result<(), KernelError>,
+) -> Result<(), KernelError> {
     // One transaction, refused as a whole where the table exists (which is left alone).
     send(declarations(ruleset))?;
-    let stages = || -> Result<(), NftError> {
+    let stages = || -> Result<(), KernelError> {
         for batch in element_batches(ruleset) {
             send(batch)?;
         }

@@ -18,10 +18,10 @@ use netlink_packet_netfilter::{
 use netlink_sys::Socket;
 use palisade_model::Protocol;
 
-use crate::NftError;
 use crate::ir::Ruleset;
-use crate::lookup::{NftVerdict, Packet};
-use crate::netlink::{netfilter_messages, socket};
+use crate::kernel::error::KernelError;
+use crate::kernel::netlink::{netfilter_messages, socket};
+use crate::lookup::{Lookup, NftVerdict, Packet};
 
 /// Deletions per datagram: each is acknowledged, and the acknowledgements of one datagram
 /// must fit the socket's default receive buffer (about 200 KiB, roughly 1 KiB per queued
@@ -41,13 +41,14 @@ const RECV_BUF: usize = 64 * 1024;
 /// data (TCP `TIME_WAIT` and `CLOSE`, SCTP `CLOSED`) are skipped; the forbidden ones are
 /// deleted by exact original tuple, 64 deletions per datagram on the same socket. An entry that disappeared in the meantime is not
 /// counted and is no error.
-pub fn cut_forbidden(ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError> {
+pub fn cut_forbidden(ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, KernelError> {
     let socket = socket(netns).map_err(|e| err("open a ctnetlink socket", e))?;
+    let lookup = Lookup::new(ruleset);
     let forbidden: Vec<Tracked> = dump(&socket)
         .map_err(|e| err("list tracked connections", e))?
         .into_iter()
         .filter(|t| !is_closed(t.state))
-        .filter(|t| matches!(ruleset.lookup(&t.packet), NftVerdict::Drop(_)))
+        .filter(|t| matches!(lookup.verdict(&t.packet), NftVerdict::Drop(_)))
         .collect();
     delete(&socket, &forbidden).map_err(|e| err("delete tracked connections", e))
 }
@@ -67,7 +68,7 @@ pub struct NewConnections {
 pub fn new_connections(
     netns: Option<&str>,
     timeout: std::time::Duration,
-) -> Result<NewConnections, NftError> {
+) -> Result<NewConnections, KernelError> {
     let socket = socket(netns).map_err(|e| err("open a ctnetlink socket", e))?;
     socket
         .add_membership(NFNLGRP_CONNTRACK_NEW)
@@ -119,8 +120,8 @@ impl NewConnections {
     }
 }
 
-fn err(what: &str, e: io::Error) -> NftError {
-    NftError::Spawn(format!("conntrack over netlink ({what})"), e)
+fn err(what: &str, e: io::Error) -> KernelError {
+    KernelError::io(format!("conntrack over netlink ({what})"), e)
 }
 
 /// One tracked connection, in its original direction.

@@ -11,11 +11,11 @@
 use palisade_model::Protocol;
 
 use crate::base::BaseChain;
-use crate::batch::{
+use crate::ir::{Field, Match, Rule, Verdict, join_spans};
+use crate::kernel::batch::{
     ANONYMOUS_NAME, Attrs, DATA_VALUE, Element, GOTO, JUMP, LIST_ELEM, TYPE_INET_SERVICE,
     TYPE_IPV4_ADDR, TYPE_IPV6_ADDR, octets, verdict,
 };
-use crate::ir::{Field, Match, Rule, Verdict, join_spans};
 use crate::render::LOG_GROUP;
 
 // NFTA_EXPR_*, NFTA_META_*, NFTA_CMP_*, NFTA_PAYLOAD_*, NFTA_BITWISE_*, NFTA_LOOKUP_*,

@@ -1,0 +1,20 @@
+//! The kernel half: everything that talks to the kernel. `nft -f` transactions, hand-encoded
+//! nf_tables netlink batches, conntrack over ctnetlink, and the `nft -j` packet counters,
+//! optionally inside a network namespace. It reads the pure half (IR, rendering, lookup,
+//! diff); the pure half never imports it.
+
+mod apply;
+mod batch;
+mod conntrack;
+mod counters;
+mod error;
+mod expr;
+mod load;
+mod netlink;
+mod split;
+
+pub use apply::{apply, check, load_in_stages, remove, transition, update};
+pub use conntrack::{NewConnections, cut_forbidden, new_connections};
+pub use counters::logged_packets;
+pub use error::{KernelError, KernelFailure};
+pub use netlink::netfilter_messages;
