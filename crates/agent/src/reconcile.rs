@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use palisade_engine::{Change, Engine, Options};
-use palisade_nft::{NftError, Ruleset};
+use palisade_nft::{KernelError, NftError, Ruleset};
 
 use palisade_follow::store::{Scope, Store, Update};
 use palisade_follow::{Batch, Sink};
@@ -36,16 +36,20 @@ pub struct Config {
 /// ([`Nftables`]), or a stand-in in tests.
 pub trait Kernel: Send {
     /// Replaces the `palisade` table with `new`, atomically.
-    fn replace(&mut self, new: &Ruleset, netns: Option<&str>) -> Result<(), NftError>;
+    fn replace(&mut self, new: &Ruleset, netns: Option<&str>) -> Result<(), KernelError>;
     /// Brings the table from `old` (in force) to `new` in one transaction.
     fn transition(
         &mut self,
         old: &Ruleset,
         new: &Ruleset,
         netns: Option<&str>,
-    ) -> Result<(), NftError>;
+    ) -> Result<(), KernelError>;
     /// Deletes the tracked connections `ruleset` forbids; returns how many.
-    fn cut_forbidden(&mut self, ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError>;
+    fn cut_forbidden(
+        &mut self,
+        ruleset: &Ruleset,
+        netns: Option<&str>,
+    ) -> Result<usize, KernelError>;
 }
 
 /// The kernel's nftables and conntrack.
@@ -53,7 +57,7 @@ pub trait Kernel: Send {
 pub struct Nftables;
 
 impl Kernel for Nftables {
-    fn replace(&mut self, new: &Ruleset, netns: Option<&str>) -> Result<(), NftError> {
+    fn replace(&mut self, new: &Ruleset, netns: Option<&str>) -> Result<(), KernelError> {
         palisade_nft::apply(new, netns)
     }
 
@@ -62,11 +66,15 @@ impl Kernel for Nftables {
         old: &Ruleset,
         new: &Ruleset,
         netns: Option<&str>,
-    ) -> Result<(), NftError> {
+    ) -> Result<(), KernelError> {
         palisade_nft::transition(old, new, netns).map(|_| ())
     }
 
-    fn cut_forbidden(&mut self, ruleset: &Ruleset, netns: Option<&str>) -> Result<usize, NftError> {
+    fn cut_forbidden(
+        &mut self,
+        ruleset: &Ruleset,
+        netns: Option<&str>,
+    ) -> Result<usize, KernelError> {
         palisade_nft::cut_forbidden(ruleset, netns)
     }
 }

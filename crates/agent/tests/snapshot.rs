@@ -11,7 +11,7 @@ use palisade_agent::metrics::Metrics;
 use palisade_agent::reconcile::{Config, Kernel, Reconciler};
 use palisade_follow::Follower;
 use palisade_follow::source::{Event, Text};
-use palisade_nft::{NftError, Ruleset};
+use palisade_nft::{KernelError, Ruleset};
 
 const CLUSTER: &str = include_str!("../../../examples/xyz/cluster.yaml");
 const DENY_X: &str = include_str!("../../../examples/xyz/policies/01-deny-ingress-x.yaml");
@@ -23,17 +23,17 @@ struct Gate {
 }
 
 impl Kernel for Gate {
-    fn replace(&mut self, _: &Ruleset, _: Option<&str>) -> Result<(), NftError> {
+    fn replace(&mut self, _: &Ruleset, _: Option<&str>) -> Result<(), KernelError> {
         Ok(())
     }
 
-    fn transition(&mut self, _: &Ruleset, _: &Ruleset, _: Option<&str>) -> Result<(), NftError> {
+    fn transition(&mut self, _: &Ruleset, _: &Ruleset, _: Option<&str>) -> Result<(), KernelError> {
         self.entered.send(()).unwrap();
         self.release.recv().unwrap();
         Ok(())
     }
 
-    fn cut_forbidden(&mut self, _: &Ruleset, _: Option<&str>) -> Result<usize, NftError> {
+    fn cut_forbidden(&mut self, _: &Ruleset, _: Option<&str>) -> Result<usize, KernelError> {
         Ok(0)
     }
 }
