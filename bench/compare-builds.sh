@@ -33,7 +33,8 @@ measure() {
     local dir="$old"
     if [ "$side" = new ]; then dir="$new"; fi
     local line
-    line="$( { /usr/bin/time -f '%e %M' "$dir/palisade" "$@" >/dev/null 2>/dev/null; } 2>&1 | tail -1)"
+    /usr/bin/time -f '%e %M' -o "$work/time" "$dir/palisade" "$@" >/dev/null 2>&1 || true
+    line="$(tail -1 "$work/time")"
     samples["$name/$side"]+="$line;"
     echo "  $name $side: ${line% *} s, ${line#* } KiB" >&2
   done
