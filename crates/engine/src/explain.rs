@@ -5,12 +5,14 @@ use std::fmt;
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use palisade_model::{Direction, Protocol};
+use palisade_model::{
+    Action, AdminPort, ContainerPort, Direction, NamespaceMatch, PortSpec, Protocol,
+};
 
 use crate::eval::{EndpointKind, Flow};
 use crate::state::{Engine, PodId};
 use crate::verdict::{Decision, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
-use crate::whynot::RuleMiss;
+use crate::whynot::{RuleMiss, RuleWhy};
 
 /// An endpoint as explanations print it: `x/a`, `node n1 (10.0.0.1)`, or the address.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,110 +164,304 @@ impl Engine {
         }
     }
 
-    /// The "why not" of a side that the NetworkPolicy tier denied by isolation, as
-    /// `explain` prints it: the isolating policies, then each one's rules and why none
-    /// matched (empty for any other side). Cheaper than [`Engine::explain`]: the Admin and
-    /// Baseline tiers are not walked.
-    pub fn isolation_why_not(&self, flow: &Flow, side: &SideVerdict, dir: Direction) -> String {
-        let at = match dir {
-            Direction::Egress => flow.src.kind,
-            Direction::Ingress => flow.dst.kind,
-        };
-        let (EndpointKind::Pod(pod), Decision::Isolated(_), Tier::NetworkPolicy) =
-            (at, &side.decision, side.tier)
-        else {
-            return String::new();
-        };
-        let names: Vec<String> = self
-            .isolating(pod, dir)
-            .iter()
-            .map(|p| p.with_origin())
-            .collect();
-        let misses: Vec<PolicyMisses> = self
-            .counting_nps(pod, dir)
-            .map(|i| PolicyMisses {
-                policy: self.nps[i as usize].info.clone(),
-                rules: self.np_misses(i, dir, flow),
-            })
-            .collect();
-        let mut out = format!(
-            "  NetworkPolicy tier: isolated for {} by {}\n",
-            dir.as_str().to_lowercase(),
-            names.join(", ")
-        );
-        // Writing to a String cannot fail.
-        let _ = write_policy_misses(&mut out, &misses, dir);
-        out
-    }
-
-    /// The tiers `side` went through for `pod`.
+    /// The tiers `side` went through for `pod` (none when no policy was evaluated: the pod
+    /// shares its address and fails closed).
     fn walk(&self, pod: PodId, dir: Direction, side: &SideVerdict, flow: &Flow) -> Vec<TierStep> {
-        let lists = self.policies(pod, dir);
-        let matches: Vec<&RuleMatch> = side
-            .passes
-            .iter()
-            .chain(match &side.decision {
-                Decision::Rule(m) => Some(m),
-                _ => None,
-            })
-            .collect();
+        if matches!(side.decision, Decision::SharedAddress(_)) {
+            return Vec::new();
+        }
+        let tiers = self.subject_tiers(pod, dir);
         let admin_tier = |tier: Tier, ids: &[u32]| {
             let mut decided = false;
             let policies = ids
                 .iter()
                 .map(|&i| {
-                    let policy = self.admins[i as usize].info.clone();
-                    let here = matches.iter().find(|m| Arc::ptr_eq(&m.policy, &policy));
-                    let outcome = match here {
-                        _ if decided => PolicyOutcome::NotReached,
-                        Some(m) => {
-                            decided = true;
-                            PolicyOutcome::Matched((*m).clone())
-                        }
-                        None => PolicyOutcome::NoRuleMatched,
-                    };
-                    let misses = match outcome {
-                        PolicyOutcome::NoRuleMatched => self.admin_misses(i, pod, dir, flow),
-                        _ => Vec::new(),
-                    };
-                    PolicyStep {
-                        policy,
-                        outcome,
-                        misses,
+                    if decided {
+                        return PolicyStep {
+                            policy: self.admins[i as usize].info.clone(),
+                            outcome: PolicyOutcome::NotReached,
+                            misses: Vec::new(),
+                        };
                     }
+                    let step = self.admin_step(i, pod, dir, flow);
+                    decided = matches!(step.outcome, PolicyOutcome::Matched(_));
+                    step
                 })
                 .collect();
             TierStep::AdminTier { tier, policies }
         };
-        let mut steps = vec![admin_tier(Tier::Admin, &lists.admin)];
+        let mut steps = vec![admin_tier(Tier::Admin, &tiers.admin)];
         if side.tier == Tier::Admin {
             return steps;
         }
-        let isolated_by = if self.isolated(pod, dir) {
-            self.isolating(pod, dir)
-        } else {
-            Arc::from([])
-        };
-        let isolated = !isolated_by.is_empty();
+        let isolated = !tiers.isolated_by.is_empty();
         let misses = match side.decision {
-            Decision::Isolated(_) if side.tier == Tier::NetworkPolicy => self
-                .counting_nps(pod, dir)
-                .map(|i| PolicyMisses {
-                    policy: self.nps[i as usize].info.clone(),
-                    rules: self.np_misses(i, dir, flow),
-                })
+            Decision::Isolated(_) if side.tier == Tier::NetworkPolicy => tiers
+                .network
+                .iter()
+                .map(|&i| self.np_step(i, dir, flow))
                 .collect(),
             _ => Vec::new(),
         };
         steps.push(TierStep::NetworkPolicyTier {
-            isolated_by,
+            isolated_by: tiers.isolated_by,
             misses,
         });
         if !isolated {
-            steps.push(admin_tier(Tier::Baseline, &lists.baseline));
+            steps.push(admin_tier(Tier::Baseline, &tiers.baseline));
         }
         steps
     }
+
+    /// The policy a [`WalkPolicy`] names.
+    pub fn walk_policy(&self, policy: WalkPolicy) -> &Arc<PolicyInfo> {
+        match policy {
+            WalkPolicy::Admin(i) => &self.admins[i as usize].info,
+            WalkPolicy::Network(i) => &self.nps[i as usize].info,
+        }
+    }
+
+    /// The policies a walk of `pod`'s side in `dir` goes through, tier by tier.
+    pub fn subject_tiers(&self, pod: PodId, dir: Direction) -> SubjectTiers {
+        let lists = self.policies(pod, dir);
+        SubjectTiers {
+            admin: lists.admin.clone(),
+            network: self.counting_nps(pod, dir).collect(),
+            baseline: lists.baseline.clone(),
+            isolated_by: if self.isolated(pod, dir) {
+                self.isolating(pod, dir)
+            } else {
+                Arc::from([])
+            },
+        }
+    }
+
+    /// What admin policy `admin` (an index of [`SubjectTiers::admin`] or
+    /// [`SubjectTiers::baseline`]) did with `flow` for subject `pod`: the first of its rules
+    /// that matched, or each rule and why it did not match.
+    pub fn admin_step(&self, admin: u32, pod: PodId, dir: Direction, flow: &Flow) -> PolicyStep {
+        let policy = self.admins[admin as usize].info.clone();
+        match self.admin_first_rule(admin, pod, dir, flow) {
+            Some(m) => PolicyStep {
+                policy,
+                outcome: PolicyOutcome::Matched(m),
+                misses: Vec::new(),
+            },
+            None => PolicyStep {
+                policy,
+                outcome: PolicyOutcome::NoRuleMatched,
+                misses: self.admin_misses(admin, pod, dir, flow),
+            },
+        }
+    }
+
+    /// [`Engine::admin_step`] as reasons only: equal codes read the same.
+    pub fn admin_step_code(
+        &self,
+        admin: u32,
+        pod: PodId,
+        dir: Direction,
+        flow: &Flow,
+    ) -> AdminStepCode {
+        match self.admin_first_rule(admin, pod, dir, flow) {
+            Some(m) => AdminStepCode::Matched {
+                index: m.index,
+                action: m.action,
+                fail_closed: m.fail_closed,
+            },
+            None => AdminStepCode::NoRuleMatched(self.admin_whys(admin, pod, dir, flow)),
+        }
+    }
+
+    fn admin_first_rule(
+        &self,
+        admin: u32,
+        pod: PodId,
+        dir: Direction,
+        flow: &Flow,
+    ) -> Option<RuleMatch> {
+        (0..self.cluster.admin_policies[admin as usize].rules(dir).len())
+            .find_map(|index| self.admin_rule_match(admin, index, pod, dir, flow))
+    }
+
+    /// Each rule of isolating NetworkPolicy `np` (an index of [`SubjectTiers::network`]) and
+    /// why it did not match `flow` (none of them did: the side was denied by isolation).
+    pub fn np_step(&self, np: u32, dir: Direction, flow: &Flow) -> PolicyMisses {
+        PolicyMisses {
+            policy: self.nps[np as usize].info.clone(),
+            rules: self.np_misses(np, dir, flow),
+        }
+    }
+
+    /// What a step of policy `policy` in the walk of `pod`'s side depends on about `pod`,
+    /// besides the policy selecting it: pods whose traits are equal get the same step for
+    /// the same other end, protocol and port.
+    pub fn step_traits(&self, policy: WalkPolicy, pod: PodId, dir: Direction) -> StepTraits {
+        let (relations, named) = match policy {
+            WalkPolicy::Admin(i) => {
+                let rules = self.cluster.admin_policies[i as usize].rules(dir);
+                let relations = rules.iter().flat_map(|r| &r.peers).any(|p| {
+                    matches!(
+                        p,
+                        palisade_model::AdminPeer::Namespaces(m)
+                            | palisade_model::AdminPeer::Pods { namespaces: m, .. }
+                            if !matches!(m, NamespaceMatch::Selector(_))
+                    )
+                });
+                let named = rules
+                    .iter()
+                    .flat_map(|r| r.ports.iter().flatten())
+                    .any(|p| matches!(p, AdminPort::Named(_)));
+                (relations, named)
+            }
+            WalkPolicy::Network(i) => {
+                let rules = self.cluster.network_policies[i as usize].rules(dir);
+                let named = rules
+                    .iter()
+                    .flat_map(|r| r.ports.iter().flatten())
+                    .any(|p| matches!(p.port, PortSpec::Named(_)));
+                (false, named)
+            }
+        };
+        // Egress: the source's address picks the destination's family.
+        let source_v6 = (dir == Direction::Egress)
+            .then(|| self.endpoint_for_pod(pod, None).map(|e| e.ip.is_ipv6()))
+            .flatten();
+        StepTraits {
+            source_v6,
+            namespace: relations.then(|| self.pod_ns[pod]),
+            ports: (named && dir == Direction::Ingress)
+                .then(|| self.cluster.pods[pod].ports.clone()),
+        }
+    }
+}
+
+/// The policies a side's walk goes through for one pod, tier by tier.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubjectTiers {
+    /// Admin tier policies selecting the pod, in evaluation order.
+    pub admin: Vec<u32>,
+    /// NetworkPolicies that count for the pod in this direction.
+    pub network: Vec<u32>,
+    /// Baseline tier policies selecting the pod, in evaluation order.
+    pub baseline: Vec<u32>,
+    /// The policies isolating the pod (empty: not isolated).
+    pub isolated_by: Arc<[Arc<PolicyInfo>]>,
+}
+
+/// A policy of a walk: an admin policy (Admin or Baseline tier) or a NetworkPolicy, by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WalkPolicy {
+    /// An index of [`SubjectTiers::admin`] or [`SubjectTiers::baseline`].
+    Admin(u32),
+    /// An index of [`SubjectTiers::network`].
+    Network(u32),
+}
+
+/// What a policy's step depends on about the subject pod (see [`Engine::step_traits`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StepTraits {
+    /// Egress: the family of the source address, which picks the destination's address.
+    source_v6: Option<bool>,
+    /// The subject's namespace, when the policy relates namespaces (`sameLabels`, `related`).
+    namespace: Option<usize>,
+    /// Ingress: the subject's container ports, when the policy names ports.
+    ports: Option<Vec<ContainerPort>>,
+}
+
+/// What one admin policy did with a flow, as reasons only (see [`Engine::admin_step_code`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AdminStepCode {
+    /// This rule matched.
+    Matched {
+        /// Its index.
+        index: u32,
+        /// What it did.
+        action: Action,
+        /// Whether it fails closed on a peer Palisade cannot evaluate.
+        fail_closed: bool,
+    },
+    /// No rule matched: each one's reasons.
+    NoRuleMatched(Vec<RuleWhy>),
+}
+
+/// `  Admin tier, in priority order:`, or `  Admin tier: no policy selects this pod for
+/// egress` when `any` is false: the first line of an admin tier's walk.
+pub fn admin_tier_line(tier: Tier, dir: Direction, any: bool) -> String {
+    if any {
+        format!("  {} tier, in priority order:", tier.as_str())
+    } else {
+        format!(
+            "  {} tier: no policy selects this pod for {}",
+            tier.as_str(),
+            dir.as_str().to_lowercase()
+        )
+    }
+}
+
+/// `  NetworkPolicy tier: isolated for ingress by NAME (FILE:LINE), ...`, or `not isolated`.
+pub fn network_tier_line(isolated_by: &[Arc<PolicyInfo>], dir: Direction) -> String {
+    let dir = dir.as_str().to_lowercase();
+    if isolated_by.is_empty() {
+        return format!("  NetworkPolicy tier: not isolated for {dir}");
+    }
+    let names: Vec<String> = isolated_by.iter().map(|p| p.with_origin()).collect();
+    format!(
+        "  NetworkPolicy tier: isolated for {dir} by {}",
+        names.join(", ")
+    )
+}
+
+/// `    KIND NAME (priority N, FILE:LINE)`: how an admin tier's walk names a policy, before
+/// `: ` and its outcome.
+pub fn admin_policy_head(policy: &PolicyInfo) -> String {
+    let origin = policy
+        .origin
+        .as_ref()
+        .map(|o| format!(", {}:{}", o.file, o.line))
+        .unwrap_or_default();
+    format!(
+        "    {} (priority {}{origin})",
+        policy,
+        policy.priority.unwrap_or_default()
+    )
+}
+
+/// What follows an admin policy's head: `matched RULE`, `no rule matched` and one line per
+/// rule with why it did not match, or `not reached`.
+pub fn admin_outcome_text(step: &PolicyStep, dir: Direction) -> String {
+    match &step.outcome {
+        PolicyOutcome::Matched(m) => format!("matched {}", m.in_policy()),
+        PolicyOutcome::NoRuleMatched => {
+            let mut out = String::from("no rule matched");
+            for m in &step.misses {
+                out.push_str(&format!("\n      {}", MissLine(m, dir)));
+            }
+            out
+        }
+        PolicyOutcome::NotReached => NOT_REACHED.into(),
+    }
+}
+
+/// The outcome of an admin policy after an earlier one of its tier decided.
+pub const NOT_REACHED: &str = "not reached";
+
+/// `    KIND NAME`: how the NetworkPolicy tier's why-not names a policy, before `: `.
+pub fn network_policy_head(policy: &PolicyInfo) -> String {
+    format!("    {policy}")
+}
+
+/// What follows an isolating NetworkPolicy's head: `no rule matched` and one line per rule
+/// with why it did not match, or `no ingress rule (it only isolates)`.
+pub fn network_outcome_text(misses: &PolicyMisses, dir: Direction) -> String {
+    if misses.rules.is_empty() {
+        return format!("no {} rule (it only isolates)", dir.as_str().to_lowercase());
+    }
+    let mut out = String::from("no rule matched");
+    for m in &misses.rules {
+        out.push_str(&format!("\n      {}", MissLine(m, dir)));
+    }
+    out
 }
 
 impl fmt::Display for Explanation {
@@ -290,57 +486,21 @@ impl fmt::Display for Explanation {
             (&self.ingress, &self.verdict.ingress),
         ] {
             writeln!(f, "\n{} at {}:", walk.direction.as_str(), walk.at.name)?;
-            let dir = walk.direction.as_str().to_lowercase();
             for step in &walk.steps {
                 match step {
-                    TierStep::AdminTier { tier, policies } if policies.is_empty() => writeln!(
-                        f,
-                        "  {} tier: no policy selects this pod for {dir}",
-                        tier.as_str()
-                    )?,
                     TierStep::AdminTier { tier, policies } => {
-                        writeln!(f, "  {} tier, in priority order:", tier.as_str())?;
+                        let dir = walk.direction;
+                        writeln!(f, "{}", admin_tier_line(*tier, dir, !policies.is_empty()))?;
                         for s in policies {
-                            let origin = s
-                                .policy
-                                .origin
-                                .as_ref()
-                                .map(|o| format!(", {}:{}", o.file, o.line))
-                                .unwrap_or_default();
-                            write!(
-                                f,
-                                "    {} (priority {}{origin}): ",
-                                s.policy,
-                                s.policy.priority.unwrap_or_default()
-                            )?;
-                            match &s.outcome {
-                                PolicyOutcome::Matched(m) => {
-                                    writeln!(f, "matched {}", m.in_policy())?
-                                }
-                                PolicyOutcome::NoRuleMatched => {
-                                    writeln!(f, "no rule matched")?;
-                                    for m in &s.misses {
-                                        writeln!(f, "      {}", MissLine(m, walk.direction))?;
-                                    }
-                                }
-                                PolicyOutcome::NotReached => writeln!(f, "not reached")?,
-                            }
+                            let head = admin_policy_head(&s.policy);
+                            writeln!(f, "{head}: {}", admin_outcome_text(s, dir))?;
                         }
-                    }
-                    TierStep::NetworkPolicyTier { isolated_by, .. } if isolated_by.is_empty() => {
-                        writeln!(f, "  NetworkPolicy tier: not isolated for {dir}")?
                     }
                     TierStep::NetworkPolicyTier {
                         isolated_by,
                         misses,
                     } => {
-                        let names: Vec<String> =
-                            isolated_by.iter().map(|p| p.with_origin()).collect();
-                        writeln!(
-                            f,
-                            "  NetworkPolicy tier: isolated for {dir} by {}",
-                            names.join(", ")
-                        )?;
+                        writeln!(f, "{}", network_tier_line(isolated_by, walk.direction))?;
                         write_policy_misses(f, misses, walk.direction)?;
                     }
                 }
@@ -357,16 +517,9 @@ fn write_policy_misses(
     misses: &[PolicyMisses],
     direction: Direction,
 ) -> fmt::Result {
-    let dir = direction.as_str().to_lowercase();
     for pm in misses {
-        if pm.rules.is_empty() {
-            writeln!(f, "    {}: no {dir} rule (it only isolates)", pm.policy)?;
-            continue;
-        }
-        writeln!(f, "    {}: no rule matched", pm.policy)?;
-        for m in &pm.rules {
-            writeln!(f, "      {}", MissLine(m, direction))?;
-        }
+        let head = network_policy_head(&pm.policy);
+        writeln!(f, "{head}: {}", network_outcome_text(pm, direction))?;
     }
     Ok(())
 }

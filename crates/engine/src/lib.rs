@@ -66,7 +66,10 @@ pub use bitset::BitSet;
 pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideClasses, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use explain::{
-    Explanation, NamedEndpoint, PolicyMisses, PolicyOutcome, PolicyStep, SideWalk, TierStep,
+    AdminStepCode, Explanation, NOT_REACHED, NamedEndpoint, PolicyMisses, PolicyOutcome,
+    PolicyStep, SideWalk, StepTraits, SubjectTiers, TierStep, WalkPolicy, admin_outcome_text,
+    admin_policy_head, admin_tier_line, network_outcome_text, network_policy_head,
+    network_tier_line,
 };
 pub use matrix::{Distinction, Matrix, Probe};
 pub use ports::PortSegment;
@@ -76,4 +79,4 @@ pub use update::{Change, Touched};
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };
-pub use whynot::{PeerMiss, PeerWhy, PortMiss, PortWhy, RuleMiss};
+pub use whynot::{PeerMiss, PeerWhy, PortMiss, PortWhy, RuleMiss, RuleWhy};

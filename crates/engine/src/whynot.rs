@@ -26,6 +26,18 @@ pub struct RuleMiss {
     pub peers: Vec<PeerMiss>,
 }
 
+/// Why one rule did not match, as reasons only: what a [`RuleMiss`] says without its texts,
+/// cheap to compute, compare and hash (one reason per port entry and per peer, in order).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct RuleWhy {
+    /// Index of the rule in its direction's list.
+    pub index: u32,
+    /// Why each port entry did not take the flow (empty when the ports matched).
+    pub ports: Vec<PortWhy>,
+    /// Why each peer did not hold the other end (empty when the peers matched).
+    pub peers: Vec<PeerWhy>,
+}
+
 /// A port entry of a rule and why the flow's protocol and port are not in it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortMiss {
@@ -36,7 +48,7 @@ pub struct PortMiss {
 }
 
 /// Why a port entry did not match.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PortWhy {
     /// The flow's protocol differs.
     Protocol,
@@ -61,7 +73,7 @@ pub struct PeerMiss {
 }
 
 /// Why a peer did not match.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum PeerWhy {
     /// The peer selects pods, and the other end is not a pod (a node or an outside address).
     NotAPod,
@@ -163,6 +175,15 @@ fn braces(s: &Selector) -> String {
     }
 }
 
+/// `TCP/80`, `TCP/8080-8090`, `UDP` (every port), `TCP/named port http`.
+fn np_port_text(p: &palisade_model::NetworkPolicyPort) -> String {
+    match &p.port {
+        PortSpec::Any => p.protocol.to_string(),
+        PortSpec::Range(r) => format!("{}/{r}", p.protocol),
+        PortSpec::Named(n) => format!("{}/named port {n}", p.protocol),
+    }
+}
+
 fn np_peer_text(p: &NetworkPolicyPeer) -> String {
     match p {
         NetworkPolicyPeer::Pods {
@@ -195,6 +216,21 @@ fn namespace_match_text(m: &NamespaceMatch) -> String {
     }
 }
 
+/// `TCP` (every port), `TCP/80`, `TCP/8080-8090`, `named port http`.
+fn admin_port_text(p: &AdminPort) -> String {
+    match p {
+        AdminPort::Ports {
+            protocol,
+            range: None,
+        } => protocol.to_string(),
+        AdminPort::Ports {
+            protocol,
+            range: Some(r),
+        } => format!("{protocol}/{r}"),
+        AdminPort::Named(n) => format!("named port {n}"),
+    }
+}
+
 fn admin_peer_text(p: &AdminPeer) -> String {
     match p {
         AdminPeer::Namespaces(m) => format!("namespaces {}", namespace_match_text(m)),
@@ -224,80 +260,89 @@ impl Engine {
 
     /// Why no rule of NetworkPolicy `np` (by index) in `dir` matched the flow: one entry per rule.
     pub(crate) fn np_misses(&self, np: u32, dir: Direction, flow: &Flow) -> Vec<RuleMiss> {
-        let policy = &self.cluster.network_policies[np as usize];
+        let rules = self.np_compiled_rules(np, dir);
+        let written = self.cluster.network_policies[np as usize].rules(dir);
+        self.np_whys(np, dir, flow)
+            .into_iter()
+            .map(|why| {
+                let i = why.index as usize;
+                let ports = rules[i].ports.as_deref().unwrap_or_default();
+                let peers = written[i].peers.as_deref().unwrap_or_default();
+                RuleMiss {
+                    index: why.index,
+                    name: None,
+                    ports: (why.ports.iter().enumerate())
+                        .map(|(k, &why)| PortMiss {
+                            port: ports
+                                .get(k)
+                                .map_or_else(|| "an empty list".into(), np_port_text),
+                            why,
+                        })
+                        .collect(),
+                    peers: (why.peers.into_iter().enumerate())
+                        .map(|(k, why)| PeerMiss {
+                            peer: peers
+                                .get(k)
+                                .map_or_else(|| "an empty list".into(), np_peer_text),
+                            why,
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// The compiled rules of NetworkPolicy `np` in `dir`.
+    fn np_compiled_rules(&self, np: u32, dir: Direction) -> &[crate::state::NpRule] {
         let compiled = &self.nps[np as usize];
+        match dir {
+            Direction::Ingress => &compiled.ingress,
+            Direction::Egress => &compiled.egress,
+        }
+    }
+
+    /// [`Engine::np_misses`] as reasons only.
+    pub fn np_whys(&self, np: u32, dir: Direction, flow: &Flow) -> Vec<RuleWhy> {
+        let policy = &self.cluster.network_policies[np as usize];
         let peer_ep = match dir {
             Direction::Ingress => &flow.src,
             Direction::Egress => &flow.dst,
         };
-        let rules = match dir {
-            Direction::Ingress => &compiled.ingress,
-            Direction::Egress => &compiled.egress,
-        };
         let mut out = Vec::new();
-        for (index, (rule, written)) in rules.iter().zip(policy.rules(dir)).enumerate() {
+        for (index, (rule, written)) in self
+            .np_compiled_rules(np, dir)
+            .iter()
+            .zip(policy.rules(dir))
+            .enumerate()
+        {
             let mut ports = Vec::new();
             if let Some(list) = &rule.ports {
-                let whys: Vec<Option<PortWhy>> =
-                    list.iter().map(|p| self.np_port_why(p, flow)).collect();
-                if whys.iter().all(Option::is_some) {
-                    ports = list
-                        .iter()
-                        .zip(whys)
-                        .filter_map(|(p, why)| {
-                            Some(PortMiss {
-                                port: match &p.port {
-                                    PortSpec::Any => p.protocol.to_string(),
-                                    PortSpec::Range(r) => format!("{}/{r}", p.protocol),
-                                    PortSpec::Named(n) => {
-                                        format!("{}/named port {n}", p.protocol)
-                                    }
-                                },
-                                why: why?,
-                            })
-                        })
-                        .collect();
-                }
                 if list.is_empty() {
-                    ports.push(PortMiss {
-                        port: "an empty list".into(),
-                        why: PortWhy::EmptyList,
-                    });
+                    ports.push(PortWhy::EmptyList);
+                } else if let Some(whys) = list.iter().map(|p| self.np_port_why(p, flow)).collect()
+                {
+                    ports = whys;
                 }
             }
             let mut peers = Vec::new();
             if let (Some(list), Some(written)) = (&rule.peers, &written.peers) {
-                let whys: Vec<Option<PeerWhy>> = list
+                if list.is_empty() {
+                    // The original v1beta1 model: a present, empty list matches nothing.
+                    peers.push(PeerWhy::EmptyList);
+                } else if let Some(whys) = list
                     .iter()
                     .zip(written)
                     .map(|(c, w)| self.np_peer_why(policy, c, w, peer_ep))
-                    .collect();
-                if whys.iter().all(Option::is_some) {
-                    peers = written
-                        .iter()
-                        .zip(whys)
-                        .filter_map(|(w, why)| {
-                            Some(PeerMiss {
-                                peer: np_peer_text(w),
-                                why: why?,
-                            })
-                        })
-                        .collect();
-                }
-                if list.is_empty() {
-                    // The original v1beta1 model: a present, empty list matches nothing.
-                    peers.push(PeerMiss {
-                        peer: "an empty list".into(),
-                        why: PeerWhy::EmptyList,
-                    });
+                    .collect()
+                {
+                    peers = whys;
                 }
             }
             if ports.is_empty() && peers.is_empty() {
                 continue;
             }
-            out.push(RuleMiss {
+            out.push(RuleWhy {
                 index: index as u32,
-                name: None,
                 ports,
                 peers,
             });
@@ -350,6 +395,40 @@ impl Engine {
         dir: Direction,
         flow: &Flow,
     ) -> Vec<RuleMiss> {
+        let rules = self.cluster.admin_policies[admin as usize].rules(dir);
+        self.admin_whys(admin, subject, dir, flow)
+            .into_iter()
+            .map(|why| {
+                let rule = &rules[why.index as usize];
+                let ports = rule.ports.as_deref().unwrap_or_default();
+                RuleMiss {
+                    index: why.index,
+                    name: rule.name.clone(),
+                    ports: (ports.iter().zip(why.ports))
+                        .map(|(p, why)| PortMiss {
+                            port: admin_port_text(p),
+                            why,
+                        })
+                        .collect(),
+                    peers: (rule.peers.iter().zip(why.peers))
+                        .map(|(w, why)| PeerMiss {
+                            peer: admin_peer_text(w),
+                            why,
+                        })
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// [`Engine::admin_misses`] as reasons only.
+    pub fn admin_whys(
+        &self,
+        admin: u32,
+        subject: PodId,
+        dir: Direction,
+        flow: &Flow,
+    ) -> Vec<RuleWhy> {
         let policy = &self.cluster.admin_policies[admin as usize];
         let compiled = match dir {
             Direction::Ingress => &self.admins[admin as usize].ingress,
@@ -361,59 +440,23 @@ impl Engine {
         };
         let mut out = Vec::new();
         for (index, (rule, c)) in policy.rules(dir).iter().zip(compiled).enumerate() {
-            let mut ports = Vec::new();
-            if let Some(list) = &rule.ports {
-                let whys: Vec<Option<PortWhy>> =
-                    list.iter().map(|p| self.admin_port_why(p, flow)).collect();
-                if whys.iter().all(Option::is_some) {
-                    ports = list
-                        .iter()
-                        .zip(whys)
-                        .filter_map(|(p, why)| {
-                            Some(PortMiss {
-                                port: match p {
-                                    AdminPort::Ports {
-                                        protocol,
-                                        range: None,
-                                    } => protocol.to_string(),
-                                    AdminPort::Ports {
-                                        protocol,
-                                        range: Some(r),
-                                    } => format!("{protocol}/{r}"),
-                                    AdminPort::Named(n) => format!("named port {n}"),
-                                },
-                                why: why?,
-                            })
-                        })
-                        .collect();
-                }
-            }
-            let whys: Vec<Option<PeerWhy>> = c
+            let ports: Vec<PortWhy> = rule
+                .ports
+                .as_ref()
+                .and_then(|list| list.iter().map(|p| self.admin_port_why(p, flow)).collect())
+                .unwrap_or_default();
+            let peers: Vec<PeerWhy> = c
                 .peers
                 .iter()
                 .zip(&rule.peers)
                 .map(|(c, w)| self.admin_peer_why(c, w, subject, peer_ep))
-                .collect();
-            let peers: Vec<PeerMiss> = if whys.iter().all(Option::is_some) {
-                rule.peers
-                    .iter()
-                    .zip(whys)
-                    .filter_map(|(w, why)| {
-                        Some(PeerMiss {
-                            peer: admin_peer_text(w),
-                            why: why?,
-                        })
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
+                .collect::<Option<_>>()
+                .unwrap_or_default();
             if ports.is_empty() && peers.is_empty() {
                 continue;
             }
-            out.push(RuleMiss {
+            out.push(RuleWhy {
                 index: index as u32,
-                name: rule.name.clone(),
                 ports,
                 peers,
             });

@@ -9,29 +9,11 @@
     return e;
   };
   $("note").textContent = data.note;
-  // Rows of cells are decoded only when shown: "IDX" or "IDX*COUNT" in base 36, "-" for
-  // no cell (the probe is a named port the destination does not declare).
-  const NA = -1;
-  const decoded = new Map();
-  const row = (p, r) => {
-    const key = p + "," + r;
-    let cells = decoded.get(key);
-    if (cells) return cells;
-    cells = new Int32Array(data.cols.length);
-    let at = 0;
-    for (const token of data.cells[p][r].split(",")) {
-      if (token === "") continue;
-      const star = token.indexOf("*");
-      const k = star < 0 ? token : token.slice(0, star);
-      const n = star < 0 ? 1 : parseInt(token.slice(star + 1), 36);
-      cells.fill(k === "-" ? NA : parseInt(k, 36), at, at + n);
-      at += n;
-    }
-    if (decoded.size > 4096) decoded.clear();
-    decoded.set(key, cells);
-    return cells;
-  };
-  // kinds[k] = [allowed, egress walk, ingress walk, depends on an address]
+  // Rows of cells and the walks' parts are decoded only when shown (walks.js).
+  const walks = palisadeWalks(data);
+  const NA = walks.NA;
+  const row = walks.row;
+  // kinds[k] = [allowed, egress side, ingress side, depends on an address]
   const kind = (k) => data.kinds[k];
 
   const fill = (select, values, all) => {
@@ -75,18 +57,19 @@
       box.appendChild(el("p", "The destination declares no container port of that name with this number."));
       return;
     }
-    const [allowed, egress, ingress, depends] = kind(k);
+    const [allowed, , , depends] = kind(k);
     const h = el("h2", (allowed ? "ALLOWED" : "DENIED") + ": " + head, allowed ? "verdict-allowed" : "verdict-denied");
     h.id = "verdict";
     box.appendChild(h);
     box.appendChild(el("h3", "Egress at " + data.rows[r].name + ":"));
-    box.appendChild(el("pre", data.walks[egress], "walk"));
+    box.appendChild(el("pre", walks.sideText(p, r, c, true), "walk"));
     box.appendChild(el("h3", "Ingress at " + data.cols[c].name + ":"));
-    box.appendChild(el("pre", data.walks[ingress], "walk"));
-    const from = data.rows[r].pod, to = data.cols[c].pod;
-    box.appendChild(el("p", "Admin and Baseline tier policies that select a pod without deciding are not listed here; "
-      + "palisade explain --from " + from + " --to " + to + " --port " + probe.port + " --protocol " + probe.protocol
-      + " (with the same -f) walks every tier" + (data.level === "classes" ? " for two pods of these classes." : "."), "walk-note"));
+    box.appendChild(el("pre", walks.sideText(p, r, c, false), "walk"));
+    // The two pods the cell stands for: distinct members when a class meets itself.
+    const from = data.rows[r].pod;
+    const to = data.cols[c].pod === from && data.cols[c].pod2 ? data.cols[c].pod2 : data.cols[c].pod;
+    box.appendChild(el("p", "The same as palisade explain --from " + from + " --to " + to + " --port " + probe.port
+      + " --protocol " + probe.protocol + " (with the same -f)" + (data.level === "classes" ? ", for two pods of these classes." : "."), "walk-note"));
     if (depends) {
       box.appendChild(el("p", "Depends on the address: a policy names CIDRs or nodes, and a workload here has no address yet; decided for an address outside them.", "depends-note"));
     }
