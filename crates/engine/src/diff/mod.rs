@@ -13,6 +13,10 @@
 //! form a *group* and are compared once per pair of groups; the node-local exemption (a
 //! node's own address reaches the pods on that node) splits a group only where a node is
 //! the source.
+//!
+//! When only policies differ (the pods, namespaces, nodes and options are the same), a side
+//! can decide differently only at a pod that some differing policy selects, in either state:
+//! a pair of groups with no such pod at either end is not compared.
 
 mod outside;
 mod report;
@@ -21,6 +25,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use palisade_model::{PortRange, Protocol};
 
+use crate::bitset::BitSet;
 use crate::eval::{Endpoint, EndpointKind};
 use crate::ports::PortSegment;
 use crate::state::{Engine, PodId};
@@ -242,7 +247,13 @@ pub fn diff(old: &Engine, new: &Engine) -> Diff {
         .collect();
     // Outside regions of a family no pod or node holds meet nothing.
     let (actors, groups) = without_outside_of(actors, groups, &families);
-    let plans = cells(old, new, &actors, &groups);
+    let plans = cells(
+        old,
+        new,
+        &actors,
+        &groups,
+        affected(old, new, &actors).as_deref(),
+    );
     let compared = compare_all(old, new, &actors, &families, &plans);
     let mut cells = Vec::new();
     let mut out = Vec::new();
@@ -416,15 +427,104 @@ fn actors(old: &Engine, new: &Engine) -> (Vec<Actor>, Vec<Group>, Lists) {
 /// A cell with the representative (source, destination) actors that decide it.
 type Plan = (Cell, (usize, usize));
 
-/// The cells: every pair of groups with a policy subject on one side, the destination group
-/// split where a node-local exemption applies to some of its members only.
-fn cells(old: &Engine, new: &Engine, actors: &[Actor], groups: &[Group]) -> Vec<Plan> {
+/// Per actor, whether its side verdicts may differ between the states, when only policies
+/// differ: the pods that a differing policy (added, removed or changed in anything but where
+/// it was read) selects in either state. `None` when anything else differs: then every
+/// actor may.
+fn affected(old: &Engine, new: &Engine, actors: &[Actor]) -> Option<Vec<bool>> {
+    let (a, b) = (&old.cluster, &new.cluster);
+    let same = old.options == new.options
+        && same_but_origin(&a.pods, &b.pods, |p| p.origin = Default::default())
+        && same_but_origin(&a.namespaces, &b.namespaces, |n| n.origin = None)
+        && same_but_origin(&a.nodes, &b.nodes, |n| n.origin = Default::default());
+    if !same {
+        return None;
+    }
+    let selected = |e: &Engine, other: &Engine| {
+        let mut out = BitSet::new(e.cluster.pods.len());
+        let nps = |c: &palisade_model::Cluster| -> HashMap<(String, String), palisade_model::NetworkPolicy> {
+            c.network_policies
+                .iter()
+                .map(|p| {
+                    let mut p = p.clone();
+                    p.origin = Default::default();
+                    ((p.namespace.clone(), p.name.clone()), p)
+                })
+                .collect()
+        };
+        let theirs = nps(&other.cluster);
+        for (i, p) in e.cluster.network_policies.iter().enumerate() {
+            let mut mine = p.clone();
+            mine.origin = Default::default();
+            if theirs.get(&(p.namespace.clone(), p.name.clone())) != Some(&mine) {
+                out.union(&e.nps[i].subject);
+            }
+        }
+        let admins = |c: &palisade_model::Cluster| -> HashMap<palisade_model::PolicyRef, palisade_model::AdminPolicy> {
+            c.admin_policies
+                .iter()
+                .map(|p| {
+                    let mut p = p.clone();
+                    p.origin = Default::default();
+                    (p.reference(), p)
+                })
+                .collect()
+        };
+        let theirs = admins(&other.cluster);
+        for (i, p) in e.cluster.admin_policies.iter().enumerate() {
+            let mut mine = p.clone();
+            mine.origin = Default::default();
+            if theirs.get(&p.reference()) != Some(&mine) {
+                out.union(&e.admins[i].subject);
+            }
+        }
+        out
+    };
+    let (so, sn) = (selected(old, new), selected(new, old));
+    Some(
+        actors
+            .iter()
+            .map(|a| match a {
+                Actor::Pod { old: o, new: n, .. } => {
+                    o.is_some_and(|p| so.contains(p)) || n.is_some_and(|p| sn.contains(p))
+                }
+                Actor::Node { .. } | Actor::Outside(_) => false,
+            })
+            .collect(),
+    )
+}
+
+/// Whether `a` and `b` hold the same objects once `strip` forgets where each was read.
+fn same_but_origin<T: Clone + PartialEq>(a: &[T], b: &[T], strip: impl Fn(&mut T)) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            let (mut x, mut y) = (x.clone(), y.clone());
+            strip(&mut x);
+            strip(&mut y);
+            x == y
+        })
+}
+
+/// The cells: every pair of groups with a policy subject on one side (and, when `affected`
+/// is given, an affected actor on one side), the destination group split where a node-local
+/// exemption applies to some of its members only.
+fn cells(
+    old: &Engine,
+    new: &Engine,
+    actors: &[Actor],
+    groups: &[Group],
+    affected: Option<&[bool]>,
+) -> Vec<Plan> {
     let node_local = [old.options.allow_node_local, new.options.allow_node_local];
     let pod_node = |e: &Engine, p: Option<PodId>| p.and_then(|p| e.pod_node[p]);
+    let touched: Vec<bool> = groups
+        .iter()
+        .map(|g| affected.is_none_or(|a| g.members.iter().any(|&m| a[m])))
+        .collect();
     let mut out = Vec::new();
     for (gi, src) in groups.iter().enumerate() {
         for (gj, dst) in groups.iter().enumerate() {
-            if !src.subject && !dst.subject {
+            if !src.subject && !dst.subject || !touched[gi] && !touched[gj] {
                 continue;
             }
             // Destination members by whether they sit on the source's node, in each state.
