@@ -247,20 +247,11 @@ pub fn diff(old: &Engine, new: &Engine) -> Diff {
         .collect();
     // Outside regions of a family no pod or node holds meet nothing.
     let (actors, groups) = without_outside_of(actors, groups, &families);
-    let plans = cells(
-        old,
-        new,
-        &actors,
-        &groups,
-        affected(old, new, &actors).as_deref(),
-    );
-    let compared = compare_all(old, new, &actors, &families, &plans);
+    let touched = touched(&groups, affected(old, new, &actors).as_deref());
+    let changed = compare_all((old, new), (&actors, &groups), &families, &touched);
     let mut cells = Vec::new();
     let mut out = Vec::new();
-    for ((cell, _), changes) in plans.into_iter().zip(compared) {
-        if changes.is_empty() {
-            continue;
-        }
+    for (cell, changes) in changed {
         let at = cells.len();
         cells.push(cell);
         out.extend(changes.into_iter().map(|mut g| {
@@ -505,45 +496,46 @@ fn same_but_origin<T: Clone + PartialEq>(a: &[T], b: &[T], strip: impl Fn(&mut T
         })
 }
 
-/// The cells: every pair of groups with a policy subject on one side (and, when `affected`
-/// is given, an affected actor on one side), the destination group split where a node-local
-/// exemption applies to some of its members only.
-fn cells(
-    old: &Engine,
-    new: &Engine,
-    actors: &[Actor],
-    groups: &[Group],
-    affected: Option<&[bool]>,
+/// Per group, whether a pair with it at one end is compared: when `affected` is given, only
+/// groups holding an affected actor.
+fn touched(groups: &[Group], affected: Option<&[bool]>) -> Vec<bool> {
+    groups
+        .iter()
+        .map(|g| affected.is_none_or(|a| g.members.iter().any(|&m| a[m])))
+        .collect()
+}
+
+/// The cells from source group `gi`: to every group, where one side holds a policy subject
+/// and one is touched, the destination group split where a node-local exemption applies to
+/// some of its members only.
+fn cells_from(
+    (old, new): (&Engine, &Engine),
+    (actors, groups): (&[Actor], &[Group]),
+    touched: &[bool],
+    gi: usize,
 ) -> Vec<Plan> {
     let node_local = [old.options.allow_node_local, new.options.allow_node_local];
     let pod_node = |e: &Engine, p: Option<PodId>| p.and_then(|p| e.pod_node[p]);
-    let touched: Vec<bool> = groups
-        .iter()
-        .map(|g| affected.is_none_or(|a| g.members.iter().any(|&m| a[m])))
-        .collect();
+    let src = &groups[gi];
     let mut out = Vec::new();
-    for (gi, src) in groups.iter().enumerate() {
-        for (gj, dst) in groups.iter().enumerate() {
-            if !src.subject && !dst.subject || !touched[gi] && !touched[gj] {
-                continue;
-            }
-            // Destination members by whether they sit on the source's node, in each state.
-            let mut parts: BTreeMap<[bool; 2], Vec<usize>> = BTreeMap::new();
-            for &m in &dst.members {
-                let on = |state: usize, e: &Engine| {
-                    let Actor::Pod { old: o, new: n, .. } = &actors[m] else {
-                        return false;
-                    };
-                    let p = if state == 0 { *o } else { *n };
-                    node_local[state]
-                        && src.host[state].is_some()
-                        && pod_node(e, p) == src.host[state]
+    for (gj, dst) in groups.iter().enumerate() {
+        if !src.subject && !dst.subject || !touched[gi] && !touched[gj] {
+            continue;
+        }
+        // Destination members by whether they sit on the source's node, in each state.
+        let mut parts: BTreeMap<[bool; 2], Vec<usize>> = BTreeMap::new();
+        for &m in &dst.members {
+            let on = |state: usize, e: &Engine| {
+                let Actor::Pod { old: o, new: n, .. } = &actors[m] else {
+                    return false;
                 };
-                parts.entry([on(0, old), on(1, new)]).or_default().push(m);
-            }
-            for part in parts.into_values() {
-                out.extend(plan(old, new, actors, &src.members, part, gi == gj));
-            }
+                let p = if state == 0 { *o } else { *n };
+                node_local[state] && src.host[state].is_some() && pod_node(e, p) == src.host[state]
+            };
+            parts.entry([on(0, old), on(1, new)]).or_default().push(m);
+        }
+        for part in parts.into_values() {
+            out.extend(plan(old, new, actors, &src.members, part, gi == gj));
         }
     }
     out
@@ -598,25 +590,34 @@ fn plan(
     }
 }
 
-/// The changes of every cell, computed on the available cores.
+/// The cells whose connections changed, with their changes, in source group order: each
+/// source group's cells are planned and compared on one of the available cores, and only
+/// the changed ones are kept.
 fn compare_all(
-    old: &Engine,
-    new: &Engine,
-    actors: &[Actor],
+    (old, new): (&Engine, &Engine),
+    (actors, groups): (&[Actor], &[Group]),
     families: &[Family],
-    plans: &[Plan],
-) -> Vec<Vec<ChangeGroup>> {
+    touched: &[bool],
+) -> Vec<(Cell, Vec<ChangeGroup>)> {
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
-    let chunk = plans.len().div_ceil(workers).max(1);
     let cuts = [old.policy_port_cuts(), new.policy_port_cuts()];
     let cuts = &cuts;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = plans
-            .chunks(chunk)
-            .map(|part| {
+    let mut by_group: Vec<(usize, Vec<(Cell, Vec<ChangeGroup>)>)> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
                 s.spawn(move || {
-                    part.iter()
-                        .map(|(_, reps)| compare((old, new), cuts, actors, families, *reps))
+                    (w..groups.len())
+                        .step_by(workers)
+                        .map(|gi| {
+                            let changed = cells_from((old, new), (actors, groups), touched, gi)
+                                .into_iter()
+                                .filter_map(|(cell, reps)| {
+                                    let changes = compare((old, new), cuts, actors, families, reps);
+                                    (!changes.is_empty()).then_some((cell, changes))
+                                })
+                                .collect();
+                            (gi, changed)
+                        })
                         .collect::<Vec<_>>()
                 })
             })
@@ -625,7 +626,9 @@ fn compare_all(
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
-    })
+    });
+    by_group.sort_by_key(|(gi, _)| *gi);
+    by_group.into_iter().flat_map(|(_, cells)| cells).collect()
 }
 
 /// The changes from actor `a` to actor `b` over every family, protocol and port (the cell
