@@ -590,6 +590,9 @@ fn plan(
     }
 }
 
+/// A cell whose connections changed, with its changes.
+type Changed = (Cell, Vec<ChangeGroup>);
+
 /// The cells whose connections changed, with their changes, in source group order: each
 /// source group's cells are planned and compared on one of the available cores, and only
 /// the changed ones are kept.
@@ -598,11 +601,11 @@ fn compare_all(
     (actors, groups): (&[Actor], &[Group]),
     families: &[Family],
     touched: &[bool],
-) -> Vec<(Cell, Vec<ChangeGroup>)> {
+) -> Vec<Changed> {
     let workers = std::thread::available_parallelism().map_or(1, usize::from);
     let cuts = [old.policy_port_cuts(), new.policy_port_cuts()];
     let cuts = &cuts;
-    let mut by_group: Vec<(usize, Vec<(Cell, Vec<ChangeGroup>)>)> = std::thread::scope(|s| {
+    let mut by_group: Vec<(usize, Vec<Changed>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 s.spawn(move || {
