@@ -340,8 +340,8 @@ fn jsonl(out: &mut impl Write, d: &Diff) -> Result<(), CliError> {
             "ports": g.ports.to_string(),
             "allowed": g.change == diff::ChangeKind::Gained,
             "change": g.change.as_str(),
-            "before": g.before,
-            "after": g.after,
+            "before": g.before.as_deref(),
+            "after": g.after.as_deref(),
         });
         if g.ports.start == g.ports.end {
             line["port"] = g.ports.start.get().into();
@@ -368,8 +368,8 @@ fn json(out: &mut impl Write, d: &Diff, whole: &Diff) -> Result<(), CliError> {
                 "from": names(&c.from),
                 "to": names(&c.to),
                 "pairs": c.pairs,
-                "before": g.before,
-                "after": g.after,
+                "before": g.before.as_deref(),
+                "after": g.after.as_deref(),
             })
         })
         .collect();

@@ -22,6 +22,7 @@ mod outside;
 mod report;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use palisade_model::{PortRange, Protocol};
 
@@ -163,10 +164,11 @@ pub struct ChangeGroup {
     pub protocol: Protocol,
     /// The ports, inclusive.
     pub ports: PortRange,
-    /// The verdict in the old state; `None` when an end is not there.
-    pub before: Option<Verdict>,
+    /// The verdict in the old state; `None` when an end is not there. Shared by the groups
+    /// that have the same one.
+    pub before: Option<Arc<Verdict>>,
     /// The verdict in the new state; `None` when an end is not there.
-    pub after: Option<Verdict>,
+    pub after: Option<Arc<Verdict>>,
 }
 
 /// The semantic difference between two states.
@@ -249,8 +251,8 @@ pub fn diff(old: &Engine, new: &Engine) -> Diff {
     let (actors, groups) = without_outside_of(actors, groups, &families);
     let touched = touched(&groups, affected(old, new, &actors).as_deref());
     let changed = compare_all((old, new), (&actors, &groups), &families, &touched);
-    let mut cells = Vec::new();
-    let mut out = Vec::new();
+    let mut cells = Vec::with_capacity(changed.len());
+    let mut out = Vec::with_capacity(changed.iter().map(|(_, c)| c.len()).sum());
     for (cell, changes) in changed {
         let at = cells.len();
         cells.push(cell);
@@ -609,13 +611,20 @@ fn compare_all(
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 s.spawn(move || {
+                    let mut verdicts = Verdicts::default();
                     (w..groups.len())
                         .step_by(workers)
                         .map(|gi| {
                             let changed = cells_from((old, new), (actors, groups), touched, gi)
                                 .into_iter()
                                 .filter_map(|(cell, reps)| {
-                                    let changes = compare((old, new), cuts, actors, families, reps);
+                                    let changes = compare(
+                                        (old, new),
+                                        cuts,
+                                        (actors, families),
+                                        reps,
+                                        &mut verdicts,
+                                    );
                                     (!changes.is_empty()).then_some((cell, changes))
                                 })
                                 .collect();
@@ -634,14 +643,30 @@ fn compare_all(
     by_group.into_iter().flat_map(|(_, cells)| cells).collect()
 }
 
+/// Verdicts shared by the change groups that have equal ones.
+#[derive(Default)]
+struct Verdicts(HashMap<Verdict, Arc<Verdict>>);
+
+impl Verdicts {
+    fn share(&mut self, v: Option<&Verdict>) -> Option<Arc<Verdict>> {
+        let v = v?;
+        if let Some(shared) = self.0.get(v) {
+            return Some(shared.clone());
+        }
+        let shared = Arc::new(v.clone());
+        self.0.insert(v.clone(), shared.clone());
+        Some(shared)
+    }
+}
+
 /// The changes from actor `a` to actor `b` over every family, protocol and port (the cell
 /// index is filled in by the caller).
 fn compare(
     (old, new): (&Engine, &Engine),
     cuts: &[BTreeSet<u32>; 2],
-    actors: &[Actor],
-    families: &[Family],
+    (actors, families): (&[Actor], &[Family]),
     (a, b): (usize, usize),
+    verdicts: &mut Verdicts,
 ) -> Vec<ChangeGroup> {
     let mut out = Vec::new();
     for &family in families {
@@ -680,8 +705,8 @@ fn compare(
                     family,
                     protocol,
                     ports,
-                    before: before.cloned(),
-                    after: after.cloned(),
+                    before: verdicts.share(before),
+                    after: verdicts.share(after),
                 });
             });
         }
@@ -703,8 +728,8 @@ fn extends(
         && last.family == family
         && last.protocol == protocol
         && u32::from(last.ports.end.get()) + 1 == u32::from(ports.start.get())
-        && last.before.as_ref() == before
-        && last.after.as_ref() == after
+        && last.before.as_deref() == before
+        && last.after.as_deref() == after
 }
 
 /// Walks the runs of ports on which both lists of segments (each empty, or covering every

@@ -133,9 +133,9 @@ type Shared = (
 
 impl Diff {
     /// This diff with only the changes on the ports of `filter` (cut to them).
-    pub fn narrowed(&self, filter: &Filter) -> Diff {
+    pub fn narrowed(&self, filter: &Filter) -> std::borrow::Cow<'_, Diff> {
         if filter == &Filter::default() {
-            return self.clone();
+            return std::borrow::Cow::Borrowed(self);
         }
         // Overlapping ranges asked would report a port twice: merge them first.
         let mut ranges = filter.ports.clone();
@@ -163,10 +163,16 @@ impl Diff {
                     .map(|ports| ChangeGroup { ports, ..g.clone() })
             })
             .collect();
-        Diff {
+        std::borrow::Cow::Owned(Diff {
             groups,
-            ..self.clone()
-        }
+            actors: self.actors.clone(),
+            cells: self.cells.clone(),
+            families: self.families.clone(),
+            pods_added: self.pods_added.clone(),
+            pods_removed: self.pods_removed.clone(),
+            nodes_added: self.nodes_added.clone(),
+            nodes_removed: self.nodes_removed.clone(),
+        })
     }
 
     /// The changes merged into lines (see [`Line`]): lost before gained, then by what
@@ -179,8 +185,8 @@ impl Diff {
                 .entry((
                     g.cell,
                     g.change,
-                    responsible(g.before.as_ref()),
-                    responsible(g.after.as_ref()),
+                    responsible(g.before.as_deref()),
+                    responsible(g.after.as_deref()),
                 ))
                 .or_default()
                 .push((g.family, g.protocol, g.ports));
