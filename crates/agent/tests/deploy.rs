@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use palisade_follow::source::kube::KINDS;
+use palisade_follow::source::kube::RESOURCES;
 use serde_json::{Value, json};
 
 /// Every object of every `deploy/*.yaml`, in file order.
@@ -59,7 +59,7 @@ fn cluster_role_grants_exactly_the_watched_kinds() {
             }
         }
     }
-    let watched: BTreeSet<(String, String)> = KINDS
+    let watched: BTreeSet<(String, String)> = RESOURCES
         .iter()
         .map(|k| (k.group.to_string(), k.plural.to_string()))
         .collect();

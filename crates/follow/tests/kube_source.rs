@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use kube_server::{ApiServer, End, Reply, fixture};
-use palisade_follow::source::kube::{self as source, KINDS, Options};
+use palisade_follow::source::kube::{self as source, Options, RESOURCES};
 use palisade_follow::source::{Event, Text};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -248,7 +248,7 @@ async fn lists_watches_resumes_and_relists() {
         .filter(|&i| events[i] == Event::Synced)
         .collect();
     assert_eq!(synced.len(), 1, "{:#?}", summaries(&events));
-    for kind in KINDS {
+    for kind in RESOURCES {
         let first = events
             .iter()
             .position(|e| kind_of(e).as_deref() == Some(kind.kind))

@@ -1,4 +1,4 @@
-//! The Kubernetes source: watches the API server for the kinds in [`KINDS`] and sends each
+//! The Kubernetes source: watches the API server for the kinds in [`RESOURCES`] and sends each
 //! object as one [`Text`] with the id `kube:<Kind>/<namespace>/<name>` (cluster-scoped
 //! kinds: `kube:<Kind>/<name>`), its body the object's JSON cut down to the fields
 //! Palisade reads.
@@ -34,9 +34,9 @@ use kube::runtime::watcher;
 
 use super::{Event, Sender, Text};
 
-/// A kind the source reads: its API group, version and resource name.
+/// An API resource the source reads: its group, version, kind and resource name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Kind {
+pub struct Resource {
     /// API group (`""` for the core group).
     pub group: &'static str,
     /// API version within the group.
@@ -49,51 +49,51 @@ pub struct Kind {
     pub optional: bool,
 }
 
-/// Every kind the source reads; the deployment's ClusterRole grants exactly these.
-pub const KINDS: [Kind; 7] = [
-    Kind {
+/// Every resource the source reads; the deployment's ClusterRole grants exactly these.
+pub const RESOURCES: [Resource; 7] = [
+    Resource {
         group: "",
         version: "v1",
         kind: "Namespace",
         plural: "namespaces",
         optional: false,
     },
-    Kind {
+    Resource {
         group: "",
         version: "v1",
         kind: "Pod",
         plural: "pods",
         optional: false,
     },
-    Kind {
+    Resource {
         group: "",
         version: "v1",
         kind: "Node",
         plural: "nodes",
         optional: false,
     },
-    Kind {
+    Resource {
         group: "networking.k8s.io",
         version: "v1",
         kind: "NetworkPolicy",
         plural: "networkpolicies",
         optional: false,
     },
-    Kind {
+    Resource {
         group: "policy.networking.k8s.io",
         version: "v1alpha1",
         kind: "AdminNetworkPolicy",
         plural: "adminnetworkpolicies",
         optional: true,
     },
-    Kind {
+    Resource {
         group: "policy.networking.k8s.io",
         version: "v1alpha1",
         kind: "BaselineAdminNetworkPolicy",
         plural: "baselineadminnetworkpolicies",
         optional: true,
     },
-    Kind {
+    Resource {
         group: "policy.networking.k8s.io",
         version: "v1alpha2",
         kind: "ClusterNetworkPolicy",
@@ -102,7 +102,7 @@ pub const KINDS: [Kind; 7] = [
     },
 ];
 
-impl Kind {
+impl Resource {
     /// `group/version`, or `version` for the core group.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
@@ -263,11 +263,11 @@ pub struct Snapshot {
     pub missing: Vec<&'static str>,
 }
 
-/// Lists every kind in [`KINDS`] once (paginated). A kind whose CRD is not installed is
+/// Lists every kind in [`RESOURCES`] once (paginated). A kind whose CRD is not installed is
 /// recorded in [`Snapshot::missing`]; any other failure is an error.
 pub async fn snapshot(client: &kube::Client) -> Result<Snapshot, KubeError> {
     let mut out = Snapshot::default();
-    for kind in &KINDS {
+    for kind in &RESOURCES {
         let api = kind.api(client.clone());
         let mut params = ListParams::default().limit(500);
         loop {
@@ -349,8 +349,8 @@ pub async fn run(client: kube::Client, tx: Sender) {
 /// Follows the cluster until the receiver of `tx` is dropped. API errors are logged and
 /// retried with backoff; they never end the source.
 pub async fn run_with(client: kube::Client, tx: Sender, options: Options) {
-    let unlisted = AtomicUsize::new(KINDS.len());
-    let watches = KINDS
+    let unlisted = AtomicUsize::new(RESOURCES.len());
+    let watches = RESOURCES
         .iter()
         .map(|kind| follow(kind, client.clone(), &tx, &unlisted, &options));
     futures::future::join_all(watches).await;
@@ -373,7 +373,7 @@ const BATCH: usize = 1024;
 /// arrive together (a burst, such as a rollout's pods) are merged: consecutive changes
 /// become one [`Event::Put`] or [`Event::Remove`].
 async fn follow(
-    kind: &'static Kind,
+    kind: &'static Resource,
     client: kube::Client,
     tx: &Sender,
     unlisted: &AtomicUsize,
@@ -465,7 +465,7 @@ enum Step {
 
 /// The state of one kind's watch loop.
 struct Follow<'a> {
-    kind: &'static Kind,
+    kind: &'static Resource,
     tx: &'a Sender,
     unlisted: &'a AtomicUsize,
     client: kube::Client,
@@ -764,7 +764,7 @@ fn backoff(options: &Options, errors: u32) -> Duration {
 }
 
 /// How to recover from a watcher error.
-fn recovery(kind: &Kind, error: &watcher::Error) -> Recovery {
+fn recovery(kind: &Resource, error: &watcher::Error) -> Recovery {
     match error {
         // "404 Not Found" on list: the resource is not served (a CRD not installed).
         watcher::Error::InitialListFailed(e) if kind.optional && status_code(e) == Some(404) => {
@@ -794,19 +794,19 @@ mod tests {
 
     #[test]
     fn ids_and_prefixes() {
-        let pod = &KINDS[1];
+        let pod = &RESOURCES[1];
         assert_eq!(pod.id(Some("x"), "a"), "kube:Pod/x/a");
         assert!(pod.id(Some("x"), "a").starts_with(&pod.prefix()));
-        let anp = &KINDS[4];
+        let anp = &RESOURCES[4];
         assert_eq!(anp.id(None, "p"), "kube:AdminNetworkPolicy/p");
         assert_eq!(anp.api_version(), "policy.networking.k8s.io/v1alpha1");
-        assert_eq!(KINDS[0].api_version(), "v1");
+        assert_eq!(RESOURCES[0].api_version(), "v1");
     }
 
     #[test]
     fn prefixes_do_not_overlap() {
-        for a in &KINDS {
-            for b in &KINDS {
+        for a in &RESOURCES {
+            for b in &RESOURCES {
                 if a != b {
                     assert!(
                         !a.prefix().starts_with(&b.prefix()),
