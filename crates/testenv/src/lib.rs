@@ -28,6 +28,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use palisade_test_support::unavailable;
 use rcgen::{
     BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
@@ -122,25 +123,19 @@ impl Binaries {
     }
 }
 
-/// The binaries, or `None` after printing why `test` is skipped and the command that
-/// builds them. Under `CI=true` a missing binary fails the test instead.
+/// The binaries, or `None` after reporting `test` unavailable with the command that builds
+/// them ([`palisade_test_support::unavailable`]: under `CI=true` the test fails instead).
 pub fn require(test: &str) -> Option<Binaries> {
-    match Binaries::find() {
-        Ok(bins) => Some(bins),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "{test}: the Kubernetes control plane is missing under CI=true ({why}); build it with `{BUILD_COMMAND}`"
+    Binaries::find()
+        .map_err(|why| {
+            unavailable(
+                test,
+                &format!(
+                    "needs the real Kubernetes control plane ({why}); build it with `{BUILD_COMMAND}` (Go and the Go module proxy), or set PALISADE_TESTENV"
+                ),
             )
-        }
-        Err(why) => {
-            // Straight to stderr, past the test harness's capture: a skip must be seen.
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: needs the real Kubernetes control plane ({why}); build it with `{BUILD_COMMAND}` (Go and the Go module proxy), or set PALISADE_TESTENV"
-            );
-            None
-        }
-    }
+        })
+        .ok()
 }
 
 /// The command that builds (or finds) helm and the prometheus-operator CRDs.
@@ -194,24 +189,19 @@ impl Helm {
     }
 }
 
-/// helm, or `None` after printing why `test` is skipped and the command that builds it.
-/// Under `CI=true` a missing helm fails the test instead.
+/// helm, or `None` after reporting `test` unavailable with the command that builds it
+/// (under `CI=true` the test fails instead).
 pub fn require_helm(test: &str) -> Option<Helm> {
-    match Helm::find() {
-        Ok(helm) => Some(helm),
-        Err(why) if std::env::var("CI").is_ok_and(|v| v == "true") => {
-            panic!(
-                "{test}: helm is missing under CI=true ({why}); build it with `{HELM_BUILD_COMMAND}`"
+    Helm::find()
+        .map_err(|why| {
+            unavailable(
+                test,
+                &format!(
+                    "needs the real helm ({why}); build it with `{HELM_BUILD_COMMAND}` (Go and the Go module proxy), or set PALISADE_HELM"
+                ),
             )
-        }
-        Err(why) => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED {test}: needs the real helm ({why}); build it with `{HELM_BUILD_COMMAND}` (Go and the Go module proxy), or set PALISADE_HELM"
-            );
-            None
-        }
-    }
+        })
+        .ok()
 }
 
 /// A loopback port free at the time of asking.
