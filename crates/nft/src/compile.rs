@@ -154,7 +154,7 @@ pub(crate) fn assemble(
     let mut b = Builder {
         logs: Logs::seeded(previous_logs),
         interner: Interner::default(),
-        chains: BTreeMap::new(),
+        chains: HashMap::new(),
         cluster,
         specs: None,
         record: None,
@@ -218,6 +218,7 @@ pub(crate) fn assemble(
         }
     }
     rs.chains = b.chains.into_values().collect();
+    rs.chains.sort_unstable_by(|x, y| x.name.cmp(&y.name));
     // Sets only shadowed rules used are not written.
     let used: BTreeSet<&str> = rs
         .chains
@@ -238,6 +239,7 @@ pub(crate) fn assemble(
             elements: Arc::unwrap_or_clone(s.nets),
         })
         .collect();
+    rs.sets.sort_unstable_by(|x, y| x.name.cmp(&y.name));
     rs.logs = b.logs.entries;
     (rs, built)
 }
@@ -265,7 +267,7 @@ fn dispatch(engine: &Engine, pods: &[PodId]) -> Vec<(IpAddr, usize)> {
 struct Builder<'c> {
     logs: Logs,
     interner: Interner,
-    chains: BTreeMap<String, Chain>,
+    chains: HashMap<String, Chain>,
     cluster: &'c palisade_model::Cluster,
     /// The policies by name, made when a class is built (a replay needs none).
     specs: Option<PeerSpecs<'c>>,
@@ -292,7 +294,8 @@ struct SetUse {
     v6: bool,
     interval: bool,
     nets: Arc<Vec<IpNet>>,
-    what: String,
+    /// The name the set's peers give it ([`Interner::base_name`]).
+    base: String,
     name: String,
 }
 
@@ -316,17 +319,12 @@ impl Builder<'_> {
         // The names of sets do not depend on chains, nor those of chains on other chains
         // than the ones with their digest: sets first, then chains, as building did.
         for s in &built.sets {
-            if self
-                .interner
-                .named(s.v6, s.interval, s.nets.clone(), &s.what)
-                != s.name
-            {
+            if !self.interner.renamed(s) {
                 return false;
             }
         }
         for c in &built.chains {
-            let digest = c.name.trim_end_matches('x').to_string();
-            if self.store_chain(digest, c.rules.clone()) != c.name {
+            if !self.restored_chain(c) {
                 return false;
             }
         }
@@ -346,6 +344,23 @@ impl Builder<'_> {
             });
         }
         name
+    }
+
+    /// Stores a recorded chain again: true when storing its rules under their digest
+    /// gives the recorded name (the common case, a name free or holding these rules, is
+    /// checked without a copy).
+    fn restored_chain(&mut self, c: &Chain) -> bool {
+        match self.chains.get(&c.name) {
+            Some(held) if held.rules == c.rules && !c.name.ends_with('x') => true,
+            None if !c.name.ends_with('x') => {
+                self.chains.insert(c.name.clone(), c.clone());
+                true
+            }
+            _ => {
+                let digest = c.name.trim_end_matches('x').to_string();
+                self.store_chain(digest, c.rules.clone()) == c.name
+            }
+        }
     }
 
     /// Stores `rules` as the chain named `name` (its content digest) unless a chain of
@@ -523,7 +538,7 @@ struct Interner {
     /// Per shared set, the matches made of it for each thing it stood for (rules with
     /// different peers may share a set of addresses; each names its own).
     by_set: HashMap<SetKey, Vec<(String, FamilyMatches)>>,
-    sets: BTreeMap<String, SetElements>,
+    sets: HashMap<String, SetElements>,
     /// The sets named while a class is built, in order.
     record: Option<Vec<SetUse>>,
 }
@@ -574,7 +589,7 @@ impl Interner {
                     v6: s.v6,
                     interval: s.interval,
                     nets: s.nets.clone(),
-                    what: what.to_string(),
+                    base: Interner::base_name(s.v6, s.interval, what),
                     name: set.clone(),
                 });
             }
@@ -635,14 +650,34 @@ impl Interner {
     /// relative to the subject's namespace differ between classes), a digest of the
     /// addresses is appended.
     fn named(&mut self, v6: bool, interval: bool, nets: Arc<Vec<IpNet>>, what: &str) -> String {
-        let base = format!(
+        let base = Interner::base_name(v6, interval, what);
+        let name = self.name_from(&base, v6, interval, nets.clone());
+        if let Some(record) = &mut self.record {
+            record.push(SetUse {
+                v6,
+                interval,
+                nets,
+                base,
+                name: name.clone(),
+            });
+        }
+        name
+    }
+
+    /// `s4`/`s6`, `i` for an interval set, and a digest of what the set stands for.
+    fn base_name(v6: bool, interval: bool, what: &str) -> String {
+        format!(
             "s{}{}{}",
             if v6 { 6 } else { 4 },
             if interval { "i" } else { "" },
             digest(what)
-        );
+        )
+    }
+
+    /// [`Interner::named`] from the base name.
+    fn name_from(&mut self, base: &str, v6: bool, interval: bool, nets: Arc<Vec<IpNet>>) -> String {
         let holds_other = |s: &SetElements| !Arc::ptr_eq(&s.nets, &nets) && *s.nets != *nets;
-        let mut name = base.clone();
+        let mut name = base.to_string();
         if self.sets.get(&name).is_some_and(holds_other) {
             let text: Vec<String> = nets.iter().map(ToString::to_string).collect();
             name = format!("{base}_{}", digest(&text.join(",")));
@@ -650,19 +685,21 @@ impl Interner {
         while self.sets.get(&name).is_some_and(holds_other) {
             name.push('x'); // a digest collision: still unique, still not user text
         }
-        if let Some(record) = &mut self.record {
-            record.push(SetUse {
-                v6,
-                interval,
-                nets: nets.clone(),
-                what: what.to_string(),
-                name: name.clone(),
-            });
-        }
         self.sets
             .entry(name.clone())
             .or_insert(SetElements { v6, interval, nets });
         name
+    }
+
+    /// Names a recorded set again: true when the name comes out as recorded (the common
+    /// case, the base name holding these very elements, is checked without a copy).
+    fn renamed(&mut self, s: &SetUse) -> bool {
+        if s.name == s.base
+            && let Some(held) = self.sets.get(&s.base)
+        {
+            return Arc::ptr_eq(&held.nets, &s.nets) || *held.nets == *s.nets;
+        }
+        self.name_from(&s.base, s.v6, s.interval, s.nets.clone()) == s.name
     }
 }
 

@@ -5,15 +5,17 @@
 //!
 //! The full compile stays the reference and the fallback: an incremental compile gives
 //! the ruleset [`crate::compile_after`] gives for the same engine (property-tested), and
-//! whenever it cannot be sure it will (a change that touched everything or most pods,
-//! another node, the first or last policy naming a port (the classes change), a program
+//! whenever it cannot be sure it will (a change that touched everything, another node, the first or last policy naming a port (the classes change), a program
 //! outside `Touched` that changed anyway, two classes with one digest), it compiles in
 //! full.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use palisade_engine::{Engine, PodId, Touched};
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use palisade_engine::{ConcreteRule, Engine, PodId, SideProgram, Touched};
 
 use crate::compile::{Classes, CompileError, Pods, SIDES, assemble};
 use crate::ir::Ruleset;
@@ -43,19 +45,12 @@ struct Memo {
     cluster_pods: usize,
     /// Whether container ports told classes apart ([`Engine::classes_by_ports`]).
     classes_by_ports: bool,
-    pods: Pods,
+    pods: Arc<Pods>,
     /// Egress, ingress: every class with its program and what building its chains did.
     sides: [Classes; 2],
     /// Per side, each class by its id.
     by_id: [HashMap<u64, usize>; 2],
 }
-
-/// A change touching more than this share of the node's pods compiles in full (the
-/// incremental compile would do the same work, and keep more)...
-const TOO_BROAD: f64 = 0.5;
-
-/// ...on a node with at least this many pods (below, either compile is quick).
-const FEW_PODS: usize = 32;
 
 impl Compiled {
     /// Compiles the pods of `node` in full, keeping the log ids of `previous`.
@@ -68,7 +63,7 @@ impl Compiled {
         let sides = Classes::all(engine, &pods.list);
         let logs = previous.map_or(&[][..], |r| &r.logs);
         let (ruleset, built) = assemble(engine, &pods, &sides, None, logs);
-        let memo = Memo::new(node, engine, pods, sides, built);
+        let memo = Memo::new(node, engine, Arc::new(pods), sides, built);
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
             memo,
@@ -122,9 +117,6 @@ impl Compiled {
         let touched_k: Vec<usize> = (0..list.len())
             .filter(|&k| touched.contains(list[k]))
             .collect();
-        if list.len() >= FEW_PODS && touched_k.len() as f64 > TOO_BROAD * list.len() as f64 {
-            return Err("the change touched most pods");
-        }
         let touched_pods: Vec<PodId> = touched_k.iter().map(|&k| list[k]).collect();
         let (egress, ingress) = rayon::join(
             || engine.side_classes(&touched_pods, SIDES[0]),
@@ -142,7 +134,7 @@ impl Compiled {
         ];
         let (ruleset, built) =
             assemble(engine, &memo.pods, &sides, Some(exempt), &self.ruleset.logs);
-        let memo = Memo::new(node, engine, memo.pods.clone(), sides, built);
+        let memo = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built);
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
             memo,
@@ -156,7 +148,7 @@ impl Memo {
     fn new(
         node: Option<&str>,
         engine: &Engine,
-        pods: Pods,
+        pods: Arc<Pods>,
         mut sides: [Classes; 2],
         built: [Vec<Arc<crate::compile::Built>>; 2],
     ) -> Option<Memo> {
@@ -210,13 +202,14 @@ fn merge(
     }
     let mut out = Classes::default();
     let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut same = SameSets::default();
     for (k, &id) in id_of.iter().enumerate() {
         let class = match index.get(&id) {
             Some(&c) => c,
             None => {
                 let old_class = old_by_id.get(&id).copied();
                 let (program, built) = match (fresh_by_id.get(&id), old_class) {
-                    (Some(&f), Some(o)) if fresh.programs[f] == old.programs[o] => {
+                    (Some(&f), Some(o)) if same.programs(&fresh.programs[f], &old.programs[o]) => {
                         (old.programs[o].clone(), old.built[o].clone())
                     }
                     (Some(&f), _) => (fresh.programs[f].clone(), None),
@@ -237,4 +230,61 @@ fn merge(
         out.class_of.push(class);
     }
     Some(out)
+}
+
+/// Program equality with each pair of address sets compared once: the programs of one
+/// compile share their sets (`Arc`s), and sets of thousands of addresses recur in
+/// hundreds of programs.
+#[derive(Default)]
+struct SameSets {
+    seen: HashMap<(usize, usize), bool>,
+}
+
+impl SameSets {
+    /// Whether `a` and `b` are equal (as `==` says).
+    fn programs(&mut self, a: &SideProgram, b: &SideProgram) -> bool {
+        a.exempt == b.exempt
+            && a.isolated == b.isolated
+            && a.isolating == b.isolating
+            && a.shared_address == b.shared_address
+            && self.rules(&a.admin, &b.admin)
+            && self.rules(&a.network, &b.network)
+            && self.rules(&a.baseline, &b.baseline)
+    }
+
+    fn rules(&mut self, a: &[ConcreteRule], b: &[ConcreteRule]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| self.rule(x, y))
+    }
+
+    fn rule(&mut self, a: &ConcreteRule, b: &ConcreteRule) -> bool {
+        let ports = match (&a.ports, &b.ports) {
+            (None, None) => true,
+            (Some(x), Some(y)) => {
+                x.len() == y.len()
+                    && x.iter().zip(y).all(|(p, q)| {
+                        p.protocol == q.protocol
+                            && p.range == q.range
+                            && match (&p.only_to, &q.only_to) {
+                                (None, None) => true,
+                                (Some(s), Some(t)) => self.sets(s, t),
+                                _ => false,
+                            }
+                    })
+            }
+            _ => false,
+        };
+        ports
+            && a.rule == b.rule
+            && a.peers.any == b.peers.any
+            && a.peers.blocks == b.peers.blocks
+            && self.sets(&a.peers.addrs, &b.peers.addrs)
+    }
+
+    fn sets(&mut self, a: &Arc<BTreeSet<IpAddr>>, b: &Arc<BTreeSet<IpAddr>>) -> bool {
+        if Arc::ptr_eq(a, b) {
+            return true;
+        }
+        let key = (Arc::as_ptr(a) as usize, Arc::as_ptr(b) as usize);
+        *self.seen.entry(key).or_insert_with(|| a == b)
+    }
 }
