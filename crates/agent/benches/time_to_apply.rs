@@ -81,8 +81,9 @@ fn report(what: &str, outcomes: &[(Duration, Outcome)]) {
         v.sort();
         percentile(&v, q)
     };
+    let incremental = outcomes.iter().filter(|o| o.1.incremental).count();
     println!(
-        "{what:<52} p50 {:>7.1} ms  p99 {:>7.1} ms   (p50: store {:.1}, engine {:.1}, compile {:.1}, nft {:.1}; then conntrack {:.1})",
+        "{what:<52} p50 {:>7.1} ms  p99 {:>7.1} ms   (p50: store {:.1}, engine {:.1}, compile {:.1}, nft {:.1}; then conntrack {:.1}; compiled incrementally {incremental}/{})",
         ms(p(&|o| o.0, 0.5)),
         ms(p(&|o| o.0, 0.99)),
         ms(p(&|o| o.1.store, 0.5)),
@@ -90,6 +91,7 @@ fn report(what: &str, outcomes: &[(Duration, Outcome)]) {
         ms(p(&|o| o.1.compile, 0.5)),
         ms(p(&|o| o.1.transaction, 0.5)),
         ms(p(&|o| o.1.conntrack, 0.5)),
+        outcomes.len(),
     );
 }
 

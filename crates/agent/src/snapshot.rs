@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use palisade_engine::{Change, Engine};
+use palisade_engine::{Change, Engine, Touched};
 use palisade_nft::Ruleset;
 use tokio::sync::watch;
 
@@ -48,10 +48,12 @@ impl Published {
         &self.current
     }
 
-    /// Makes a new current version: the old one with `changes` applied, in order.
-    pub(crate) fn apply(&mut self, changes: Vec<Change>) {
+    /// Makes a new current version: the old one with `changes` applied, in order; returns
+    /// what they touched.
+    pub(crate) fn apply(&mut self, changes: Vec<Change>) -> Touched {
+        let mut touched = Touched::default();
         if changes.is_empty() {
-            return;
+            return touched;
         }
         let mut next = match self.previous.take() {
             Some((previous, lag)) => match Arc::try_unwrap(previous) {
@@ -66,9 +68,10 @@ impl Published {
             None => Engine::clone(&self.current),
         };
         for change in &changes {
-            next.apply(change.clone());
+            touched.merge(&next.apply(change.clone()));
         }
         let previous = std::mem::replace(&mut self.current, Arc::new(next));
         self.previous = Some((previous, changes));
+        touched
     }
 }
