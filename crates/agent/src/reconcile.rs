@@ -278,7 +278,8 @@ impl Reconciler {
         let t = Instant::now();
         // On failure the kernel still holds the old ruleset (the transaction is atomic),
         // and `self.compiled` stays empty: the next change replaces the table whole.
-        match self.compiled.take() {
+        let old = self.compiled.take();
+        match &old {
             None => self.kernel.replace(new.ruleset(), netns)?,
             Some(old) => self
                 .kernel
@@ -288,6 +289,9 @@ impl Reconciler {
         self.metrics.applied(seen);
         self.metrics.ruleset(new.ruleset());
         self.compiled = Some(new);
+        // Freeing what the previous compile kept (the programs and chains of the classes
+        // built again) is not on the way to the kernel.
+        drop(old);
         Ok(true)
     }
 
