@@ -35,11 +35,14 @@ pub(crate) struct Published {
 }
 
 impl Published {
-    /// Publishes a newly built engine.
+    /// Publishes a newly built engine, with a spare copy for the first change to take:
+    /// copying a whole engine (85 ms at 10,000 pods) belongs with the full build, not on
+    /// the way from the first change to the kernel.
     pub(crate) fn new(engine: Engine) -> Self {
+        let spare = Arc::new(engine.clone());
         Published {
             current: Arc::new(engine),
-            previous: None,
+            previous: Some((spare, Vec::new())),
         }
     }
 
