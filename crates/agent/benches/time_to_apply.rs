@@ -81,8 +81,9 @@ fn report(what: &str, outcomes: &[(Duration, Outcome)]) {
         v.sort();
         percentile(&v, q)
     };
+    let incremental = outcomes.iter().filter(|o| o.1.incremental).count();
     println!(
-        "{what:<52} p50 {:>7.1} ms  p99 {:>7.1} ms   (p50: store {:.1}, engine {:.1}, compile {:.1}, nft {:.1}; then conntrack {:.1})",
+        "{what:<52} p50 {:>7.1} ms  p99 {:>7.1} ms   (p50: store {:.1}, engine {:.1}, compile {:.1}, nft {:.1}; then conntrack {:.1}; compiled incrementally {incremental}/{})",
         ms(p(&|o| o.0, 0.5)),
         ms(p(&|o| o.0, 0.99)),
         ms(p(&|o| o.1.store, 0.5)),
@@ -90,7 +91,22 @@ fn report(what: &str, outcomes: &[(Duration, Outcome)]) {
         ms(p(&|o| o.1.compile, 0.5)),
         ms(p(&|o| o.1.transaction, 0.5)),
         ms(p(&|o| o.1.conntrack, 0.5)),
+        outcomes.len(),
     );
+    // The slowest change (p99 of 40 is the slowest), by stage and by its place in the run.
+    if let Some((i, (total, o))) = outcomes.iter().enumerate().max_by_key(|(_, o)| o.0) {
+        println!(
+            "{:<52} slowest: change {} of {}, {:.1} ms (store {:.1}, engine {:.1}, compile {:.1}, nft {:.1})",
+            "",
+            i + 1,
+            outcomes.len(),
+            ms(*total),
+            ms(o.store),
+            ms(o.engine),
+            ms(o.compile),
+            ms(o.transaction),
+        );
+    }
 }
 
 /// Time-to-apply of one outcome: everything up to the committed transaction.

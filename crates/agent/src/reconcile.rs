@@ -12,8 +12,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use palisade_engine::{Change, Engine, Options};
-use palisade_nft::{KernelError, NftError, Ruleset};
+use palisade_engine::{Change, Engine, Options, Touched};
+use palisade_nft::{Compiled, KernelError, NftError, Ruleset};
 
 use palisade_follow::store::{Scope, Store, Update};
 use palisade_follow::{Batch, Sink};
@@ -88,8 +88,11 @@ pub struct Reconciler {
     engine: Option<Published>,
     /// Enforced plus staged policies, when any policy is staged.
     staged: Option<Published>,
-    /// The ruleset in the kernel, if the last transaction succeeded.
-    ruleset: Option<Arc<Ruleset>>,
+    /// The ruleset in the kernel, if the last transaction succeeded, with what the next
+    /// compile reuses of it.
+    compiled: Option<Compiled>,
+    /// What the changes since that compile touched.
+    touched: Touched,
     /// Where each reconcile's snapshot is published.
     snapshots: watch::Sender<Arc<Snapshot>>,
     /// Where the enforced admin policies are published for `--report-status`.
@@ -113,6 +116,8 @@ pub struct Outcome {
     pub transaction: Duration,
     /// Deleting the tracked connections the change forbids.
     pub conntrack: Duration,
+    /// Whether the ruleset was compiled from the previous one (only what changed built).
+    pub incremental: bool,
 }
 
 impl Reconciler {
@@ -124,7 +129,8 @@ impl Reconciler {
             kernel: Box::new(Nftables),
             engine: None,
             staged: None,
-            ruleset: None,
+            compiled: None,
+            touched: Touched::default(),
             snapshots: watch::Sender::new(Arc::default()),
             status: None,
         }
@@ -161,7 +167,7 @@ impl Reconciler {
             ..Outcome::default()
         };
         let first = self.engine.is_none();
-        let mut enforced_changed = first || self.ruleset.is_none();
+        let mut enforced_changed = first || self.compiled.is_none();
         let t = Instant::now();
         match self.engine.as_mut() {
             None => {
@@ -175,7 +181,7 @@ impl Reconciler {
                     .map(|(update, _)| update.change())
                     .collect();
                 enforced_changed |= !enforced.is_empty();
-                engine.apply(enforced);
+                self.touched.merge(&engine.apply(enforced));
             }
         }
         self.follow_staged(store, changes, first);
@@ -200,7 +206,7 @@ impl Reconciler {
             generation,
             engine: self.engine.as_ref().map(|e| e.current().clone()),
             staged: self.staged.as_ref().map(|e| e.current().clone()),
-            ruleset: self.ruleset.clone(),
+            ruleset: self.ruleset().cloned(),
         }));
     }
 
@@ -227,7 +233,7 @@ impl Reconciler {
         let Some(status) = &self.status else {
             return;
         };
-        if self.ruleset.is_some() {
+        if self.compiled.is_some() {
             let now = crate::status::desired(store);
             status.send_if_modified(|shown| {
                 let changed = *shown != now;
@@ -239,6 +245,11 @@ impl Reconciler {
         }
     }
 
+    /// The ruleset in the kernel, if the last transaction succeeded.
+    fn ruleset(&self) -> Option<&Arc<Ruleset>> {
+        self.compiled.as_ref().map(Compiled::ruleset)
+    }
+
     /// Compiles the enforced engine and brings the kernel to it: a full atomic replace the
     /// first time (or after a refused transaction), else an incremental update.
     fn commit(&mut self, seen: Instant, outcome: &mut Outcome) -> Result<bool, NftError> {
@@ -248,34 +259,49 @@ impl Reconciler {
         let engine = engine.current().clone();
         let t = Instant::now();
         let node = self.config.node.as_deref();
-        // Keeping the log ids of the ruleset in force keeps unchanged chains unchanged.
-        let new = match &self.ruleset {
-            Some(previous) => palisade_nft::compile_after(&engine, node, previous)?,
-            None => palisade_nft::compile(&engine, node)?,
+        // From the ruleset in force: its log ids are kept, which keeps unchanged chains
+        // unchanged, and only what the changes touched is built again.
+        let new = match &self.compiled {
+            Some(previous) => {
+                let (new, path) = previous.next(&engine, node, &self.touched)?;
+                outcome.incremental = path == palisade_nft::Path::Incremental;
+                if let palisade_nft::Path::Full(why) = path {
+                    tracing::debug!(why, "compiled in full");
+                }
+                new
+            }
+            None => Compiled::full(&engine, node, None)?,
         };
+        self.touched = Touched::default();
         outcome.compile = t.elapsed();
         let netns = self.config.netns.as_deref();
         let t = Instant::now();
         // On failure the kernel still holds the old ruleset (the transaction is atomic),
-        // and `self.ruleset` stays empty: the next change replaces the table whole.
-        match self.ruleset.take() {
-            None => self.kernel.replace(&new, netns)?,
-            Some(old) => self.kernel.transition(&old, &new, netns)?,
+        // and `self.compiled` stays empty: the next change replaces the table whole.
+        let old = self.compiled.take();
+        match &old {
+            None => self.kernel.replace(new.ruleset(), netns)?,
+            Some(old) => self
+                .kernel
+                .transition(old.ruleset(), new.ruleset(), netns)?,
         }
         outcome.transaction = t.elapsed();
         self.metrics.applied(seen);
-        self.metrics.ruleset(&new);
-        self.ruleset = Some(Arc::new(new));
+        self.metrics.ruleset(new.ruleset());
+        self.compiled = Some(new);
+        // Freeing what the previous compile kept (the programs and chains of the classes
+        // built again) is not on the way to the kernel.
+        drop(old);
         Ok(true)
     }
 
     /// Deletes the tracked connections the ruleset in force forbids.
     fn cut_forbidden(&mut self, outcome: &mut Outcome) {
         let t = Instant::now();
-        if let Some(ruleset) = &self.ruleset {
+        if let Some(ruleset) = self.ruleset().cloned() {
             match self
                 .kernel
-                .cut_forbidden(ruleset, self.config.netns.as_deref())
+                .cut_forbidden(&ruleset, self.config.netns.as_deref())
             {
                 Ok(n) => self.metrics.connections_cut(n),
                 Err(e) => tracing::warn!(error = %e, "conntrack cleanup failed"),

@@ -84,6 +84,13 @@ impl Touched {
 }
 
 impl Engine {
+    /// Whether the pods' container ports tell side classes apart ([`Engine::side_classes`]:
+    /// they do while some policy names a port). When this changes, pods change classes
+    /// though no program changes, whatever [`Touched`] says.
+    pub fn classes_by_ports(&self) -> bool {
+        self.uses_named_ports()
+    }
+
     /// Applies one change, updating only the state that depends on the changed object;
     /// returns the pods whose side programs it may have changed.
     pub fn apply(&mut self, change: Change) -> Touched {
@@ -142,7 +149,7 @@ impl Engine {
                     .admin_policies
                     .iter()
                     .position(|x| x.kind == p.kind && x.name == p.name)
-                    .map(|i| self.admins[i].subject.clone())
+                    .map(|i| self.admin_removal_touches(i))
                     .unwrap_or_default();
                 self.upsert_admin(p);
                 if let Some(new) = self.admins.last() {
@@ -157,7 +164,7 @@ impl Engine {
                     .iter()
                     .position(|p| p.kind == kind && p.name == name)
                 {
-                    let pods = self.admins[i].subject.clone();
+                    let pods = self.admin_removal_touches(i);
                     self.remove_admin(i);
                     return Touched { all: false, pods };
                 }
@@ -188,6 +195,17 @@ impl Engine {
             }
             _ => Touched::everything(),
         }
+    }
+
+    /// The pods whose policy lists removing admin policy `i` rebuilds (which may reorder
+    /// their isolating policies): its subjects, and those of the last policy, which takes
+    /// its place.
+    fn admin_removal_touches(&self, i: usize) -> BitSet {
+        let mut pods = self.admins[i].subject.clone();
+        if let Some(last) = self.admins.last() {
+            pods.union(&last.subject);
+        }
+        pods
     }
 
     /// Whether some admin policy has peers relative to the subject's namespace (their

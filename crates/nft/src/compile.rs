@@ -10,7 +10,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use ipnet::IpNet;
-use palisade_engine::{ConcreteRule, Decision, EndpointKind, Engine, PodId, SideProgram, Tier};
+use palisade_engine::{
+    ConcreteRule, Decision, EndpointKind, Engine, PodId, SideClasses, SideProgram, Tier,
+};
 use palisade_model::{Action, Direction, Protocol};
 
 use crate::chain_names::content_name;
@@ -40,85 +42,183 @@ pub fn compile_after(
     node: Option<&str>,
     previous: &Ruleset,
 ) -> Result<Ruleset, CompileError> {
-    let cluster = engine.cluster();
-    if let Some(n) = node
-        && engine.node_id(n).is_none()
-    {
-        return Err(CompileError::UnknownNode(n.to_string()));
-    }
-    let host_addrs = cluster
-        .nodes
-        .iter()
-        .filter(|n| node.is_none_or(|want| n.name == want))
-        .flat_map(|n| n.addresses.iter().copied())
-        .collect();
-    let mut pods: Vec<PodId> = (0..cluster.pods.len())
-        .filter(|&p| {
-            let pod = &cluster.pods[p];
-            !pod.host_network
-                && !pod.ips.is_empty()
-                && node.is_none_or(|n| pod.node_name.as_deref() == Some(n))
+    let pods = Pods::of(engine, node)?;
+    let sides = Classes::all(engine, &pods.list);
+    Ok(assemble(engine, &pods, &sides, None, &previous.logs).0)
+}
+
+/// The pods a compile covers: the node's pods with an address and a network of their own,
+/// in key order, and each address with the pod whose chains decide it.
+#[derive(Debug, Clone)]
+pub(crate) struct Pods {
+    /// The pods, sorted by key (an index into this list is what `dispatch` and
+    /// [`Classes::class_of`] speak of).
+    pub(crate) list: Vec<PodId>,
+    /// Each address with the index of the pod deciding it (see [`dispatch`]).
+    pub(crate) dispatch: Vec<(IpAddr, usize)>,
+    /// The node's own addresses.
+    pub(crate) host_addrs: Vec<IpAddr>,
+}
+
+impl Pods {
+    /// The pods of `node` (every pod when `None`).
+    pub(crate) fn of(engine: &Engine, node: Option<&str>) -> Result<Pods, CompileError> {
+        let cluster = engine.cluster();
+        if let Some(n) = node
+            && engine.node_id(n).is_none()
+        {
+            return Err(CompileError::UnknownNode(n.to_string()));
+        }
+        let host_addrs = cluster
+            .nodes
+            .iter()
+            .filter(|n| node.is_none_or(|want| n.name == want))
+            .flat_map(|n| n.addresses.iter().copied())
+            .collect();
+        let mut list: Vec<PodId> = (0..cluster.pods.len())
+            .filter(|&p| {
+                let pod = &cluster.pods[p];
+                !pod.host_network
+                    && !pod.ips.is_empty()
+                    && node.is_none_or(|n| pod.node_name.as_deref() == Some(n))
+            })
+            .collect();
+        list.sort_by_cached_key(|&p| cluster.pods[p].key());
+        let dispatch = dispatch(engine, &list);
+        Ok(Pods {
+            list,
+            dispatch,
+            host_addrs,
         })
-        .collect();
-    pods.sort_by_key(|&p| cluster.pods[p].key());
-    let dispatch = dispatch(engine, &pods);
+    }
+}
+
+/// One side's classes as [`assemble`] takes them: the engine's [`SideClasses`], each
+/// program shared, and for a class whose chains an earlier compile built, what building
+/// them did (replayed instead of built again).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Classes {
+    /// One program per class.
+    pub(crate) programs: Vec<Arc<SideProgram>>,
+    /// Per class, the engine's digest of what its members share (its chain's name).
+    pub(crate) ids: Vec<u64>,
+    /// The class of each pod of [`Pods::list`].
+    pub(crate) class_of: Vec<usize>,
+    /// Per class, what building its chains did before, if known.
+    pub(crate) built: Vec<Option<Arc<Built>>>,
+}
+
+impl Classes {
+    /// The engine's classes of `pods`, egress then ingress, nothing built yet.
+    pub(crate) fn all(engine: &Engine, pods: &[PodId]) -> [Classes; 2] {
+        // The two sides are independent: one task each on rayon's pool.
+        let (egress, ingress) = rayon::join(
+            || engine.side_classes(pods, Direction::Egress),
+            || engine.side_classes(pods, Direction::Ingress),
+        );
+        [egress, ingress].map(Classes::from)
+    }
+}
+
+impl From<SideClasses> for Classes {
+    fn from(c: SideClasses) -> Classes {
+        Classes {
+            built: vec![None; c.programs.len()],
+            programs: c.programs.into_iter().map(Arc::new).collect(),
+            ids: c.ids,
+            class_of: c.class_of,
+        }
+    }
+}
+
+/// The two sides in the order [`assemble`] takes them.
+pub(crate) const SIDES: [Direction; 2] = [Direction::Egress, Direction::Ingress];
+
+/// The ruleset of `pods` whose sides fall into `sides` (egress, ingress), keeping the log
+/// ids of `previous_logs`; with `exempt` (egress, ingress), the exemption pairs are taken as
+/// given instead of asked of the engine. Also returns, per side and class, what building
+/// the class's chains did.
+///
+/// A class with a [`Classes::built`] record is replayed: the sets and chains it named are
+/// named again in the same order, and when every name comes out as recorded (it does unless
+/// a name's owner changed), its chains are taken as recorded; otherwise it is built. The
+/// result is the same either way: the record is what building the same program does.
+pub(crate) fn assemble(
+    engine: &Engine,
+    pods: &Pods,
+    sides: &[Classes; 2],
+    exempt: Option<[Vec<(IpAddr, IpAddr)>; 2]>,
+    previous_logs: &[LoggedDecision],
+) -> (Ruleset, [Vec<Arc<Built>>; 2]) {
+    let cluster = engine.cluster();
     let mut b = Builder {
-        logs: Logs::seeded(&previous.logs),
+        logs: Logs::seeded(previous_logs),
         interner: Interner::default(),
-        chains: BTreeMap::new(),
-        specs: PeerSpecs::new(cluster),
+        chains: HashMap::new(),
+        cluster,
+        specs: None,
+        record: None,
     };
     let mut rs = Ruleset {
-        host_addrs,
+        host_addrs: pods.host_addrs.clone(),
         ..Ruleset::default()
     };
-    // The two sides are independent: one task each on rayon's pool.
-    let (egress, ingress) = rayon::join(
-        || engine.side_classes(&pods, Direction::Egress),
-        || engine.side_classes(&pods, Direction::Ingress),
-    );
-    let both = [(Direction::Egress, egress), (Direction::Ingress, ingress)];
     // Log ids in pod order (each pod's egress side, then its ingress side), so that they
-    // do not depend on how the pods fall into classes.
+    // do not depend on how the pods fall into classes. A class built before has its ids
+    // already: `previous_logs` carries them.
     let mut seen = [
-        vec![false; both[0].1.programs.len()],
-        vec![false; both[1].1.programs.len()],
+        vec![false; sides[0].programs.len()],
+        vec![false; sides[1].programs.len()],
     ];
-    for k in 0..pods.len() {
-        for ((dir, classes), seen) in both.iter().zip(&mut seen) {
+    for k in 0..pods.list.len() {
+        for ((dir, classes), seen) in SIDES.iter().zip(sides).zip(&mut seen) {
             let class = classes.class_of[k];
-            if !std::mem::replace(&mut seen[class], true) {
+            if !std::mem::replace(&mut seen[class], true) && classes.built[class].is_none() {
                 b.logs.assign(*dir, &classes.programs[class]);
             }
         }
     }
-    for (dir, classes) in &both {
+    let mut built: [Vec<Arc<Built>>; 2] = [Vec::new(), Vec::new()];
+    let mut exempt = exempt.map(|[e, i]| [Some(e), Some(i)]).unwrap_or_default();
+    for (((dir, classes), built), given) in SIDES.iter().zip(sides).zip(&mut built).zip(&mut exempt)
+    {
         let dir = *dir;
         let letter = if dir == Direction::Egress { 'e' } else { 'i' };
-        let class_chains: Vec<String> = classes
-            .programs
-            .iter()
-            .zip(&classes.ids)
-            .map(|(program, id)| {
-                let entry = b.side(dir, program);
-                b.named_chain(format!("{letter}{:012x}", id & 0xffff_ffff_ffff), entry)
-            })
-            .collect();
+        let mut class_chains: Vec<String> = Vec::with_capacity(classes.programs.len());
+        for (class, program) in classes.programs.iter().enumerate() {
+            let record = match &classes.built[class] {
+                Some(before) if b.replay(before) => before.clone(),
+                _ => Arc::new(b.side_recorded(dir, program)),
+            };
+            let id = classes.ids[class];
+            let name = format!("{letter}{:012x}", id & 0xffff_ffff_ffff);
+            class_chains.push(b.named_chain(name, record.entry.clone()));
+            built.push(record);
+        }
         let (map, exempt) = if dir == Direction::Egress {
             (&mut rs.egress, &mut rs.egress_exempt)
         } else {
             (&mut rs.ingress, &mut rs.ingress_exempt)
         };
-        for &(ip, k) in &dispatch {
+        map.reserve(pods.dispatch.len());
+        for &(ip, k) in &pods.dispatch {
             map.push((ip, class_chains[classes.class_of[k]].clone()));
-            for peer in engine.side_exempt(pods[k], dir) {
-                if peer.is_ipv6() == ip.is_ipv6() {
-                    exempt.push((ip, peer));
+        }
+        match given.take() {
+            Some(pairs) => *exempt = pairs,
+            None => {
+                for &(ip, k) in &pods.dispatch {
+                    for peer in engine.side_exempt(pods.list[k], dir) {
+                        if peer.is_ipv6() == ip.is_ipv6() {
+                            exempt.push((ip, peer));
+                        }
+                    }
                 }
             }
         }
     }
     rs.chains = b.chains.into_values().collect();
+    rs.chains.sort_unstable_by(|x, y| x.name.cmp(&y.name));
     // Sets only shadowed rules used are not written.
     let used: BTreeSet<&str> = rs
         .chains
@@ -130,11 +230,18 @@ pub fn compile_after(
             _ => None,
         })
         .collect();
-    rs.sets = (b.interner.sets.into_values())
-        .filter(|s| used.contains(s.name.as_str()))
+    rs.sets = (b.interner.sets.into_iter())
+        .filter(|(name, _)| used.contains(name.as_str()))
+        .map(|(name, s)| NamedSet {
+            name,
+            v6: s.v6,
+            interval: s.interval,
+            elements: Arc::unwrap_or_clone(s.nets),
+        })
         .collect();
+    rs.sets.sort_unstable_by(|x, y| x.name.cmp(&y.name));
     rs.logs = b.logs.entries;
-    Ok(rs)
+    (rs, built)
 }
 
 /// Each address of the compiled pods with the pod (index into `pods`) whose chains decide
@@ -160,16 +267,105 @@ fn dispatch(engine: &Engine, pods: &[PodId]) -> Vec<(IpAddr, usize)> {
 struct Builder<'c> {
     logs: Logs,
     interner: Interner,
-    chains: BTreeMap<String, Chain>,
-    specs: PeerSpecs<'c>,
+    chains: HashMap<String, Chain>,
+    cluster: &'c palisade_model::Cluster,
+    /// The policies by name, made when a class is built (a replay needs none).
+    specs: Option<PeerSpecs<'c>>,
+    /// The content chains stored while a class is built, in order.
+    record: Option<Vec<Chain>>,
+}
+
+/// What building one class's chains did: the sets it named and the content chains it
+/// stored, in order, and the rules of the class's own chain. Doing the same again gives
+/// the same chains, so a later compile replays it instead of building the class again.
+#[derive(Debug, Default)]
+pub(crate) struct Built {
+    /// The rules of the class's own chain.
+    entry: Vec<Rule>,
+    /// Every named set its rules use, as asked of the interner.
+    sets: Vec<SetUse>,
+    /// Every content chain it stored, after shadowed rules were dropped.
+    chains: Vec<Chain>,
+}
+
+/// One named set a class's rules use: what the interner was asked, and the name it gave.
+#[derive(Debug, Clone)]
+struct SetUse {
+    v6: bool,
+    interval: bool,
+    nets: Arc<Vec<IpNet>>,
+    /// The name the set's peers give it ([`Interner::base_name`]).
+    base: String,
+    name: String,
 }
 
 impl Builder<'_> {
+    /// Builds a class's chains ([`Builder::side`]), recording what it did.
+    fn side_recorded(&mut self, dir: Direction, prog: &SideProgram) -> Built {
+        self.record = Some(Vec::new());
+        self.interner.record = Some(Vec::new());
+        let entry = self.side(dir, prog);
+        Built {
+            entry,
+            sets: self.interner.record.take().unwrap_or_default(),
+            chains: self.record.take().unwrap_or_default(),
+        }
+    }
+
+    /// Does again what building a class did; false (and the class must be built) when a
+    /// name comes out otherwise than recorded. What a failed replay stored is what
+    /// building the class stores too, up to the name that differed.
+    fn replay(&mut self, built: &Built) -> bool {
+        // The names of sets do not depend on chains, nor those of chains on other chains
+        // than the ones with their digest: sets first, then chains, as building did.
+        for s in &built.sets {
+            if !self.interner.renamed(s) {
+                return false;
+            }
+        }
+        for c in &built.chains {
+            if !self.restored_chain(c) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// Stores a chain of the reachable ones of `rules` under `prefix` and a digest of them
     /// as IR (a chain with the same rules is stored once); returns its name.
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
         let rules = shadow::reachable(rules);
-        let mut name = content_name(prefix, &rules);
+        let name = content_name(prefix, &rules);
+        let name = self.store_chain(name, rules.clone());
+        if let Some(record) = &mut self.record {
+            record.push(Chain {
+                name: name.clone(),
+                rules,
+            });
+        }
+        name
+    }
+
+    /// Stores a recorded chain again: true when storing its rules under their digest
+    /// gives the recorded name (the common case, a name free or holding these rules, is
+    /// checked without a copy).
+    fn restored_chain(&mut self, c: &Chain) -> bool {
+        match self.chains.get(&c.name) {
+            Some(held) if held.rules == c.rules && !c.name.ends_with('x') => true,
+            None if !c.name.ends_with('x') => {
+                self.chains.insert(c.name.clone(), c.clone());
+                true
+            }
+            _ => {
+                let digest = c.name.trim_end_matches('x').to_string();
+                self.store_chain(digest, c.rules.clone()) == c.name
+            }
+        }
+    }
+
+    /// Stores `rules` as the chain named `name` (its content digest) unless a chain of
+    /// that name has them already; returns the name used.
+    fn store_chain(&mut self, mut name: String, rules: Vec<Rule>) -> String {
         loop {
             match self.chains.get(&name) {
                 Some(c) if c.rules == rules => return name,
@@ -185,6 +381,14 @@ impl Builder<'_> {
             },
         );
         name
+    }
+
+    /// The text the set of `r`'s peers is named after.
+    fn peers_named(&mut self, r: &ConcreteRule) -> String {
+        let cluster = self.cluster;
+        self.specs
+            .get_or_insert_with(|| PeerSpecs::new(cluster))
+            .of(r)
     }
 
     /// Stores a class's own chain, `name`, with the entry `rules` [`Builder::side`] gave;
@@ -248,7 +452,7 @@ impl Builder<'_> {
                 // Allow, and a baseline Pass (which falls through to the default: allowed)
                 _ => (Verdict::Return, None),
             };
-            let what = self.specs.of(r);
+            let what = self.peers_named(r);
             expand(
                 r,
                 peer,
@@ -263,7 +467,7 @@ impl Builder<'_> {
         let mut np_rules = Vec::new();
         if prog.isolated {
             for r in &prog.network {
-                let what = self.specs.of(r);
+                let what = self.peers_named(r);
                 expand(
                     r,
                     peer,
@@ -299,7 +503,7 @@ impl Builder<'_> {
                 Action::Pass => Verdict::Return,
             };
             let log = Some(self.logs.rule(Tier::Admin, &r.rule));
-            let what = self.specs.of(r);
+            let what = self.peers_named(r);
             expand(r, peer, verdict, log, &what, &mut self.interner, &mut main);
         }
         let admin = self.content_chain('a', main);
@@ -334,7 +538,17 @@ struct Interner {
     /// Per shared set, the matches made of it for each thing it stood for (rules with
     /// different peers may share a set of addresses; each names its own).
     by_set: HashMap<SetKey, Vec<(String, FamilyMatches)>>,
-    sets: BTreeMap<String, NamedSet>,
+    sets: HashMap<String, SetElements>,
+    /// The sets named while a class is built, in order.
+    record: Option<Vec<SetUse>>,
+}
+
+/// A named set under construction: its elements are shared with the records that name it,
+/// so that a replay compares them by identity first.
+struct SetElements {
+    v6: bool,
+    interval: bool,
+    nets: Arc<Vec<IpNet>>,
 }
 
 impl Interner {
@@ -349,7 +563,9 @@ impl Interner {
         let key = (Arc::as_ptr(addrs), field == Field::Saddr);
         let mut seen = self.by_set.get(&key).into_iter().flatten();
         if let Some((_, hit)) = seen.find(|(w, _)| w == what) {
-            return hit.clone();
+            let hit = hit.clone();
+            self.record_hit(&hit, what);
+            return hit;
         }
         let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
         let out = self.prefixes(nets, field, true, what);
@@ -358,6 +574,26 @@ impl Interner {
             .or_default()
             .push((what.to_string(), out.clone()));
         out
+    }
+
+    /// Records the named sets of matches made earlier for `what`, as if named again.
+    fn record_hit(&mut self, hit: &FamilyMatches, what: &str) {
+        let Some(record) = &mut self.record else {
+            return;
+        };
+        for (_, m) in hit {
+            if let Match::Set { set, .. } = m
+                && let Some(s) = self.sets.get(set)
+            {
+                record.push(SetUse {
+                    v6: s.v6,
+                    interval: s.interval,
+                    nets: s.nets.clone(),
+                    base: Interner::base_name(s.v6, s.interval, what),
+                    name: set.clone(),
+                });
+            }
+        }
     }
 
     /// `ip saddr|daddr` matches for a union of prefixes, one per family present. With
@@ -395,7 +631,7 @@ impl Interner {
                 ));
                 continue;
             }
-            let set = self.named(v6, interval, nets, what);
+            let set = self.named(v6, interval, Arc::new(nets), what);
             out.push((
                 v6,
                 Match::Set {
@@ -413,28 +649,57 @@ impl Interner {
     /// set, and a digest of `what`; when that name already holds other addresses (peers
     /// relative to the subject's namespace differ between classes), a digest of the
     /// addresses is appended.
-    fn named(&mut self, v6: bool, interval: bool, nets: Vec<IpNet>, what: &str) -> String {
-        let base = format!(
+    fn named(&mut self, v6: bool, interval: bool, nets: Arc<Vec<IpNet>>, what: &str) -> String {
+        let base = Interner::base_name(v6, interval, what);
+        let name = self.name_from(&base, v6, interval, nets.clone());
+        if let Some(record) = &mut self.record {
+            record.push(SetUse {
+                v6,
+                interval,
+                nets,
+                base,
+                name: name.clone(),
+            });
+        }
+        name
+    }
+
+    /// `s4`/`s6`, `i` for an interval set, and a digest of what the set stands for.
+    fn base_name(v6: bool, interval: bool, what: &str) -> String {
+        format!(
             "s{}{}{}",
             if v6 { 6 } else { 4 },
             if interval { "i" } else { "" },
             digest(what)
-        );
-        let mut name = base.clone();
-        if self.sets.get(&name).is_some_and(|s| s.elements != nets) {
+        )
+    }
+
+    /// [`Interner::named`] from the base name.
+    fn name_from(&mut self, base: &str, v6: bool, interval: bool, nets: Arc<Vec<IpNet>>) -> String {
+        let holds_other = |s: &SetElements| !Arc::ptr_eq(&s.nets, &nets) && *s.nets != *nets;
+        let mut name = base.to_string();
+        if self.sets.get(&name).is_some_and(holds_other) {
             let text: Vec<String> = nets.iter().map(ToString::to_string).collect();
             name = format!("{base}_{}", digest(&text.join(",")));
         }
-        while self.sets.get(&name).is_some_and(|s| s.elements != nets) {
+        while self.sets.get(&name).is_some_and(holds_other) {
             name.push('x'); // a digest collision: still unique, still not user text
         }
-        self.sets.entry(name.clone()).or_insert(NamedSet {
-            name: name.clone(),
-            v6,
-            interval,
-            elements: nets,
-        });
+        self.sets
+            .entry(name.clone())
+            .or_insert(SetElements { v6, interval, nets });
         name
+    }
+
+    /// Names a recorded set again: true when the name comes out as recorded (the common
+    /// case, the base name holding these very elements, is checked without a copy).
+    fn renamed(&mut self, s: &SetUse) -> bool {
+        if s.name == s.base
+            && let Some(held) = self.sets.get(&s.base)
+        {
+            return Arc::ptr_eq(&held.nets, &s.nets) || *held.nets == *s.nets;
+        }
+        self.name_from(&s.base, s.v6, s.interval, s.nets.clone()) == s.name
     }
 }
 

@@ -14,7 +14,9 @@
 //!
 //! [`Ruleset::render`] writes the `nft -f` script (one atomic transaction);
 //! [`Ruleset::lookup`] interprets exactly that ruleset in userspace, so tests compare it
-//! with the engine on thousands of cases without a kernel; [`apply`], [`update`] (changed
+//! with the engine on thousands of cases without a kernel; [`Compiled::next`] compiles
+//! after a change by building only the classes the change touched (the full compile stays
+//! the reference and the fallback); [`apply`], [`update`] (changed
 //! chains and map elements only, one transaction, then conntrack cleanup) and [`remove`]
 //! talk to the kernel. See `docs/nftables.md`.
 
@@ -23,6 +25,7 @@ mod base;
 mod chain_names;
 mod compile;
 mod diff;
+mod incremental;
 mod ir;
 mod lookup;
 mod peer_names;
@@ -35,6 +38,7 @@ mod kernel;
 
 pub use compile::{CompileError, compile, compile_after};
 pub use diff::{UpdateStats, update_script};
+pub use incremental::{Compiled, Path};
 pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use kernel::{
     KernelError, KernelFailure, NewConnections, apply, check, cut_forbidden, load_in_stages,
@@ -58,11 +62,12 @@ pub enum NftError {
 #[cfg(test)]
 mod tests {
     /// The pure modules' sources, which must not name the kernel half.
-    const PURE: [(&str, &str); 10] = [
+    const PURE: [(&str, &str); 11] = [
         ("base.rs", include_str!("base.rs")),
         ("chain_names.rs", include_str!("chain_names.rs")),
         ("compile.rs", include_str!("compile.rs")),
         ("diff.rs", include_str!("diff.rs")),
+        ("incremental.rs", include_str!("incremental.rs")),
         ("ir.rs", include_str!("ir.rs")),
         ("lookup.rs", include_str!("lookup.rs")),
         ("peer_names.rs", include_str!("peer_names.rs")),

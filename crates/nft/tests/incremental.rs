@@ -11,7 +11,9 @@ use support::ct::Netns;
 
 use palisade_engine::{Change, Engine, Options};
 use palisade_model::Protocol;
-use palisade_nft::{NftVerdict, Packet, Ruleset, compile, compile_after, update_script};
+use palisade_nft::{
+    Compiled, NftVerdict, Packet, Path, Ruleset, compile, compile_after, update_script,
+};
 
 fn engine() -> Engine {
     let g = palisade_gen::generate(&palisade_gen::Spec {
@@ -252,6 +254,54 @@ fn incremental_updates_leave_the_table_a_full_apply_leaves() {
         }
         old = new;
     }
+}
+
+/// The incremental compile ([`Compiled::next`]) updating one kernel leaves the table a
+/// full compile of the same engine leaves when loaded whole into another.
+#[test]
+fn the_incremental_compile_loads_as_the_full_compile() {
+    if !palisade_test_support::require_root("the_incremental_compile_loads_as_the_full_compile") {
+        return;
+    }
+    let (incremental, full) = (Netns::new("nftc"), Netns::new("nftf"));
+    let mut e = engine();
+    let mut compiled = Compiled::full(&e, None, None).unwrap();
+    palisade_nft::apply(compiled.ruleset(), Some(&incremental.0)).unwrap();
+    let np = e
+        .cluster()
+        .network_policies
+        .iter()
+        .find(|p| p.ingress.len() > 1)
+        .unwrap()
+        .clone();
+    let changes = [
+        ("relabel", relabel(&e)),
+        ("policy edit", policy_change(&e)),
+        (
+            "policy removed",
+            Change::RemoveNetworkPolicy {
+                namespace: np.namespace.clone(),
+                name: np.name.clone(),
+            },
+        ),
+        ("policy back", Change::UpsertNetworkPolicy(np.clone())),
+        ("new pod", new_pod(&e)),
+    ];
+    let mut incremental_paths = 0;
+    for (what, change) in changes {
+        let touched = e.apply(change);
+        let reference = compile_after(&e, None, compiled.ruleset()).unwrap();
+        let (next, path) = compiled.next(&e, None, &touched).unwrap();
+        incremental_paths += usize::from(path == Path::Incremental);
+        palisade_nft::update(compiled.ruleset(), next.ruleset(), Some(&incremental.0)).unwrap();
+        palisade_nft::apply(&reference, Some(&full.0)).unwrap();
+        assert_eq!(list(&incremental.0), list(&full.0), "{what} ({path:?})");
+        compiled = next;
+    }
+    assert!(
+        incremental_paths >= 3,
+        "{incremental_paths} incremental compiles"
+    );
 }
 
 /// A hand-made ruleset: interval sets `s4`/`s6` and hash set `h4` with these elements,

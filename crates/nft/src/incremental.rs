@@ -1,0 +1,290 @@
+//! Compiling after a change from what the previous compile built: the programs of the
+//! pods the change did not touch ([`Touched`]) are kept, only the touched pods' classes
+//! are asked of the engine, and the chains of every class whose program is unchanged are
+//! replayed instead of built.
+//!
+//! The full compile stays the reference and the fallback: an incremental compile gives
+//! the ruleset [`crate::compile_after`] gives for the same engine (property-tested), and
+//! whenever it cannot be sure it will (a change that touched everything, another node, the first or last policy naming a port (the classes change), a program
+//! outside `Touched` that changed anyway, two classes with one digest), it compiles in
+//! full.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use std::collections::BTreeSet;
+use std::net::IpAddr;
+
+use palisade_engine::{ConcreteRule, Engine, PodId, SideProgram, Touched};
+
+use crate::compile::{Classes, CompileError, Pods, SIDES, assemble};
+use crate::ir::Ruleset;
+
+/// A compiled ruleset and what the next compile reuses of it.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    ruleset: Arc<Ruleset>,
+    memo: Option<Memo>,
+}
+
+/// How a ruleset was compiled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    /// From the previous compile, building only what changed.
+    Incremental,
+    /// In full, for this reason.
+    Full(&'static str),
+}
+
+/// What a compile leaves for the next one.
+#[derive(Debug, Clone)]
+struct Memo {
+    /// The node compiled for.
+    node: Option<String>,
+    /// How many pods the engine had (pod ids stay valid only while none comes or goes).
+    cluster_pods: usize,
+    /// Whether container ports told classes apart ([`Engine::classes_by_ports`]).
+    classes_by_ports: bool,
+    pods: Arc<Pods>,
+    /// Egress, ingress: every class with its program and what building its chains did.
+    sides: [Classes; 2],
+    /// Per side, each class by its id.
+    by_id: [HashMap<u64, usize>; 2],
+}
+
+impl Compiled {
+    /// Compiles the pods of `node` in full, keeping the log ids of `previous`.
+    pub fn full(
+        engine: &Engine,
+        node: Option<&str>,
+        previous: Option<&Ruleset>,
+    ) -> Result<Compiled, CompileError> {
+        let pods = Pods::of(engine, node)?;
+        let sides = Classes::all(engine, &pods.list);
+        let logs = previous.map_or(&[][..], |r| &r.logs);
+        let (ruleset, built) = assemble(engine, &pods, &sides, None, logs);
+        let memo = Memo::new(node, engine, Arc::new(pods), sides, built);
+        Ok(Compiled {
+            ruleset: Arc::new(ruleset),
+            memo,
+        })
+    }
+
+    /// The ruleset.
+    pub fn ruleset(&self) -> &Arc<Ruleset> {
+        &self.ruleset
+    }
+
+    /// Compiles `engine`, which is this compile's engine with changes that touched
+    /// `touched`, reusing what they left alone; the ruleset equals
+    /// [`crate::compile_after`]`(engine, node, self.ruleset())`.
+    pub fn next(
+        &self,
+        engine: &Engine,
+        node: Option<&str>,
+        touched: &Touched,
+    ) -> Result<(Compiled, Path), CompileError> {
+        match self.incremental(engine, node, touched) {
+            Ok(compiled) => Ok((compiled, Path::Incremental)),
+            Err(why) => {
+                let compiled = Compiled::full(engine, node, Some(&self.ruleset))?;
+                Ok((compiled, Path::Full(why)))
+            }
+        }
+    }
+
+    /// The incremental compile, or why it cannot be done.
+    fn incremental(
+        &self,
+        engine: &Engine,
+        node: Option<&str>,
+        touched: &Touched,
+    ) -> Result<Compiled, &'static str> {
+        let memo = self.memo.as_ref().ok_or("no reusable previous compile")?;
+        if touched.all {
+            return Err("the change touched every pod");
+        }
+        if memo.node.as_deref() != node {
+            return Err("another node");
+        }
+        if engine.cluster().pods.len() != memo.cluster_pods {
+            return Err("pods came or went");
+        }
+        if engine.classes_by_ports() != memo.classes_by_ports {
+            return Err("named ports came or went (every pod's class changes)");
+        }
+        let list = &memo.pods.list;
+        let touched_k: Vec<usize> = (0..list.len())
+            .filter(|&k| touched.contains(list[k]))
+            .collect();
+        let touched_pods: Vec<PodId> = touched_k.iter().map(|&k| list[k]).collect();
+        let (egress, ingress) = rayon::join(
+            || engine.side_classes(&touched_pods, SIDES[0]),
+            || engine.side_classes(&touched_pods, SIDES[1]),
+        );
+        let fresh = [Classes::from(egress), Classes::from(ingress)];
+        let mut sides: [Classes; 2] = Default::default();
+        for d in 0..2 {
+            sides[d] = merge(&memo.sides[d], &memo.by_id[d], &touched_k, &fresh[d])
+                .ok_or("a program outside the touched pods changed")?;
+        }
+        let exempt = [
+            self.ruleset.egress_exempt.clone(),
+            self.ruleset.ingress_exempt.clone(),
+        ];
+        let (ruleset, built) =
+            assemble(engine, &memo.pods, &sides, Some(exempt), &self.ruleset.logs);
+        let memo = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built);
+        Ok(Compiled {
+            ruleset: Arc::new(ruleset),
+            memo,
+        })
+    }
+}
+
+impl Memo {
+    /// The memo of a compile, or `None` when two classes of a side share an id (the
+    /// classes could not be told apart by it).
+    fn new(
+        node: Option<&str>,
+        engine: &Engine,
+        pods: Arc<Pods>,
+        mut sides: [Classes; 2],
+        built: [Vec<Arc<crate::compile::Built>>; 2],
+    ) -> Option<Memo> {
+        let mut by_id: [HashMap<u64, usize>; 2] = Default::default();
+        for ((side, built), by_id) in sides.iter_mut().zip(built).zip(&mut by_id) {
+            side.built = built.into_iter().map(Some).collect();
+            *by_id = side
+                .ids
+                .iter()
+                .enumerate()
+                .map(|(c, &id)| (id, c))
+                .collect();
+            if by_id.len() != side.ids.len() {
+                return None;
+            }
+        }
+        Some(Memo {
+            node: node.map(str::to_string),
+            cluster_pods: engine.cluster().pods.len(),
+            classes_by_ports: engine.classes_by_ports(),
+            pods,
+            sides,
+            by_id,
+        })
+    }
+}
+
+/// One side's classes after a change: the old classes of the untouched pods, the fresh
+/// classes (of the touched pods only) for the touched ones, numbered in pod order as the
+/// full compile numbers them. A fresh class whose program equals the old one of its id
+/// keeps the old program and what building it did. `None` when an untouched pod's class
+/// has another program now (the change touched more than it said), or two fresh classes
+/// share an id.
+fn merge(
+    old: &Classes,
+    old_by_id: &HashMap<u64, usize>,
+    touched_k: &[usize],
+    fresh: &Classes,
+) -> Option<Classes> {
+    let mut id_of: Vec<u64> = old.class_of.iter().map(|&c| old.ids[c]).collect();
+    let mut is_touched = vec![false; id_of.len()];
+    let mut fresh_by_id: HashMap<u64, usize> = HashMap::new();
+    for (i, &k) in touched_k.iter().enumerate() {
+        let class = fresh.class_of[i];
+        let id = fresh.ids[class];
+        if *fresh_by_id.entry(id).or_insert(class) != class {
+            return None;
+        }
+        id_of[k] = id;
+        is_touched[k] = true;
+    }
+    let mut out = Classes::default();
+    let mut index: HashMap<u64, usize> = HashMap::new();
+    let mut same = SameSets::default();
+    for (k, &id) in id_of.iter().enumerate() {
+        let class = match index.get(&id) {
+            Some(&c) => c,
+            None => {
+                let old_class = old_by_id.get(&id).copied();
+                let (program, built) = match (fresh_by_id.get(&id), old_class) {
+                    (Some(&f), Some(o)) if same.programs(&fresh.programs[f], &old.programs[o]) => {
+                        (old.programs[o].clone(), old.built[o].clone())
+                    }
+                    (Some(&f), _) => (fresh.programs[f].clone(), None),
+                    (None, Some(o)) => (old.programs[o].clone(), old.built[o].clone()),
+                    (None, None) => return None,
+                };
+                out.programs.push(program);
+                out.ids.push(id);
+                out.built.push(built);
+                index.insert(id, out.programs.len() - 1);
+                out.programs.len() - 1
+            }
+        };
+        // An untouched pod keeps its program: its class must be the old one, unchanged.
+        if !is_touched[k] && out.built[class].is_none() {
+            return None;
+        }
+        out.class_of.push(class);
+    }
+    Some(out)
+}
+
+/// Program equality with each pair of address sets compared once: the programs of one
+/// compile share their sets (`Arc`s), and sets of thousands of addresses recur in
+/// hundreds of programs.
+#[derive(Default)]
+struct SameSets {
+    seen: HashMap<(usize, usize), bool>,
+}
+
+impl SameSets {
+    /// Whether `a` and `b` are equal (as `==` says).
+    fn programs(&mut self, a: &SideProgram, b: &SideProgram) -> bool {
+        a.exempt == b.exempt
+            && a.isolated == b.isolated
+            && a.isolating == b.isolating
+            && a.shared_address == b.shared_address
+            && self.rules(&a.admin, &b.admin)
+            && self.rules(&a.network, &b.network)
+            && self.rules(&a.baseline, &b.baseline)
+    }
+
+    fn rules(&mut self, a: &[ConcreteRule], b: &[ConcreteRule]) -> bool {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| self.rule(x, y))
+    }
+
+    fn rule(&mut self, a: &ConcreteRule, b: &ConcreteRule) -> bool {
+        let ports = match (&a.ports, &b.ports) {
+            (None, None) => true,
+            (Some(x), Some(y)) => {
+                x.len() == y.len()
+                    && x.iter().zip(y).all(|(p, q)| {
+                        p.protocol == q.protocol
+                            && p.range == q.range
+                            && match (&p.only_to, &q.only_to) {
+                                (None, None) => true,
+                                (Some(s), Some(t)) => self.sets(s, t),
+                                _ => false,
+                            }
+                    })
+            }
+            _ => false,
+        };
+        ports
+            && a.rule == b.rule
+            && a.peers.any == b.peers.any
+            && a.peers.blocks == b.peers.blocks
+            && self.sets(&a.peers.addrs, &b.peers.addrs)
+    }
+
+    fn sets(&mut self, a: &Arc<BTreeSet<IpAddr>>, b: &Arc<BTreeSet<IpAddr>>) -> bool {
+        if Arc::ptr_eq(a, b) {
+            return true;
+        }
+        let key = (Arc::as_ptr(a) as usize, Arc::as_ptr(b) as usize);
+        *self.seen.entry(key).or_insert_with(|| a == b)
+    }
+}
