@@ -33,7 +33,7 @@ enum Role {
 #[derive(Debug)]
 enum PeerSet<'e> {
     /// The same classes for every subject and address family.
-    Fixed(BitSet),
+    Fixed(Arc<BitSet>),
     /// By the address the rule sees ([`Role`]); shared by equal CIDR lists.
     ByRole(Arc<[BitSet; 3]>),
     /// Classes whose pods match, when their namespace relates to the subject's.
@@ -58,7 +58,6 @@ enum Hit<'a> {
 struct Scratch {
     peers: BitSet,
     ports: BitSet,
-    hit: BitSet,
 }
 
 /// The classes of a matrix, compiled for row evaluation.
@@ -133,12 +132,20 @@ impl<'e> Rows<'e> {
                 rep_mask.insert(rep);
             }
         }
-        let pods = |set: &BitSet| {
-            let mut out = BitSet::new(n);
-            for pod in set.iter_within(&rep_mask, 0..usize::MAX) {
-                out.insert(class_of_rep[pod] as usize);
-            }
-            out
+        // Peers with the same selectors share one pod set (see `PeerSets`), and so one
+        // class set, computed once: keyed by the pod set's address, which the engine keeps.
+        let mut classes: HashMap<*const BitSet, Arc<BitSet>> = HashMap::new();
+        let mut pods = |set: &Arc<BitSet>| -> Arc<BitSet> {
+            classes
+                .entry(Arc::as_ptr(set))
+                .or_insert_with(|| {
+                    let mut out = BitSet::new(n);
+                    for pod in set.iter_within(&rep_mask, 0..usize::MAX) {
+                        out.insert(class_of_rep[pod] as usize);
+                    }
+                    Arc::new(out)
+                })
+                .clone()
         };
         let mut blocks: HashMap<&'e IpBlock, Arc<[BitSet; 3]>> = HashMap::new();
         let mut networks: HashMap<&'e [IpNet], Arc<[BitSet; 3]>> = HashMap::new();
@@ -153,8 +160,8 @@ impl<'e> Rows<'e> {
                 s
             }))
         };
-        let np_rules = |rules: &'e [NpRule],
-                        blocks: &mut HashMap<&'e IpBlock, Arc<[BitSet; 3]>>|
+        let mut np_rules = |rules: &'e [NpRule],
+                            blocks: &mut HashMap<&'e IpBlock, Arc<[BitSet; 3]>>|
          -> Vec<RulePeers<'e>> {
             rules
                 .iter()
@@ -186,8 +193,8 @@ impl<'e> Rows<'e> {
                 ]
             })
             .collect();
-        let admin_peer = |p: &'e AdminPeerC,
-                          networks: &mut HashMap<&'e [IpNet], Arc<[BitSet; 3]>>|
+        let mut admin_peer = |p: &'e AdminPeerC,
+                              networks: &mut HashMap<&'e [IpNet], Arc<[BitSet; 3]>>|
          -> Option<PeerSet<'e>> {
             Some(match p {
                 AdminPeerC::Pods(set) => PeerSet::Fixed(pods(set)),
@@ -213,7 +220,7 @@ impl<'e> Rows<'e> {
                             s.insert(c);
                         }
                     }
-                    PeerSet::Fixed(s)
+                    PeerSet::Fixed(Arc::new(s))
                 }
                 AdminPeerC::Networks(nets) => PeerSet::ByRole(
                     networks
@@ -316,7 +323,6 @@ impl<'e> Rows<'e> {
                         let mut scratch = Scratch {
                             peers: BitSet::new(n),
                             ports: BitSet::new(n),
-                            hit: BitSet::new(n),
                         };
                         (t..n)
                             .step_by(threads)
@@ -434,7 +440,11 @@ impl<'e> Rows<'e> {
         (allowed, passed): (&mut [BitSet], &mut [BitSet]),
     ) {
         let e = self.engine;
-        let Scratch { peers, ports, hit } = scratch;
+        let Scratch { peers: buf, ports } = scratch;
+        // Per probe: whether some class is still undecided (kept as rules decide classes,
+        // so that a rule that cannot decide anything costs no set operation).
+        let mut open: Vec<bool> = undecided.iter().map(|u| !u.is_empty()).collect();
+        let mut left = open.iter().filter(|o| **o).count();
         for &i in policies {
             let rules = e.cluster.admin_policies[i as usize].rules(dir);
             let compiled = match dir {
@@ -443,7 +453,7 @@ impl<'e> Rows<'e> {
             };
             let sets = &self.admin_peers[i as usize][dir_index(dir)];
             for ((rule, c), sets) in rules.iter().zip(compiled).zip(sets) {
-                if undecided.iter().all(BitSet::is_empty) {
+                if left == 0 {
                     return;
                 }
                 // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
@@ -453,15 +463,21 @@ impl<'e> Rows<'e> {
                     undecided.iter_mut().for_each(BitSet::clear);
                     return;
                 }
-                peers.clear();
-                for set in sets {
-                    self.add_peer(set, s, role, peers);
+                let ports_hit = |p: usize, buf: &mut BitSet| {
+                    !matches!(
+                        self.admin_ports(rule.ports.as_deref(), s, dir, p, buf),
+                        Hit::No
+                    )
+                };
+                if !(0..open.len()).any(|p| open[p] && ports_hit(p, ports)) {
+                    continue;
                 }
+                let peers = self.peers_of(sets, s, role, buf);
                 if peers.is_empty() {
                     continue;
                 }
                 for p in 0..self.probes.len() {
-                    if undecided[p].is_empty() {
+                    if !open[p] {
                         continue;
                     }
                     let to = match self.admin_ports(rule.ports.as_deref(), s, dir, p, ports) {
@@ -469,18 +485,38 @@ impl<'e> Rows<'e> {
                         Hit::All => None,
                         Hit::To(set) => Some(set),
                     };
-                    hit.assign(peers);
-                    hit.intersect(&undecided[p]);
-                    if let Some(to) = to {
-                        hit.intersect(to);
-                    }
-                    undecided[p].subtract(hit);
-                    match rule.action {
-                        Action::Allow => allowed[p].union(hit),
-                        Action::Pass => passed[p].union(hit),
-                        Action::Deny => {}
+                    let into = match rule.action {
+                        Action::Allow => Some(&mut allowed[p]),
+                        Action::Pass => Some(&mut passed[p]),
+                        Action::Deny => None,
+                    };
+                    if undecided[p].move_common(peers, to, into) && undecided[p].is_empty() {
+                        open[p] = false;
+                        left -= 1;
                     }
                 }
+            }
+        }
+    }
+
+    /// The classes a rule's peer sets cover for subject class `s`: the one set itself when
+    /// it is the same for every subject, else their union in `buf`.
+    fn peers_of<'a>(
+        &'a self,
+        sets: &'a [PeerSet<'e>],
+        s: usize,
+        role: Role,
+        buf: &'a mut BitSet,
+    ) -> &'a BitSet {
+        match sets {
+            [PeerSet::Fixed(classes)] => classes,
+            [PeerSet::ByRole(by)] => &by[role as usize],
+            sets => {
+                buf.clear();
+                for set in sets {
+                    self.add_peer(set, s, role, buf);
+                }
+                buf
             }
         }
     }
@@ -496,9 +532,7 @@ impl<'e> Rows<'e> {
     ) -> Vec<BitSet> {
         let e = self.engine;
         let n = self.len();
-        let Scratch {
-            peers: buf, ports, ..
-        } = scratch;
+        let Scratch { peers: buf, ports } = scratch;
         let mut out = vec![BitSet::new(n); self.probes.len()];
         for i in e.counting_nps(self.reps[s], dir) {
             let compiled = &e.nps[i as usize];
@@ -510,13 +544,7 @@ impl<'e> Rows<'e> {
             for (rule, sets) in rules.iter().zip(sets) {
                 let peers: &BitSet = match sets {
                     None => &self.full,
-                    Some(sets) => {
-                        buf.clear();
-                        for set in sets {
-                            self.add_peer(set, s, role, buf);
-                        }
-                        buf
-                    }
+                    Some(sets) => self.peers_of(sets, s, role, buf),
                 };
                 if peers.is_empty() {
                     continue;

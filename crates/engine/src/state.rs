@@ -595,13 +595,19 @@ impl Engine {
                 .collect()
         };
         let mut reps = BitSet::new(n);
+        // Each representative's position among the representatives: lists are built for
+        // them only, and every other pod shares its representative's.
+        let mut slot = vec![u32::MAX; n];
+        let mut rep_pods: Vec<PodId> = Vec::new();
         for (pod, &rep) in rep_of.iter().enumerate() {
             if pod == rep {
                 reps.insert(pod);
+                slot[pod] = rep_pods.len() as u32;
+                rep_pods.push(pod);
             }
         }
-        let mut ingress = vec![PodPolicies::default(); n];
-        let mut egress = vec![PodPolicies::default(); n];
+        let mut ingress = vec![PodPolicies::default(); rep_pods.len()];
+        let mut egress = vec![PodPolicies::default(); rep_pods.len()];
         let admins: Vec<(u32, &BitSet, [bool; 2], AdminTier)> = self
             .admin_order
             .iter()
@@ -618,11 +624,12 @@ impl Engine {
             let words = block..block + BLOCK;
             for &(i, subject, has, tier) in &admins {
                 for pod in subject.iter_within(&reps, words.clone()) {
+                    let k = slot[pod] as usize;
                     for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
                         if has {
                             match tier {
-                                AdminTier::Admin => lists[pod].admin.push(i),
-                                AdminTier::Baseline => lists[pod].baseline.push(i),
+                                AdminTier::Admin => lists[k].admin.push(i),
+                                AdminTier::Baseline => lists[k].baseline.push(i),
                             }
                         }
                     }
@@ -630,17 +637,24 @@ impl Engine {
             }
             for (i, np) in self.nps.iter().enumerate() {
                 for pod in np.subject.iter_within(&reps, words.clone()) {
-                    ingress[pod].network.push(i as u32);
-                    egress[pod].network.push(i as u32);
+                    let k = slot[pod] as usize;
+                    ingress[k].network.push(i as u32);
+                    egress[k].network.push(i as u32);
                 }
             }
         }
-        for pod in reps.iter() {
-            ingress[pod].annotation = self.annotated(pod);
+        for (k, &pod) in rep_pods.iter().enumerate() {
+            ingress[k].annotation = self.annotated(pod);
         }
-        self.ingress = ingress.into_iter().map(Arc::new).collect();
-        self.egress = egress.into_iter().map(Arc::new).collect();
-        for pod in reps.iter() {
+        // Every pod is given its representative's lists below; until then one empty list.
+        let empty = Arc::new(PodPolicies::default());
+        self.ingress = vec![empty.clone(); n];
+        self.egress = vec![empty; n];
+        for ((&pod, i), e) in rep_pods.iter().zip(ingress).zip(egress) {
+            self.ingress[pod] = Arc::new(i);
+            self.egress[pod] = Arc::new(e);
+        }
+        for &pod in &rep_pods {
             self.refresh_isolating(pod);
         }
         for (pod, &rep) in rep_of.iter().enumerate() {

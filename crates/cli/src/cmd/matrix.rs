@@ -269,6 +269,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Format::Dot => dot::dot(&mut buffered, &engine, &m, &v)?,
         Format::Html => html::html(&mut buffered, &engine, &m, &v)?,
     }
+    // The process ends after this command: freeing the cluster object by object would
+    // cost a tenth of a second at 100,000 pods, and the system reclaims it all at once.
+    std::mem::forget(m);
+    std::mem::forget(engine);
     Ok(())
 }
 

@@ -154,14 +154,16 @@ fn ranges(classes: impl Iterator<Item = usize>) -> String {
     let mut out = String::new();
     let mut run: Option<(usize, usize)> = None;
     let flush = |out: &mut String, (a, b): (usize, usize)| {
+        use std::fmt::Write as _;
         if !out.is_empty() {
             out.push(' ');
         }
-        match b - a {
-            0 => out.push_str(&format!("C{a}")),
-            1 => out.push_str(&format!("C{a} C{b}")),
-            _ => out.push_str(&format!("C{a}-C{b}")),
-        }
+        // Writing into a String cannot fail.
+        let _ = match b - a {
+            0 => write!(out, "C{a}"),
+            1 => write!(out, "C{a} C{b}"),
+            _ => write!(out, "C{a}-C{b}"),
+        };
     };
     for c in classes {
         run = match run {
