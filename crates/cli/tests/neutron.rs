@@ -505,13 +505,24 @@ fn the_controller_fails_closed_when_its_directory_moves() {
     wait("ready", &|| {
         get(&addr, "/readyz").is_some_and(|(s, _)| s == 200)
     });
+    let rules = |t: &palisade_neutron::Translation| -> usize {
+        t.security_groups
+            .iter()
+            .map(|g| g.security_group_rules.len())
+            .sum()
+    };
     let groups = || read_back(&c, &filter).unwrap().security_groups.len();
-    let with_policy = groups();
+    let synced = read_back(&c, &filter).unwrap();
+    let (with_policy, all_rules) = (synced.security_groups.len(), rules(&synced));
     // An edit through the relative root: removing the policy removes its group.
     std::fs::remove_file(dir.join("policy.yaml")).unwrap();
     wait("the policy's group to go", &|| groups() < with_policy);
     std::fs::copy(format!("{root}{XYZ_POLICY}"), dir.join("policy.yaml")).unwrap();
-    wait("the policy's group back", &|| groups() == with_policy);
+    // Back in full: the group is written before its rules, so wait for both.
+    wait("the policy's group and rules back", &|| {
+        let now = read_back(&c, &filter).unwrap();
+        now.security_groups.len() == with_policy && rules(&now) == all_rules
+    });
     // Moved away: not ready, and nothing in Neutron changes.
     let before = read_back(&c, &filter).unwrap();
     std::fs::rename(&dir, parent.path().join("elsewhere")).unwrap();
@@ -533,12 +544,6 @@ fn the_controller_fails_closed_when_its_directory_moves() {
         before.security_groups.len(),
         "a moved directory removed groups"
     );
-    let rules = |t: &palisade_neutron::Translation| -> usize {
-        t.security_groups
-            .iter()
-            .map(|g| g.security_group_rules.len())
-            .sum()
-    };
     assert_eq!(
         rules(&during),
         rules(&before),
