@@ -205,7 +205,10 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
                 s.spawn(move || chunk(engine, (rows, cols), range, probes, applies))
             })
             .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
     });
     // Merge the chunks' tables, renumbering their sides and kinds, and encode the rows.
     let mut all = Tables::default();

@@ -152,7 +152,10 @@ pub fn walks(
                 })
             })
             .collect();
-        handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
     });
     let mut step_ids: Interner<(WalkPolicy, Direction, StepCode)> = Interner::default();
     let mut steps = Vec::new();
