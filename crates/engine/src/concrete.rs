@@ -334,10 +334,7 @@ impl Engine {
         cache: &ProgramCache,
     ) -> Vec<ConcreteRule> {
         let model = &self.cluster.network_policies[i as usize];
-        let compiled = match dir {
-            Direction::Ingress => &self.nps[i as usize].ingress,
-            Direction::Egress => &self.nps[i as usize].egress,
-        };
+        let compiled = self.nps[i as usize].rules(dir);
         compiled
             .iter()
             .zip(model.rules(dir))
@@ -408,10 +405,7 @@ impl Engine {
         cache: &ProgramCache,
     ) -> Vec<ConcreteRule> {
         let policy = &self.cluster.admin_policies[i as usize];
-        let compiled = match dir {
-            Direction::Ingress => &self.admins[i as usize].ingress,
-            Direction::Egress => &self.admins[i as usize].egress,
-        };
+        let compiled = self.admins[i as usize].rules(dir);
         let mut out = Vec::new();
         for (index, (rule, c)) in policy.rules(dir).iter().zip(compiled).enumerate() {
             let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));

@@ -253,10 +253,7 @@ impl Engine {
             Direction::Egress => &flow.dst,
         };
         self.counting_nps(pod, dir).find_map(|i| {
-            let rules = match dir {
-                Direction::Ingress => &self.nps[i as usize].ingress,
-                Direction::Egress => &self.nps[i as usize].egress,
-            };
+            let rules = self.nps[i as usize].rules(dir);
             let index = rules
                 .iter()
                 .position(|r| self.np_rule_matches(r, peer, flow))?;
@@ -299,10 +296,7 @@ impl Engine {
         let rule = self.cluster.admin_policies[i as usize]
             .rules(dir)
             .get(index)?;
-        let c = match dir {
-            Direction::Ingress => self.admins[i as usize].ingress.get(index)?,
-            Direction::Egress => self.admins[i as usize].egress.get(index)?,
-        };
+        let c = self.admins[i as usize].rules(dir).get(index)?;
         let matched = |action, fail_closed| RuleMatch {
             policy: self.admins[i as usize].info.clone(),
             direction: dir,

@@ -535,11 +535,7 @@ impl<'e> Rows<'e> {
         let Scratch { peers: buf, ports } = scratch;
         let mut out = vec![BitSet::new(n); self.probes.len()];
         for i in e.counting_nps(self.reps[s], dir) {
-            let compiled = &e.nps[i as usize];
-            let rules = match dir {
-                Direction::Ingress => &compiled.ingress,
-                Direction::Egress => &compiled.egress,
-            };
+            let rules = e.nps[i as usize].rules(dir);
             let sets = &self.np_peers[i as usize][dir_index(dir)];
             for (rule, sets) in rules.iter().zip(sets) {
                 let peers: &BitSet = match sets {

@@ -96,6 +96,16 @@ pub(crate) struct CompiledNp {
     pub egress: Vec<NpRule>,
 }
 
+impl CompiledNp {
+    /// Its compiled rules of `dir`.
+    pub fn rules(&self, dir: Direction) -> &[NpRule] {
+        match dir {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
+}
+
 /// An admin peer with static selectors resolved to pod sets.
 #[derive(Debug, Clone)]
 pub(crate) enum AdminPeerC {
@@ -125,6 +135,16 @@ pub(crate) struct CompiledAdmin {
     pub subject: BitSet,
     pub ingress: Vec<AdminRuleC>,
     pub egress: Vec<AdminRuleC>,
+}
+
+impl CompiledAdmin {
+    /// Its compiled rules of `dir`.
+    pub fn rules(&self, dir: Direction) -> &[AdminRuleC] {
+        match dir {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
 }
 
 /// Policies applying to one pod in one direction, in evaluation order.

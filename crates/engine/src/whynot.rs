@@ -260,7 +260,7 @@ impl Engine {
 
     /// Why no rule of NetworkPolicy `np` (by index) in `dir` matched the flow: one entry per rule.
     pub(crate) fn np_misses(&self, np: u32, dir: Direction, flow: &Flow) -> Vec<RuleMiss> {
-        let rules = self.np_compiled_rules(np, dir);
+        let rules = self.nps[np as usize].rules(dir);
         let written = self.cluster.network_policies[np as usize].rules(dir);
         self.np_whys(np, dir, flow)
             .into_iter()
@@ -292,15 +292,6 @@ impl Engine {
             .collect()
     }
 
-    /// The compiled rules of NetworkPolicy `np` in `dir`.
-    fn np_compiled_rules(&self, np: u32, dir: Direction) -> &[crate::state::NpRule] {
-        let compiled = &self.nps[np as usize];
-        match dir {
-            Direction::Ingress => &compiled.ingress,
-            Direction::Egress => &compiled.egress,
-        }
-    }
-
     /// [`Engine::np_misses`] as reasons only.
     pub fn np_whys(&self, np: u32, dir: Direction, flow: &Flow) -> Vec<RuleWhy> {
         let policy = &self.cluster.network_policies[np as usize];
@@ -309,8 +300,8 @@ impl Engine {
             Direction::Egress => &flow.dst,
         };
         let mut out = Vec::new();
-        for (index, (rule, written)) in self
-            .np_compiled_rules(np, dir)
+        for (index, (rule, written)) in self.nps[np as usize]
+            .rules(dir)
             .iter()
             .zip(policy.rules(dir))
             .enumerate()
@@ -430,10 +421,7 @@ impl Engine {
         flow: &Flow,
     ) -> Vec<RuleWhy> {
         let policy = &self.cluster.admin_policies[admin as usize];
-        let compiled = match dir {
-            Direction::Ingress => &self.admins[admin as usize].ingress,
-            Direction::Egress => &self.admins[admin as usize].egress,
-        };
+        let compiled = self.admins[admin as usize].rules(dir);
         let peer_ep = match dir {
             Direction::Ingress => &flow.src,
             Direction::Egress => &flow.dst,

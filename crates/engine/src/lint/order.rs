@@ -180,10 +180,7 @@ impl Engine {
                             AdminTier::Admin => &lists.admin,
                             AdminTier::Baseline => &lists.baseline,
                         };
-                        let compiled = match dir {
-                            Direction::Ingress => &self.admins[i].ingress[k],
-                            Direction::Egress => &self.admins[i].egress[k],
-                        };
+                        let compiled = &self.admins[i].rules(dir)[k];
                         // A fail-closed rule matches every peer.
                         let any = compiled
                             .peers
@@ -237,10 +234,7 @@ impl Engine {
         {
             let np = &self.cluster.network_policies[i];
             for dir in DIRECTIONS.into_iter().filter(|&d| np.policy_types.has(d)) {
-                let rules = match dir {
-                    Direction::Ingress => &self.nps[i].ingress,
-                    Direction::Egress => &self.nps[i].egress,
-                };
+                let rules = self.nps[i].rules(dir);
                 for k in 0..rules.len() {
                     let (mut over, mut earlier) = (Tally::default(), Tally::default());
                     let subjects: Vec<PodId> = reps
