@@ -23,10 +23,7 @@ fn cluster_with(pods: usize, policies: usize, labels: palisade_gen::PodLabels) -
         },
         labels,
     );
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-        .unwrap()
-        .cluster
+    g.load().unwrap()
 }
 
 const SIZES: [(usize, usize); 2] = [(1_000, 200), (10_000, 2_000)];

@@ -175,12 +175,7 @@ fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
         seed: 3,
         admin: false,
     });
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let cluster =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap()
-            .cluster;
-    let mut e = Engine::new(cluster, Options::default());
+    let mut e = Engine::new(g.load().unwrap(), Options::default());
     let mut others_changed = 0;
     for (a, b) in [(0, 150), (7, 299), (42, 3), (120, 260), (0, 1)] {
         let mut moved = e.cluster().pods[a].clone();

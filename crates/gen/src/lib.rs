@@ -60,6 +60,15 @@ impl Generated {
     pub fn policies_yaml(&self) -> String {
         docs(&self.policies)
     }
+    /// The cluster objects and the policies, read as `palisade -f` reads the two files.
+    pub fn load(&self) -> Result<palisade_model::Cluster, palisade_model::LoadError> {
+        let (c, p) = (self.cluster_yaml(), self.policies_yaml());
+        palisade_model::load_sources(
+            [("cluster.yaml", c.as_str()), ("policies.yaml", p.as_str())],
+            Default::default(),
+        )
+        .map(|loaded| loaded.cluster)
+    }
     /// Namespaces as a `v1 NamespaceList` (the form network-config-analyzer's `--ns_list` reads).
     pub fn namespace_list(&self) -> String {
         list(

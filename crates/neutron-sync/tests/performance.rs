@@ -19,11 +19,7 @@ use palisade_neutron_sync::state::PortFilter;
 use palisade_neutron_sync::{SyncOptions, sync};
 
 fn measure(c: &Client, g: &Generated, mode: PeerMode, filter: &PortFilter, what: &str) {
-    let (cl, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded =
-        palisade_model::load_sources([("c", cl.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap();
-    let engine = Engine::new(loaded.cluster, Options::default());
+    let engine = Engine::new(g.load().unwrap(), Options::default());
     let options = TranslateOptions {
         peer_mode: mode,
         ignore_admin_policies: false,
@@ -99,11 +95,7 @@ fn scenario(mode: PeerMode, pods: usize, policies: usize) {
         seed: 1,
         admin: false,
     });
-    let (cl, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded =
-        palisade_model::load_sources([("c", cl.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap();
-    let filter = common::pod_ports(&c, &loaded.cluster.pods);
+    let filter = common::pod_ports(&c, &g.load().unwrap().pods);
     measure(&c, &g, mode, &filter, "first sync");
     measure(&c, &g, mode, &filter, "second sync, nothing changed");
     let pods: Vec<usize> = (0..g.cluster.len())

@@ -21,13 +21,7 @@ use palisade_neutron_sync::{Report, SyncOptions, sync};
 use serde_json::json;
 
 fn engine(g: &Generated) -> Engine {
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded = palisade_model::load_sources(
-        [("cluster", c.as_str()), ("policies", p.as_str())],
-        Default::default(),
-    )
-    .unwrap();
-    Engine::new(loaded.cluster, Options::default())
+    Engine::new(g.load().unwrap(), Options::default())
 }
 
 fn translation(e: &Engine, mode: PeerMode) -> Translation {

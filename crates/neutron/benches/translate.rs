@@ -16,12 +16,7 @@ fn engine(pods: usize, policies: usize) -> Engine {
         seed: 1,
         admin: false,
     });
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let cluster =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap()
-            .cluster;
-    Engine::new(cluster, Options::default())
+    Engine::new(g.load().unwrap(), Options::default())
 }
 
 fn bench(c: &mut Criterion) {

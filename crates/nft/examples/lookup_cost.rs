@@ -29,11 +29,7 @@ fn main() {
         seed: 1,
         admin: true,
     });
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let cluster =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap()
-            .cluster;
+    let cluster = g.load().unwrap();
     let ips: Vec<IpAddr> = cluster.pods.iter().flat_map(|p| p.ips.clone()).collect();
     let engine = Engine::new(cluster, Options::default());
     let ruleset = compile(&engine, Some("node-1")).unwrap();

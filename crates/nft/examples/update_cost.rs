@@ -26,12 +26,7 @@ fn engine(pods: usize) -> Engine {
         seed: 1,
         admin: true,
     });
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let cl =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap()
-            .cluster;
-    Engine::new(cl, Options::default())
+    Engine::new(g.load().unwrap(), Options::default())
 }
 
 fn ms(d: Duration) -> String {

@@ -192,13 +192,7 @@ fn the_kernel_accepts_the_rendered_rulesets() {
                 seed,
                 admin: true,
             });
-            let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-            let loaded = palisade_model::load_sources(
-                [("c", c.as_str()), ("p", p.as_str())],
-                Default::default(),
-            )
-            .unwrap();
-            let rs = compile(&Engine::new(loaded.cluster, Options::default()), None).unwrap();
+            let rs = compile(&Engine::new(g.load().unwrap(), Options::default()), None).unwrap();
             palisade_nft::check(&rs.render(), Some(&ns))
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         }

@@ -22,11 +22,7 @@ fn engine() -> Engine {
         seed: 7,
         admin: true,
     });
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap();
-    Engine::new(loaded.cluster, Options::default())
+    Engine::new(g.load().unwrap(), Options::default())
 }
 
 /// A pod that can take the labels of another pod of its namespace (an existing class).

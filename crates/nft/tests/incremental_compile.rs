@@ -156,12 +156,7 @@ fn a_policy_edit_and_a_relabel_compile_incrementally() {
         seed: 11,
         admin: true,
     });
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let cluster =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap()
-            .cluster;
-    let mut engine = Engine::new(cluster, Options::default());
+    let mut engine = Engine::new(g.load().unwrap(), Options::default());
     for node in [None, Some("node-0")] {
         let mut compiled = Compiled::full(&engine, node, None).unwrap();
         let np = engine

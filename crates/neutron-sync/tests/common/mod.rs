@@ -275,11 +275,7 @@ pub fn generated(seed: u64) -> palisade_gen::Generated {
 
 /// The evaluator of a generated cluster and its policies.
 pub fn engine(g: &palisade_gen::Generated) -> palisade_engine::Engine {
-    let (c, p) = (g.cluster_yaml(), g.policies_yaml());
-    let loaded =
-        palisade_model::load_sources([("c", c.as_str()), ("p", p.as_str())], Default::default())
-            .unwrap();
-    palisade_engine::Engine::new(loaded.cluster, palisade_engine::Options::default())
+    palisade_engine::Engine::new(g.load().unwrap(), palisade_engine::Options::default())
 }
 
 /// The default translation of `e` into security groups.
