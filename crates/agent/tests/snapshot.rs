@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use palisade_agent::metrics::Metrics;
 use palisade_agent::reconcile::{Config, Kernel, Reconciler};
+use palisade_agent::snapshot::Snapshot;
 use palisade_follow::Follower;
 use palisade_follow::source::{Event, Text};
 use palisade_nft::{KernelError, Ruleset};
@@ -105,38 +106,17 @@ fn a_reader_is_not_blocked_while_a_reconcile_is_in_progress() {
         "the reader sees the state in force, not the one being applied"
     );
     assert_eq!(engine.unwrap().cluster().pods.len(), pods);
-    assert!(
-        first
-            .engine
-            .as_ref()
-            .unwrap()
-            .cluster()
-            .network_policies
-            .is_empty(),
-        "a published snapshot never changes"
-    );
+    let policies = |s: &Snapshot| s.engine.as_ref().unwrap().cluster().network_policies.len();
+    assert_eq!(policies(&first), 0, "a published snapshot never changes");
 
     release.send(()).unwrap();
     let reconciler = worker.join().unwrap();
     let now = snapshots.borrow().clone();
     assert_eq!(now.generation, 2);
+    assert_eq!(policies(&now), 1);
     assert_eq!(
-        now.engine
-            .as_ref()
-            .unwrap()
-            .cluster()
-            .network_policies
-            .len(),
-        1
-    );
-    assert!(
-        first
-            .engine
-            .as_ref()
-            .unwrap()
-            .cluster()
-            .network_policies
-            .is_empty(),
+        policies(&first),
+        0,
         "the snapshot a reader kept is unchanged after the commit"
     );
     drop(reconciler);
