@@ -137,9 +137,10 @@ impl Engine {
         let walk = |side: &SideVerdict, kind: EndpointKind, ip, direction| SideWalk {
             direction,
             at: named(kind, ip),
-            steps: match (kind, &side.decision) {
-                (_, Decision::Exempt(_)) => Vec::new(),
-                (EndpointKind::Pod(p), _) => self.walk(p, direction, side, flow),
+            steps: match (kind, WalkShape::of(kind, side)) {
+                (EndpointKind::Pod(p), shape) if shape.walked => {
+                    self.walk(p, direction, shape, flow)
+                }
                 _ => Vec::new(),
             },
         };
@@ -164,12 +165,8 @@ impl Engine {
         }
     }
 
-    /// The tiers `side` went through for `pod` (none when no policy was evaluated: the pod
-    /// shares its address and fails closed).
-    fn walk(&self, pod: PodId, dir: Direction, side: &SideVerdict, flow: &Flow) -> Vec<TierStep> {
-        if matches!(side.decision, Decision::SharedAddress(_)) {
-            return Vec::new();
-        }
+    /// The tiers a side of `shape` went through for `pod`.
+    fn walk(&self, pod: PodId, dir: Direction, shape: WalkShape, flow: &Flow) -> Vec<TierStep> {
         let tiers = self.subject_tiers(pod, dir);
         let admin_tier = |tier: Tier, ids: &[u32]| {
             let mut decided = false;
@@ -191,17 +188,17 @@ impl Engine {
             TierStep::AdminTier { tier, policies }
         };
         let mut steps = vec![admin_tier(Tier::Admin, &tiers.admin)];
-        if side.tier == Tier::Admin {
+        if shape.stops_at_admin {
             return steps;
         }
         let isolated = !tiers.isolated_by.is_empty();
-        let misses = match side.decision {
-            Decision::Isolated(_) if side.tier == Tier::NetworkPolicy => tiers
+        let misses = match shape.lists_network_rules {
+            true => tiers
                 .network
                 .iter()
                 .map(|&i| self.np_step(i, dir, flow))
                 .collect(),
-            _ => Vec::new(),
+            false => Vec::new(),
         };
         steps.push(TierStep::NetworkPolicyTier {
             isolated_by: tiers.isolated_by,
@@ -332,6 +329,35 @@ impl Engine {
             namespace: relations.then(|| self.pod_ns[pod]),
             ports: (named && dir == Direction::Ingress)
                 .then(|| self.cluster.pods[pod].ports.clone()),
+        }
+    }
+}
+
+/// Which parts of its tier walk a side shows; `explain` and the matrix page read it alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct WalkShape {
+    /// A walk is shown: the side is a pod's and policy decided it (not exempt, not failing
+    /// closed on a shared address before any policy was evaluated).
+    pub walked: bool,
+    /// The Admin tier decided: the later tiers are not shown.
+    pub stops_at_admin: bool,
+    /// The NetworkPolicy tier denied by isolation: each isolating policy's rules and why
+    /// none matched are shown.
+    pub lists_network_rules: bool,
+}
+
+impl WalkShape {
+    /// The shape of the walk of `side`, decided at endpoint `at`.
+    pub fn of(at: EndpointKind, side: &SideVerdict) -> WalkShape {
+        WalkShape {
+            walked: matches!(at, EndpointKind::Pod(_))
+                && !matches!(
+                    side.decision,
+                    Decision::Exempt(_) | Decision::SharedAddress(_)
+                ),
+            stops_at_admin: side.tier == Tier::Admin,
+            lists_network_rules: side.tier == Tier::NetworkPolicy
+                && matches!(side.decision, Decision::Isolated(_)),
         }
     }
 }

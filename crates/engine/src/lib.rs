@@ -67,9 +67,9 @@ pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideClasses, SideProgram};
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use explain::{
     AdminStepCode, Explanation, NOT_REACHED, NamedEndpoint, PolicyMisses, PolicyOutcome,
-    PolicyStep, SideWalk, StepTraits, SubjectTiers, TierStep, WalkPolicy, admin_outcome_text,
-    admin_policy_head, admin_tier_line, network_outcome_text, network_policy_head,
-    network_tier_line,
+    PolicyStep, SideWalk, StepTraits, SubjectTiers, TierStep, WalkPolicy, WalkShape,
+    admin_outcome_text, admin_policy_head, admin_tier_line, network_outcome_text,
+    network_policy_head, network_tier_line,
 };
 pub use matrix::{Distinction, Matrix, Probe};
 pub use ports::PortSegment;

@@ -18,7 +18,7 @@ mod walks;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{Decision, EndpointKind, Engine, Matrix, PodId, Probe, SideVerdict, Tier};
+use palisade_engine::{EndpointKind, Engine, Matrix, PodId, Probe, SideVerdict, WalkShape};
 use serde_json::{Value, json};
 
 use self::tables::{Interner, NA, encode_row};
@@ -93,12 +93,11 @@ fn pair(from: &Axis, to: &Axis) -> (PodId, PodId) {
     }
 }
 
-/// A side as the panel shows it: the verdict, and whether its walk is shown (the side is a
-/// pod's that policy decided: not exempt, not failing closed on a shared address).
+/// A side as the panel shows it: the verdict, and which parts of its walk are shown.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Side {
     verdict: SideVerdict,
-    walked: bool,
+    shape: WalkShape,
 }
 
 /// A distinct cell: allowed, the egress and ingress sides (indices into the side table),
@@ -142,12 +141,8 @@ fn chunk(
                             let depends = engine.depends_on_address(&flow);
                             let v = engine.evaluate(&flow);
                             let mut side = |verdict: SideVerdict, at: EndpointKind| {
-                                let walked = matches!(at, EndpointKind::Pod(_))
-                                    && !matches!(
-                                        verdict.decision,
-                                        Decision::Exempt(_) | Decision::SharedAddress(_)
-                                    );
-                                t.sides.id(&Side { verdict, walked })
+                                let shape = WalkShape::of(at, &verdict);
+                                t.sides.id(&Side { verdict, shape })
                             };
                             let e = side(v.egress, flow.src.kind);
                             let i = side(v.ingress, flow.dst.kind);
@@ -164,12 +159,12 @@ fn chunk(
 /// `[verdict line, walked, stops at the Admin tier, lists the isolating NetworkPolicies'
 /// rules]`: what the script needs of a side besides its subject's walk parts.
 fn side_json(side: &Side, texts: &mut Interner<String>) -> [u32; 4] {
-    let v = &side.verdict;
+    let shape = side.shape;
     [
-        texts.id(&format!("  => {v}")),
-        u32::from(side.walked),
-        u32::from(v.tier == Tier::Admin),
-        u32::from(v.tier == Tier::NetworkPolicy && matches!(v.decision, Decision::Isolated(_))),
+        texts.id(&format!("  => {}", side.verdict)),
+        u32::from(shape.walked),
+        u32::from(shape.stops_at_admin),
+        u32::from(shape.lists_network_rules),
     ]
 }
 
