@@ -141,3 +141,22 @@ fn removing_another_pod_keeps_a_renumbered_shared_pod_failing_closed() {
     }
     assert!(e.evaluate(&flow(&e, ("a", "t"), ("a", "s"))).allowed);
 }
+
+#[test]
+fn explain_walks_no_tier_for_a_side_failing_closed_on_a_shared_address() {
+    // An admin policy selects every pod: a walked side would list it.
+    let text = format!(
+        "{CLUSTER}---\napiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\nmetadata: {{name: all}}\nspec:\n  priority: 1\n  subject: {{namespaces: {{}}}}\n  egress: [{{action: Deny, to: [{{networks: [192.0.2.0/24]}}]}}]\n"
+    );
+    let e = Engine::new(
+        palisade_model::load_str(&text).unwrap().cluster,
+        Options::default(),
+    );
+    let x = e.explain(&flow(&e, ("a", "p"), ("a", "r")));
+    assert!(x.egress.steps.is_empty(), "{x}");
+    assert!(!x.ingress.steps.is_empty(), "a/r's side is walked: {x}");
+    let text = x.to_string();
+    let egress = text.split("\n\n").nth(1).unwrap();
+    assert!(!egress.contains("Admin tier"), "{egress}");
+    assert!(egress.contains("shares its address 10.0.0.1"), "{egress}");
+}
