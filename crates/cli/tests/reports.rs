@@ -643,6 +643,19 @@ fn html_aggregates_to_classes_above_200_pods() {
         ),
         "and says so"
     );
+    // The one class meets itself: the panel's command names two distinct pods of it.
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("reports");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("classes.html");
+    std::fs::write(&file, &page).unwrap();
+    let dom = chromium(
+        &["--dump-dom"],
+        &format!("file://{}#explain=0,0,0", file.display()),
+    );
+    assert!(
+        dom.contains("palisade explain --from x/p000 --to x/p001 --port 80 --protocol TCP"),
+        "{dom}"
+    );
 }
 
 const ON_NODES: &str = "apiVersion: v1\nkind: Pod\nmetadata: {name: a, namespace: x, labels: {app: a}}\nspec: {nodeName: n1}\nstatus: {podIP: 10.0.0.1, hostIP: 192.168.0.1}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: b, namespace: x, labels: {app: b}}\nspec: {nodeName: n2}\nstatus: {podIP: 10.0.0.2, hostIP: 192.168.0.2}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: agent, namespace: x}\nspec: {nodeName: n2, hostNetwork: true}\nstatus: {podIP: 192.168.0.2, hostIP: 192.168.0.2}\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: x}\nspec: {podSelector: {}}\n";
