@@ -103,6 +103,11 @@ impl Engine {
                 ingress: s,
             };
         }
+        self.evaluate_sides(flow)
+    }
+
+    /// Decides both sides of `flow` by policy, with no same-pod shortcut.
+    pub(crate) fn evaluate_sides(&self, flow: &Flow) -> Verdict {
         let egress = match flow.src.kind {
             EndpointKind::Pod(p) => match self.shared_address(p) {
                 Some(ip) => SideVerdict::shared_address(ip),

@@ -129,7 +129,11 @@ impl Engine {
 
     /// Decides `flow` and records the tier-by-tier walk of both sides.
     pub fn explain(&self, flow: &Flow) -> Explanation {
-        let verdict = self.evaluate(flow);
+        self.explain_verdict(flow, self.evaluate(flow))
+    }
+
+    /// The walk of both sides of `flow`, which `verdict` decided.
+    pub(crate) fn explain_verdict(&self, flow: &Flow, verdict: Verdict) -> Explanation {
         let named = |kind, ip| NamedEndpoint {
             name: self.endpoint_name(kind, ip),
             ip,

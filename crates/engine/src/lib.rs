@@ -56,6 +56,7 @@ mod ports;
 mod resolved;
 mod rows;
 mod rule_parts;
+mod services;
 mod state;
 mod universe;
 mod update;
@@ -74,6 +75,9 @@ pub use explain::{
 pub use matrix::{Distinction, Matrix, Probe};
 pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
+pub use services::{
+    EndpointSource, EndpointVerdict, PortEndpoints, Reach, ServiceEndpoint, picks_port,
+};
 pub use state::{Engine, Options, PodId, Semantics};
 pub use update::{Change, Touched};
 pub use verdict::{

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use palisade_model::{AdminPeer, AdminPolicy, Namespace, NetworkPolicy, Node, Pod, PolicyKind};
+use palisade_model::{
+    AdminPeer, AdminPolicy, EndpointSlice, Namespace, NetworkPolicy, Node, Pod, PolicyKind, Service,
+};
 
 use crate::bitset::BitSet;
 use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PeerSets, PodId, PodPolicies};
@@ -43,6 +45,24 @@ pub enum Change {
     RemoveAdminPolicy {
         /// Kind.
         kind: PolicyKind,
+        /// Name.
+        name: String,
+    },
+    /// Add or replace a Service (by namespace and name).
+    UpsertService(Service),
+    /// Remove a Service.
+    RemoveService {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+    },
+    /// Add or replace an EndpointSlice (by namespace and name).
+    UpsertEndpointSlice(EndpointSlice),
+    /// Remove an EndpointSlice.
+    RemoveEndpointSlice {
+        /// Namespace.
+        namespace: String,
         /// Name.
         name: String,
     },
@@ -168,6 +188,38 @@ impl Engine {
                     self.remove_admin(i);
                     return Touched { all: false, pods };
                 }
+                return Touched::default();
+            }
+            // Policy is decided after DNAT: Services change no pod's programs.
+            Change::UpsertService(s) => {
+                let list = &mut self.cluster.services;
+                match list
+                    .iter()
+                    .position(|x| x.namespace == s.namespace && x.name == s.name)
+                {
+                    Some(i) => list[i] = s,
+                    None => list.push(s),
+                }
+                return Touched::default();
+            }
+            Change::RemoveService { namespace, name } => {
+                (self.cluster.services).retain(|x| x.namespace != namespace || x.name != name);
+                return Touched::default();
+            }
+            Change::UpsertEndpointSlice(s) => {
+                let list = &mut self.cluster.endpoint_slices;
+                match list
+                    .iter()
+                    .position(|x| x.namespace == s.namespace && x.name == s.name)
+                {
+                    Some(i) => list[i] = s,
+                    None => list.push(s),
+                }
+                return Touched::default();
+            }
+            Change::RemoveEndpointSlice { namespace, name } => {
+                (self.cluster.endpoint_slices)
+                    .retain(|x| x.namespace != namespace || x.name != name);
                 return Touched::default();
             }
         }

@@ -57,6 +57,18 @@ fn apply_to_cluster(c: &mut Cluster, change: &Change) {
         Change::RemoveAdminPolicy { kind, name } => c
             .admin_policies
             .retain(|p| !(&p.kind == kind && &p.name == name)),
+        Change::UpsertService(s) => upsert(&mut c.services, s, |x| {
+            x.namespace == s.namespace && x.name == s.name
+        }),
+        Change::RemoveService { namespace, name } => c
+            .services
+            .retain(|s| !(&s.namespace == namespace && &s.name == name)),
+        Change::UpsertEndpointSlice(s) => upsert(&mut c.endpoint_slices, s, |x| {
+            x.namespace == s.namespace && x.name == s.name
+        }),
+        Change::RemoveEndpointSlice { namespace, name } => c
+            .endpoint_slices
+            .retain(|s| !(&s.namespace == namespace && &s.name == name)),
     }
 }
 

@@ -330,6 +330,7 @@ proptest! {
             host_network: false,
             ips: vec!["10.9.9.9".parse().unwrap()],
             ports: vec![],
+            ready: true,
             origin: Origin::default(),
         };
         c.namespaces.push(ns);

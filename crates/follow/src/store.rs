@@ -39,6 +39,8 @@ impl Update {
                 Object::Node(o) => Change::UpsertNode(o),
                 Object::NetworkPolicy(o) => Change::UpsertNetworkPolicy(o),
                 Object::Admin(o) => Change::UpsertAdminPolicy(o),
+                Object::Service(o) => Change::UpsertService(o),
+                Object::EndpointSlice(o) => Change::UpsertEndpointSlice(o),
             },
             Update::Remove(key) => removal(key),
         }
@@ -70,6 +72,14 @@ fn removal(key: &ObjectKey) -> Change {
         },
         Kind::BaselineAdminNetworkPolicy => Change::RemoveAdminPolicy {
             kind: PolicyKind::BaselineAdminNetworkPolicy,
+            name,
+        },
+        Kind::Service => Change::RemoveService {
+            namespace: namespace(),
+            name,
+        },
+        Kind::EndpointSlice => Change::RemoveEndpointSlice {
+            namespace: namespace(),
             name,
         },
     }

@@ -265,6 +265,7 @@ pub fn pod(i: usize) -> impl Strategy<Value = Pod> {
                     port(80, "http", Protocol::Tcp),
                     port(if udp_dns { 81 } else { 80 }, "dns", Protocol::Udp),
                 ],
+                ready: true,
                 origin: Origin::default(),
             }
         })

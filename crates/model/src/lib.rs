@@ -23,6 +23,7 @@ pub mod digest;
 mod load;
 mod object;
 mod objects;
+mod service;
 pub mod tree;
 mod types;
 pub mod validate;
@@ -38,4 +39,5 @@ pub use load::{
 };
 pub use object::{Kind, Object, ObjectKey};
 pub use objects::*;
+pub use service::*;
 pub use types::*;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use crate::convert::stand_in::{StandIn, stand_in};
-use crate::convert::{admin, core, netpol, workload};
+use crate::convert::{admin, core, netpol, service, workload};
 use crate::diag::{Ctx, Diagnostic, Severity};
 use crate::objects::{Cluster, NetworkPolicyApi, Origin, STAGED_ANNOTATION};
 use crate::tree::TreeEntry;
@@ -401,6 +401,8 @@ enum Object {
     Node(crate::objects::Node),
     NetworkPolicy(crate::objects::NetworkPolicy),
     Admin(crate::objects::AdminPolicy),
+    Service(crate::service::Service),
+    EndpointSlice(crate::service::EndpointSlice),
     /// An object of a kind Palisade does not read (`apiVersion kind`), and the notice
     /// saying so.
     Skipped(String, Diagnostic),
@@ -508,6 +510,12 @@ impl Loader {
                 format!("{}/{}", o.namespace, o.name),
             ),
             Object::Admin(o) => (o.name.clone(), String::new(), o.name.clone()),
+            Object::Service(o) => (o.namespace.clone(), o.name.clone(), o.key()),
+            Object::EndpointSlice(o) => (
+                o.namespace.clone(),
+                o.name.clone(),
+                format!("{}/{}", o.namespace, o.name),
+            ),
             Object::Skipped(..) => return,
         };
         let id = (kind.clone(), a, b);
@@ -538,6 +546,8 @@ impl Loader {
             Object::NetworkPolicy(o) => c.network_policies.push(o),
             Object::Admin(o) if staged => c.staged.admin_policies.push(o),
             Object::Admin(o) => c.admin_policies.push(o),
+            Object::Service(o) => c.services.push(o),
+            Object::EndpointSlice(o) => c.endpoint_slices.push(o),
             Object::Skipped(..) => {}
         }
     }
@@ -784,6 +794,10 @@ fn decode(item: &Item<'_>) -> ItemResult {
         ("v1", "Namespace") => core::namespace(&mut ctx, value, origin).map(Object::Namespace),
         ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(|(p, h)| Object::Pod(p, h)),
         ("v1", "Node") => core::node(&mut ctx, value, origin).map(Object::Node),
+        ("v1", "Service") => service::service(&mut ctx, value, origin).map(Object::Service),
+        ("discovery.k8s.io/v1", "EndpointSlice") => {
+            service::endpoint_slice(&mut ctx, value, origin).map(Object::EndpointSlice)
+        }
         ("networking.k8s.io/v1" | "extensions/v1beta1", "NetworkPolicy") => {
             let version = if api == "extensions/v1beta1" {
                 NetworkPolicyApi::ExtensionsV1beta1
@@ -809,6 +823,8 @@ fn decode(item: &Item<'_>) -> ItemResult {
             "Namespace"
             | "Pod"
             | "Node"
+            | "Service"
+            | "EndpointSlice"
             | "NetworkPolicy"
             | "AdminNetworkPolicy"
             | "BaselineAdminNetworkPolicy"
@@ -894,6 +910,7 @@ const GROUP_KINDS: &[(&str, &[&str])] = &[
             "ClusterCIDR",
         ],
     ),
+    ("discovery.k8s.io", &["EndpointSlice"]),
     (
         "policy.networking.k8s.io",
         &[
@@ -926,8 +943,9 @@ fn unknown_kind_of_read_group(api: &str, kind: &str) -> bool {
 /// The kinds Palisade reads in `api`'s group, for an error message.
 fn read_kinds(api: &str) -> &'static str {
     match api_group(api) {
-        "" => "Namespace, Pod and Node",
+        "" => "Namespace, Pod, Node and Service",
         "networking.k8s.io" => "NetworkPolicy",
+        "discovery.k8s.io" => "EndpointSlice",
         _ => "AdminNetworkPolicy, BaselineAdminNetworkPolicy and ClusterNetworkPolicy",
     }
 }
@@ -958,7 +976,7 @@ mod tests {
 
     #[test]
     fn skipped_kinds_and_pods_without_an_address_are_one_line_each() {
-        let yaml = "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Service\nmetadata: {name: b}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n";
+        let yaml = "apiVersion: v1\nkind: Secret\nmetadata: {name: a}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: b}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\n";
         let loaded = load_str(yaml).unwrap();
         let lines: Vec<String> = loaded
             .diagnostics
@@ -970,7 +988,7 @@ mod tests {
             lines,
             [
                 "<input>:10: notice: v1 ConfigMap is not a kind Palisade reads; 1 object(s) skipped (--verbose lists them)",
-                "<input>:2: notice: v1 Service is not a kind Palisade reads; 2 object(s) skipped (--verbose lists them)",
+                "<input>:2: notice: v1 Secret is not a kind Palisade reads; 2 object(s) skipped (--verbose lists them)",
                 "<input>:12: notice: 1 pod(s) without an address (Pending or completed), left out of the matrix (--verbose lists them)",
             ]
         );

@@ -5,7 +5,8 @@
 use std::fmt;
 
 use crate::{
-    AdminPolicy, Cluster, Invalid, Namespace, NetworkPolicy, Node, Origin, Pod, PolicyKind,
+    AdminPolicy, Cluster, EndpointSlice, Invalid, Namespace, NetworkPolicy, Node, Origin, Pod,
+    PolicyKind, Service,
 };
 
 /// Every kind of object the engine reads.
@@ -25,6 +26,10 @@ pub enum Kind {
     ClusterNetworkPolicy,
     /// `policy.networking.k8s.io/v1alpha1` BaselineAdminNetworkPolicy.
     BaselineAdminNetworkPolicy,
+    /// `v1` Service.
+    Service,
+    /// `discovery.k8s.io/v1` EndpointSlice.
+    EndpointSlice,
 }
 
 impl Kind {
@@ -38,6 +43,8 @@ impl Kind {
             Kind::AdminNetworkPolicy => "AdminNetworkPolicy",
             Kind::ClusterNetworkPolicy => "ClusterNetworkPolicy",
             Kind::BaselineAdminNetworkPolicy => "BaselineAdminNetworkPolicy",
+            Kind::Service => "Service",
+            Kind::EndpointSlice => "EndpointSlice",
         }
     }
 
@@ -51,6 +58,8 @@ impl Kind {
             "AdminNetworkPolicy" => Kind::AdminNetworkPolicy,
             "ClusterNetworkPolicy" => Kind::ClusterNetworkPolicy,
             "BaselineAdminNetworkPolicy" => Kind::BaselineAdminNetworkPolicy,
+            "Service" => Kind::Service,
+            "EndpointSlice" => Kind::EndpointSlice,
             _ => return None,
         })
     }
@@ -73,13 +82,16 @@ impl Kind {
             Kind::AdminNetworkPolicy => Some(PolicyKind::AdminNetworkPolicy),
             Kind::ClusterNetworkPolicy => Some(PolicyKind::ClusterNetworkPolicy),
             Kind::BaselineAdminNetworkPolicy => Some(PolicyKind::BaselineAdminNetworkPolicy),
-            Kind::Namespace | Kind::Pod | Kind::Node => None,
+            Kind::Namespace | Kind::Pod | Kind::Node | Kind::Service | Kind::EndpointSlice => None,
         }
     }
 
     /// Whether objects of this kind live in a namespace.
     pub fn namespaced(self) -> bool {
-        matches!(self, Kind::Pod | Kind::NetworkPolicy)
+        matches!(
+            self,
+            Kind::Pod | Kind::NetworkPolicy | Kind::Service | Kind::EndpointSlice
+        )
     }
 }
 
@@ -152,6 +164,10 @@ pub enum Object {
     NetworkPolicy(NetworkPolicy),
     /// An admin policy.
     Admin(AdminPolicy),
+    /// A Service.
+    Service(Service),
+    /// An EndpointSlice.
+    EndpointSlice(EndpointSlice),
 }
 
 impl Object {
@@ -163,6 +179,8 @@ impl Object {
             Object::Node(_) => Kind::Node,
             Object::NetworkPolicy(_) => Kind::NetworkPolicy,
             Object::Admin(o) => Kind::of_admin(o.kind),
+            Object::Service(_) => Kind::Service,
+            Object::EndpointSlice(_) => Kind::EndpointSlice,
         }
     }
 
@@ -174,6 +192,8 @@ impl Object {
             Object::Node(o) => (None, &o.name),
             Object::NetworkPolicy(o) => (Some(&*o.namespace), &o.name),
             Object::Admin(o) => (None, &o.name),
+            Object::Service(o) => (Some(&*o.namespace), &o.name),
+            Object::EndpointSlice(o) => (Some(&*o.namespace), &o.name),
         };
         ObjectKey {
             staged: staged && self.kind().policy_kind().is_some(),
@@ -189,6 +209,8 @@ impl Object {
             Object::Node(o) => Some(&o.origin),
             Object::NetworkPolicy(o) => Some(&o.origin),
             Object::Admin(o) => Some(&o.origin),
+            Object::Service(o) => Some(&o.origin),
+            Object::EndpointSlice(o) => Some(&o.origin),
         }
     }
 }
@@ -207,7 +229,7 @@ impl Invalid {
 
 impl Cluster {
     /// Every object, each with whether it is a staged policy: namespaces, pods, nodes,
-    /// NetworkPolicies, admin policies, then the staged policies.
+    /// NetworkPolicies, admin policies, Services, EndpointSlices, then the staged policies.
     pub fn into_objects(self) -> impl Iterator<Item = (Object, bool)> {
         let staged = self.staged;
         (self.namespaces.into_iter().map(Object::Namespace))
@@ -215,6 +237,8 @@ impl Cluster {
             .chain(self.nodes.into_iter().map(Object::Node))
             .chain(self.network_policies.into_iter().map(Object::NetworkPolicy))
             .chain(self.admin_policies.into_iter().map(Object::Admin))
+            .chain(self.services.into_iter().map(Object::Service))
+            .chain(self.endpoint_slices.into_iter().map(Object::EndpointSlice))
             .map(|o| (o, false))
             .chain(
                 (staged
@@ -236,6 +260,8 @@ impl Cluster {
             Object::NetworkPolicy(o) => self.network_policies.push(o),
             Object::Admin(o) if staged => self.staged.admin_policies.push(o),
             Object::Admin(o) => self.admin_policies.push(o),
+            Object::Service(o) => self.services.push(o),
+            Object::EndpointSlice(o) => self.endpoint_slices.push(o),
         }
     }
 }

@@ -92,6 +92,9 @@ pub struct Pod {
     pub ips: Vec<IpAddr>,
     /// Ports of all containers.
     pub ports: Vec<ContainerPort>,
+    /// Whether the pod is ready to serve a Service: its `Ready` condition is `True`, or it
+    /// reports no `Ready` condition at all (a manifest, or a workload's pod to be).
+    pub ready: bool,
     /// Where it was read.
     pub origin: Origin,
 }
@@ -404,6 +407,10 @@ pub struct Cluster {
     pub admin_policies: Vec<AdminPolicy>,
     /// Policies annotated [`STAGED_ANNOTATION`]: evaluated on request, never enforced.
     pub staged: Staged,
+    /// Services.
+    pub services: Vec<crate::Service>,
+    /// EndpointSlices.
+    pub endpoint_slices: Vec<crate::EndpointSlice>,
 }
 
 /// The annotation that stages a policy: with the value `"true"` the policy is evaluated
@@ -437,6 +444,10 @@ impl Cluster {
             .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         self.admin_policies
             .sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
+        self.services
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        self.endpoint_slices
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     }
 
     /// The cluster as it would be with the staged policies enforced too.
@@ -456,6 +467,8 @@ impl Cluster {
             && self.network_policies.is_empty()
             && self.admin_policies.is_empty()
             && self.staged.is_empty()
+            && self.services.is_empty()
+            && self.endpoint_slices.is_empty()
     }
 
     /// The IPs that more than one non-host-network pod has, each with those pods in

@@ -153,7 +153,7 @@ apiVersion: v1
 kind: List
 items:
 - apiVersion: v1
-  kind: Service
+  kind: ConfigMap
   metadata: {name: s}
 - apiVersion: networking.k8s.io/v1
   kind: NetworkPolicy
@@ -181,7 +181,7 @@ items:
         loaded
             .diagnostics
             .iter()
-            .any(|d| d.message.contains("Service is not a kind") && d.line == 6)
+            .any(|d| d.message.contains("ConfigMap is not a kind") && d.line == 6)
     );
     let names: Vec<&str> = c.namespaces.iter().map(|n| n.name.as_str()).collect();
     assert_eq!(names, ["default", "q"], "implied namespaces");

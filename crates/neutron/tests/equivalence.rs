@@ -127,6 +127,7 @@ fn pod(i: usize) -> impl Strategy<Value = Pod> {
                     1 => vec![cp(81, "web", Protocol::Tcp), cp(80, "dns", Protocol::Udp)],
                     _ => vec![cp(80, "web", Protocol::Udp)],
                 },
+                ready: true,
                 origin: Origin::default(),
             }
         })

@@ -142,9 +142,20 @@ pub(crate) fn pod(
         host_network: spec.host_network.unwrap_or(false),
         ips,
         ports,
+        ready: ready(&status),
         origin,
     };
     Some((pod, host_ip))
+}
+
+/// Whether the pod may serve: its `Ready` condition is `True`, or it has none.
+fn ready(status: &core::PodStatus) -> bool {
+    status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "Ready")
+        .is_none_or(|c| c.status == "True")
 }
 
 /// Whether the pod has finished (`status.phase` `Succeeded` or `Failed`).

@@ -3,6 +3,7 @@
 pub(crate) mod admin;
 pub(crate) mod core;
 pub(crate) mod netpol;
+pub(crate) mod service;
 pub(crate) mod stand_in;
 pub(crate) mod workload;
 

@@ -162,6 +162,7 @@ pub(crate) fn workload(
         host_network: spec.host_network.unwrap_or(false),
         ips: Vec::new(),
         ports,
+        ready: true,
         origin,
     })
 }
