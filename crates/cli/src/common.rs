@@ -199,17 +199,38 @@ pub fn endpoint(
     })
 }
 
+/// An endpoint with its name.
+pub fn named(engine: &Engine, e: Endpoint) -> palisade_engine::NamedEndpoint {
+    palisade_engine::NamedEndpoint {
+        name: engine.endpoint_name(e.kind, e.ip),
+        ip: e.ip,
+    }
+}
+
+/// `x/a (10.0.0.1)`, the address alone for an address, or `(no address yet)`.
+pub fn show(e: &palisade_engine::NamedEndpoint) -> String {
+    if e.ip.is_unspecified() {
+        format!("{} (no address yet)", e.name)
+    } else if e.name == e.ip.to_string() {
+        e.name.clone()
+    } else {
+        format!("{} ({})", e.name, e.ip)
+    }
+}
+
 /// The `--from/--to/--port/--protocol` of eval and explain.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FlowArgs {
     /// Source: `namespace/pod` or an IP address.
     #[arg(long)]
     pub from: String,
-    /// Destination: `namespace/pod` or an IP address.
+    /// Destination: `namespace/pod`, an IP address (`ADDRESS:PORT` or `[IPv6]:PORT` with
+    /// its port), or a Service: `svc/namespace/name[:PORT]` (PORT a Service port's number
+    /// or name) or a Service's address.
     #[arg(long)]
     pub to: String,
     /// Destination port: a number (80), a range (8080-8090) or a container port name of
-    /// the destination pod (http).
+    /// the destination pod (http); for a Service, one of its ports (number or name).
     #[arg(long)]
     pub port: Option<PortArg>,
     /// Protocol: TCP, UDP or SCTP (default TCP; a named port's own protocol).

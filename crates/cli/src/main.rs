@@ -5,6 +5,7 @@ mod common;
 mod error;
 mod git;
 mod report;
+mod service_query;
 
 use std::process::ExitCode;
 

@@ -955,3 +955,35 @@ fn generated_variants_and_fuzz_regressions_agree_with_the_api_server() {
     ];
     assert_eq!(disagreements, expected, "{count} objects compared");
 }
+
+/// Services and EndpointSlices: the table of the model's tests (invalid objects, valid ones
+/// at the same limits) is accepted and refused by the API server as by Palisade.
+#[test]
+fn services_and_endpoint_slices_agree_with_the_api_server() {
+    use palisade_test_support::service_table::{invalid, valid};
+    let Some(cp) = plane("services_and_endpoint_slices_agree_with_the_api_server") else {
+        return;
+    };
+    cp.reset();
+    cp.kubectl_ok(&["create", "namespace", "x"]);
+    // Each object under a name of its own, so that one batch can hold them.
+    let own_name = |i: usize, yaml: String| {
+        yaml.replacen("  name: s\n", &format!("  name: s{i}\n"), 1)
+            .replacen("  name: s-1\n", &format!("  name: s{i}-1\n"), 1)
+    };
+    let cases = (invalid().into_iter())
+        .map(|(what, yaml, _)| (what, yaml, false))
+        .chain(valid().into_iter().map(|(what, yaml)| (what, yaml, true)))
+        .enumerate()
+        .map(|(i, (what, yaml, valid))| (what.to_string(), own_name(i, yaml), Some(valid)))
+        .collect();
+    // Each written down in docs/semantics.md (Validation), with the reason.
+    assert_eq!(
+        compare(&cp, cases),
+        [
+            "node port range: API server accepts, Palisade refuses",
+            "dual-stack cluster IPs: API server refuses, Palisade accepts",
+        ],
+        "a dry run allocates no node port, and only the API server knows its address families"
+    );
+}

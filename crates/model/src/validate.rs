@@ -33,21 +33,6 @@ pub fn dns_label(s: &str) -> Option<String> {
     })
 }
 
-/// Errors of a DNS-1035 label (`[a-z]([-a-z0-9]*[a-z0-9])?`, at most 63 characters): the
-/// names of Services.
-pub fn dns1035_label(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let ok = !b.is_empty()
-        && b.len() <= 63
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0].is_ascii_lowercase()
-        && b[b.len() - 1] != b'-';
-    (!ok).then(|| {
-        format!("invalid value {s:?}: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character, and be at most 63 characters")
-    })
-}
-
 /// Errors of a DNS-1123 subdomain (apimachinery `IsDNS1123Subdomain`: dot-separated parts
 /// of `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 253 characters in all; a part may be longer
 /// than 63). The names of Pods, Nodes, NetworkPolicies and the admin policies are subdomains;

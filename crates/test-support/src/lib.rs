@@ -8,11 +8,13 @@
 //! - [`wait`]: waiting for a condition with a timeout that names what was awaited.
 //! - [`at_exit`]: stopping what a test binary started, when it exits.
 //! - [`git`]: scratch git repositories.
+//! - [`service_table`]: the validation table of Services and EndpointSlices.
 
 pub mod at_exit;
 pub mod git;
 pub mod require;
 pub mod seed;
+pub mod service_table;
 pub mod wait;
 
 pub use at_exit::StopAtExit;

@@ -2,12 +2,13 @@
 
 use std::io::Write;
 
-use palisade_engine::{Endpoint, Engine, Flow, NamedEndpoint, PortSegment};
+use palisade_engine::{Endpoint, EndpointVerdict, Engine, Flow, PortSegment};
 use palisade_model::{PortRange, Protocol};
 
-use crate::common::{FlowArgs, Input, Query, staged_difference, staged_engine};
+use crate::common::{FlowArgs, Input, Query, named, show, staged_difference, staged_engine};
 use crate::error::CliError;
 use crate::report::ports;
+use crate::service_query::{ServiceQuery, endpoint_line};
 
 /// Arguments of `eval`.
 #[derive(Debug, clap::Args)]
@@ -15,7 +16,9 @@ use crate::report::ports;
   palisade eval -f cluster.yaml --from x/a --to y/b --port 80
   palisade eval -f cluster.yaml --from x/a --to y/b --port http -o json
   palisade eval -f cluster.yaml --from x/a --to y/b            # which ports are allowed?
-  palisade eval -f manifests/ --from x/a --to 203.0.113.7 --port 443 --exit-code")]
+  palisade eval -f manifests/ --from x/a --to 203.0.113.7 --port 443 --exit-code
+  palisade eval -f cluster.yaml --from shop/web-0 --to svc/shop/orders:http   # each endpoint
+  palisade eval -f cluster.yaml --from shop/web-0 --to 10.96.0.12:80          # a Service address")]
 pub struct Args {
     #[command(flatten)]
     input: Input,
@@ -25,7 +28,8 @@ pub struct Args {
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     output: Format,
     /// Exit 0 when the connection is allowed and 3 when it is denied (with a range, every
-    /// port of it must be allowed; without --port, some port must be).
+    /// port of it must be allowed; without --port, some port must be; for a Service, every
+    /// endpoint of every port asked must admit it).
     #[arg(long)]
     exit_code: bool,
 }
@@ -46,7 +50,16 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let engine = args.input.engine()?;
     let staged = staged_engine(&engine);
     let mut out = std::io::stdout().lock();
-    let allowed = match args.flow.query(&engine)? {
+    let flow_args = args.flow.split_address_port()?;
+    if let Some(q) = flow_args.service_query(&engine)? {
+        let allowed = service(&mut out, &engine, staged.as_ref(), &q, args.output)?;
+        out.flush()?;
+        if args.exit_code && !allowed {
+            return Err(CliError::Denied);
+        }
+        return Ok(());
+    }
+    let allowed = match flow_args.query(&engine)? {
         Query::One(flow) => one(&mut out, &engine, staged.as_ref(), &flow, args.output)?,
         Query::Ports {
             src,
@@ -59,7 +72,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 .flat_map(|&p| engine.port_segments(src, dst, p, within))
                 .collect();
             many(&mut out, &engine, (src, dst), &segments, args.output)?;
-            if args.flow.port.is_some() {
+            if flow_args.port.is_some() {
                 segments.iter().all(|s| s.verdict.allowed)
             } else {
                 segments.iter().any(|s| s.verdict.allowed)
@@ -73,26 +86,13 @@ pub fn run(args: Args) -> Result<(), CliError> {
     Ok(())
 }
 
-fn named(engine: &Engine, e: Endpoint) -> NamedEndpoint {
-    NamedEndpoint {
-        name: engine.endpoint_name(e.kind, e.ip),
-        ip: e.ip,
-    }
-}
-
 /// `x/a (10.0.0.1) -> y/b (10.0.1.2)`.
 fn ends(engine: &Engine, src: Endpoint, dst: Endpoint) -> String {
-    let (a, b) = (named(engine, src), named(engine, dst));
-    let show = |e: &NamedEndpoint| {
-        if e.ip.is_unspecified() {
-            format!("{} (no address yet)", e.name)
-        } else if e.name == e.ip.to_string() {
-            e.name.clone()
-        } else {
-            format!("{} ({})", e.name, e.ip)
-        }
-    };
-    format!("{} -> {}", show(&a), show(&b))
+    format!(
+        "{} -> {}",
+        show(&named(engine, src)),
+        show(&named(engine, dst))
+    )
 }
 
 /// One flow: `DENIED: x/a (10.0.0.1) -> y/b (10.0.1.2) TCP/80`, then each side.
@@ -151,6 +151,66 @@ fn one(
         }
     }
     Ok(v.allowed)
+}
+
+/// A Service: per port, the verdict at each endpoint and what a client experiences. True
+/// when every endpoint of every port asked admits the client (and there is one).
+fn service(
+    out: &mut impl Write,
+    engine: &Engine,
+    staged: Option<&Engine>,
+    q: &ServiceQuery<'_>,
+    format: Format,
+) -> Result<bool, CliError> {
+    let answers = q.answers(engine);
+    let would = |v: &EndpointVerdict| {
+        staged.and_then(|s| {
+            let w = s.evaluate_through_service(&v.flow);
+            (w.allowed != v.verdict.allowed).then_some(w)
+        })
+    };
+    match format {
+        Format::Text => {
+            for a in &answers {
+                writeln!(out, "{}", q.head(engine, a))?;
+                for v in &a.verdicts {
+                    writeln!(out, "  {}", endpoint_line(engine, v))?;
+                    writeln!(out, "    egress:  {}", v.verdict.egress)?;
+                    writeln!(out, "    ingress: {}", v.verdict.ingress)?;
+                    if let Some(w) = would(v) {
+                        let word = if w.allowed { "ALLOWED" } else { "DENIED" };
+                        writeln!(out, "    staged: with the staged policies enforced, {word}")?;
+                    }
+                }
+                q.write_left_out(out, engine, a)?;
+                writeln!(out, "  clients: {}", a.clients())?;
+            }
+        }
+        Format::Json => {
+            let ports = answers
+                .iter()
+                .map(|a| {
+                    a.json(engine, |v| {
+                        let mut e = serde_json::json!({
+                            "allowed": v.verdict.allowed,
+                            "egress": v.verdict.egress,
+                            "ingress": v.verdict.ingress,
+                        });
+                        if let Some(w) = would(v) {
+                            e["staged"] = serde_json::to_value(&w)?;
+                        }
+                        Ok(e)
+                    })
+                })
+                .collect::<Result<Vec<_>, CliError>>()?;
+            let mut json = q.json_head(engine);
+            json["ports"] = ports.into();
+            writeln!(out, "{}", serde_json::to_string(&json)?)?;
+        }
+    }
+    Ok(answers
+        .iter()
+        .all(|a| a.reach() == palisade_engine::Reach::All))
 }
 
 /// The allowed ports per protocol, as maximal ranges.

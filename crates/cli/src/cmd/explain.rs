@@ -2,17 +2,19 @@
 
 use std::io::Write;
 
-use palisade_engine::Flow;
+use palisade_engine::{Engine, Flow};
 
 use crate::common::{FlowArgs, Input, Query, staged_difference, staged_engine};
 use crate::error::CliError;
+use crate::service_query::{ServiceQuery, endpoint_line};
 
 /// Arguments of `explain`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:
   palisade explain -f cluster.yaml --from x/a --to y/b --port 80
   palisade explain -f cluster.yaml --from x/a --to y/b --port http -o json
-  palisade explain -f cluster.yaml --from x/a --to y/b --port 8080-8090   # one walk per run of ports")]
+  palisade explain -f cluster.yaml --from x/a --to y/b --port 8080-8090   # one walk per run of ports
+  palisade explain -f cluster.yaml --from shop/web-0 --to svc/shop/orders:http   # one walk per endpoint")]
 pub struct Args {
     #[command(flatten)]
     input: Input,
@@ -35,14 +37,20 @@ enum Format {
 /// Prints the tier-by-tier walk: of the one flow asked, or of one port of each run of ports
 /// that the policies treat alike when `--port` is a range.
 pub fn run(args: Args) -> Result<(), CliError> {
-    if args.flow.port.is_none() {
+    let flow_args = args.flow.split_address_port()?;
+    let engine = args.input.engine()?;
+    let mut out = std::io::stdout().lock();
+    if let Some(q) = flow_args.service_query(&engine)? {
+        service(&mut out, &engine, &q, args.output)?;
+        out.flush()?;
+        return Ok(());
+    }
+    if flow_args.port.is_none() {
         return Err(CliError::Usage(
             "explain needs --port (a number, a range or a port name); `palisade eval` without --port lists the allowed ports".into(),
         ));
     }
-    let engine = args.input.engine()?;
-    let mut out = std::io::stdout().lock();
-    match args.flow.query(&engine)? {
+    match flow_args.query(&engine)? {
         Query::One(flow) => {
             let explanation = engine.explain(&flow);
             let staged = staged_engine(&engine);
@@ -101,5 +109,45 @@ pub fn run(args: Args) -> Result<(), CliError> {
         }
     }
     out.flush()?;
+    Ok(())
+}
+
+/// A Service: per port asked (every port without `--port`), the walk of the connection to
+/// each endpoint, and what a client experiences.
+fn service(
+    out: &mut impl Write,
+    engine: &Engine,
+    q: &ServiceQuery<'_>,
+    format: Format,
+) -> Result<(), CliError> {
+    let answers = q.answers(engine);
+    match format {
+        Format::Text => {
+            for a in &answers {
+                writeln!(out, "{}", q.head(engine, a))?;
+                for v in &a.verdicts {
+                    writeln!(out, "== {} ==", endpoint_line(engine, v))?;
+                    writeln!(out, "{}", engine.explain_through_service(&v.flow))?;
+                }
+                q.write_left_out(out, engine, a)?;
+                writeln!(out, "clients: {}", a.clients())?;
+            }
+        }
+        Format::Json => {
+            let ports = answers
+                .iter()
+                .map(|a| {
+                    a.json(engine, |v| {
+                        Ok(serde_json::to_value(
+                            engine.explain_through_service(&v.flow),
+                        )?)
+                    })
+                })
+                .collect::<Result<Vec<_>, CliError>>()?;
+            let mut json = q.json_head(engine);
+            json["ports"] = ports.into();
+            writeln!(out, "{}", serde_json::to_string(&json)?)?;
+        }
+    }
     Ok(())
 }

@@ -48,7 +48,9 @@ pub(crate) fn service(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Optio
     let name = required_name(ctx, svc.metadata.name.as_ref())?;
     let namespace = namespace_of(ctx, svc.metadata.namespace.as_ref());
     ctx.object = format!("Service {namespace}/{name}");
-    if let Some(e) = validate::dns1035_label(&name) {
+    // A DNS-1123 label: the API server accepts a leading digit (relaxed Service name
+    // validation, on by default since Kubernetes 1.34).
+    if let Some(e) = validate::dns_label(&name) {
         ctx.error("metadata.name", e);
     }
     let spec = svc.spec.unwrap_or_default();
@@ -162,10 +164,10 @@ fn cluster_ips(
         }
         return (Vec::new(), false);
     }
-    if headless {
+    if let (true, Some((path, _))) = (headless, texts.first()) {
         if service_type.exposed() {
             ctx.error(
-                "spec.clusterIPs[0]",
+                path,
                 format!(
                     "Invalid value: \"None\": may not be set to 'None' for {} services",
                     service_type.as_str()
@@ -497,10 +499,18 @@ fn slice_ports(ctx: &mut Ctx<'_>, list: &[discovery::EndpointPort]) -> Vec<Slice
         }
         // Defaulted to TCP, as the API server does.
         let protocol = validate::protocol(ctx, &join(&path, "protocol"), p.protocol.as_deref());
-        let port: Option<Port> = match p.port {
-            None => None,
-            Some(n) => validate::port(ctx, &join(&path, "port"), n.into()),
-        };
+        // The API server stores any number here; one outside 1-65535 is no port kube-proxy
+        // can send to, like an unset one.
+        let port = p.port.and_then(|n| {
+            let port = Port::new(n.into());
+            if port.is_none() {
+                ctx.notice(
+                    &join(&path, "port"),
+                    format!("{n} is not a port number; no traffic is sent to this port"),
+                );
+            }
+            port
+        });
         out.push(SlicePort {
             name,
             protocol,
