@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use palisade_engine::{Endpoint, Engine, Options, Semantics};
 use palisade_follow::source::kube;
-use palisade_model::{LoadOptions, PortRange, Protocol, Severity};
+use palisade_model::{DnsMap, LoadOptions, PortRange, Protocol, Severity};
 
 use crate::error::CliError;
 use crate::report::ports::{self, PortArg};
@@ -47,6 +47,11 @@ pub struct Input {
     /// List every object behind a summary notice (skipped kinds, pods without an address).
     #[arg(short, long)]
     pub verbose: bool,
+    /// A DNS map for ClusterNetworkPolicy `domainNames` peers: a hosts-style file (`ADDRESS
+    /// NAME…` per line) or YAML (`NAME: [ADDRESS, …]`). Without one, such peers match
+    /// nothing (they fail closed).
+    #[arg(long, value_name = "FILE")]
+    pub dns: Option<PathBuf>,
 }
 
 /// `--semantics` values.
@@ -93,7 +98,7 @@ impl Input {
         } else {
             palisade_model::load_paths(&self.files, options)?
         };
-        Ok(self.engine_of(loaded))
+        self.engine_of(loaded)
     }
 
     /// Loads named texts (each name standing for its file in diagnostics) with the loading
@@ -106,11 +111,42 @@ impl Input {
             texts.iter().map(|(n, t)| (n.as_str(), t.as_str())),
             options,
         )?;
-        Ok(self.engine_of(loaded))
+        self.engine_of(loaded)
     }
 
-    /// Reports what loading noticed and compiles the loaded cluster.
-    fn engine_of(&self, loaded: palisade_model::Loaded) -> Engine {
+    /// The DNS map of `--dns`, if given.
+    pub fn dns_map(&self) -> Result<Option<DnsMap>, CliError> {
+        let Some(path) = &self.dns else {
+            return Ok(None);
+        };
+        let text = std::fs::read_to_string(path).map_err(|source| CliError::File {
+            path: path.clone(),
+            source,
+        })?;
+        DnsMap::parse(&path.display().to_string(), &text)
+            .map(Some)
+            .map_err(CliError::Invalid)
+    }
+
+    /// Reports what loading noticed and compiles the loaded cluster (with the DNS map).
+    fn engine_of(&self, mut loaded: palisade_model::Loaded) -> Result<Engine, CliError> {
+        loaded.cluster.dns = self.dns_map()?.map(std::sync::Arc::new);
+        if loaded.cluster.dns.is_none() {
+            for p in loaded
+                .cluster
+                .admin_policies
+                .iter()
+                .filter(|p| has_domain_names(p))
+            {
+                once(&format!(
+                    "{}:{}: notice: {} {}: its domainNames peers match nothing without a DNS map (--dns FILE); they fail closed",
+                    p.origin.file,
+                    p.origin.line,
+                    p.kind.as_str(),
+                    p.name
+                ));
+            }
+        }
         for d in &loaded.diagnostics {
             let prefix = if d.severity == Severity::Error {
                 "skipped: "
@@ -124,7 +160,7 @@ impl Input {
                 eprintln!("{d}");
             }
         }
-        Engine::new(loaded.cluster, self.options())
+        Ok(Engine::new(loaded.cluster, self.options()))
     }
 
     /// The evaluator options the flags give.
@@ -137,6 +173,13 @@ impl Input {
             allow_node_local: !self.no_node_local,
         }
     }
+}
+
+/// Whether a policy has a `domainNames` peer.
+fn has_domain_names(p: &palisade_model::AdminPolicy) -> bool {
+    (p.ingress.iter().chain(&p.egress))
+        .flat_map(|r| &r.peers)
+        .any(|peer| matches!(peer, palisade_model::AdminPeer::DomainNames(_)))
 }
 
 /// Prints a message on stderr unless this run printed it already: a command that loads
@@ -185,9 +228,7 @@ pub fn endpoint(
         return Ok(engine.endpoint_for_ip(ip));
     }
     let Some((ns, name)) = spec.split_once('/') else {
-        return Err(CliError::Usage(format!(
-            "{spec:?} is neither namespace/pod nor an IP address"
-        )));
+        return domain_endpoint(engine, spec, family_v6);
     };
     let pod = engine
         .pod_id(ns, name)
@@ -218,6 +259,29 @@ pub fn show(e: &palisade_engine::NamedEndpoint) -> String {
     }
 }
 
+/// A domain name's endpoint: its address in the DNS map (`--dns`), of `family_v6` when it
+/// has one.
+fn domain_endpoint(
+    engine: &Engine,
+    name: &str,
+    family_v6: Option<bool>,
+) -> Result<Endpoint, CliError> {
+    let Some(dns) = engine.cluster().dns.as_ref() else {
+        return Err(CliError::Usage(format!(
+            "{name:?} is neither namespace/pod nor an IP address (a domain name needs a DNS map: --dns FILE)"
+        )));
+    };
+    let entry = dns
+        .get(name)
+        .ok_or_else(|| CliError::Usage(format!("{name} is not in the DNS map")))?;
+    let want_v6 = family_v6.unwrap_or(false);
+    let ip = (entry.addresses.iter())
+        .find(|ip| ip.is_ipv6() == want_v6)
+        .or_else(|| entry.addresses.first())
+        .ok_or_else(|| CliError::Usage(format!("{name} has no address in the DNS map")))?;
+    Ok(engine.endpoint_for_ip(*ip))
+}
+
 /// The `--from/--to/--port/--protocol` of eval and explain.
 #[derive(Debug, Clone, clap::Args)]
 pub struct FlowArgs {
@@ -225,8 +289,8 @@ pub struct FlowArgs {
     #[arg(long)]
     pub from: String,
     /// Destination: `namespace/pod`, an IP address (`ADDRESS:PORT` or `[IPv6]:PORT` with
-    /// its port), or a Service: `svc/namespace/name[:PORT]` (PORT a Service port's number
-    /// or name) or a Service's address.
+    /// its port), a Service: `svc/namespace/name[:PORT]` (PORT a Service port's number
+    /// or name) or a Service's address, or a domain name of the DNS map (`--dns`).
     #[arg(long)]
     pub to: String,
     /// Destination port: a number (80), a range (8080-8090) or a container port name of

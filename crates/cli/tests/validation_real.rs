@@ -840,6 +840,13 @@ fn variants() -> Vec<(String, String)> {
         "'*'",
         "'*.com'",
         "a-.com",
+        // The CRD's class [a-zA-z0-9] spans A to z: these pass it by accident.
+        "'^a.example.com'",
+        "'_x.example.com'",
+        "'`x.example.com'",
+        "'[x.example.com'",
+        "'x.example.com.'",
+        "'EXAMPLE.com'",
     ];
     add(family(
         "cnp domainNames",

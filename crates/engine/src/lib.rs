@@ -46,6 +46,7 @@ mod bitset;
 mod concrete;
 pub mod coverage;
 pub mod diff;
+mod domains;
 mod eval;
 mod explain;
 mod index;
@@ -65,6 +66,7 @@ mod whynot;
 
 pub use bitset::BitSet;
 pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideClasses, SideProgram};
+pub use domains::DomainHit;
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use explain::{
     AdminStepCode, Explanation, NOT_REACHED, NamedEndpoint, PolicyMisses, PolicyOutcome,

@@ -550,8 +550,28 @@ impl Engine {
             },
             AdminPeer::Nodes(sel) => AdminPeerC::Nodes(sel.clone()),
             AdminPeer::Networks(nets) => AdminPeerC::Networks(nets.clone()),
+            AdminPeer::DomainNames(patterns) => match self.domain_nets(patterns) {
+                Some(nets) => AdminPeerC::Networks(nets),
+                None => AdminPeerC::Unsupported,
+            },
             AdminPeer::Unsupported(_) => AdminPeerC::Unsupported,
         }
+    }
+
+    /// The addresses the DNS map gives for the names `patterns` match, as host networks;
+    /// `None` without a map (the peer then fails closed).
+    pub(crate) fn domain_nets(
+        &self,
+        patterns: &[palisade_model::DomainPattern],
+    ) -> Option<Vec<ipnet::IpNet>> {
+        let dns = self.cluster.dns.as_ref()?;
+        let mut ips: Vec<IpAddr> = patterns
+            .iter()
+            .flat_map(|p| dns.resolve(p).map(|(_, ip)| ip))
+            .collect();
+        ips.sort();
+        ips.dedup();
+        Some(ips.into_iter().map(ipnet::IpNet::from).collect())
     }
 
     /// Whether `pod` is in a statically resolved admin peer (per-pod form).

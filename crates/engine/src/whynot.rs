@@ -93,6 +93,11 @@ pub enum PeerWhy {
     NodeLabels,
     /// The peer has no field Palisade can evaluate; in an Allow rule it matches nothing.
     Unsupported,
+    /// A `domainNames` peer, and no name its patterns match resolves to the address in
+    /// the DNS map.
+    NoDomainAnswer,
+    /// A `domainNames` peer with no DNS map to match it with: it matches nothing.
+    NoDnsMap,
     /// A present, empty list of peers (the original v1beta1 model: it matches nothing).
     EmptyList,
     /// The other end is a workload without an address yet: whether it will be inside the
@@ -126,6 +131,12 @@ impl fmt::Display for PeerWhy {
             PeerWhy::NotANode => f.write_str("it selects nodes, and the other end is not a node"),
             PeerWhy::NodeLabels => f.write_str("the node's labels do not match"),
             PeerWhy::Unsupported => f.write_str("Palisade cannot evaluate it (fails closed)"),
+            PeerWhy::NoDomainAnswer => {
+                f.write_str("no name it matches resolves to the address in the DNS map")
+            }
+            PeerWhy::NoDnsMap => {
+                f.write_str("no DNS map (--dns) to match names with: it matches nothing")
+            }
             PeerWhy::EmptyList => f.write_str("an empty list matches nothing in this API version"),
             PeerWhy::AddressUnknown => f.write_str(
                 "the workload has no address yet: taken as outside, depends on the address",
@@ -147,6 +158,8 @@ impl PeerWhy {
             PeerWhy::NotANode => "NotANode",
             PeerWhy::NodeLabels => "NodeLabelsNotSelected",
             PeerWhy::Unsupported => "Unsupported",
+            PeerWhy::NoDomainAnswer => "NoDomainAnswer",
+            PeerWhy::NoDnsMap => "NoDnsMap",
             PeerWhy::EmptyList => "EmptyList",
             PeerWhy::AddressUnknown => "AddressUnknown",
         }
@@ -243,6 +256,10 @@ fn admin_peer_text(p: &AdminPeer) -> String {
         AdminPeer::Networks(n) => {
             let n: Vec<String> = n.iter().map(IpNet::to_string).collect();
             format!("networks [{}]", n.join(","))
+        }
+        AdminPeer::DomainNames(d) => {
+            let d: Vec<&str> = d.iter().map(|p| p.text.as_str()).collect();
+            format!("domainNames [{}]", d.join(","))
         }
         AdminPeer::Unsupported(fields) => format!("peer with only [{}]", fields.join(",")),
     }
@@ -470,10 +487,12 @@ impl Engine {
                 .is_some_and(|n| sel.matches(&n.labels))
         };
         Some(match (compiled, written) {
+            (AdminPeerC::Unsupported, AdminPeer::DomainNames(_)) => PeerWhy::NoDnsMap,
             (AdminPeerC::Unsupported, _) => PeerWhy::Unsupported,
             (AdminPeerC::Networks(_), _) if crate::addressless::addressless(ep) => {
                 PeerWhy::AddressUnknown
             }
+            (AdminPeerC::Networks(_), AdminPeer::DomainNames(_)) => PeerWhy::NoDomainAnswer,
             (AdminPeerC::Networks(_), _) => PeerWhy::OutsideCidr,
             (AdminPeerC::Nodes(_), _) => match ep.kind {
                 EndpointKind::Host(Some(_)) => PeerWhy::NodeLabels,
@@ -498,9 +517,13 @@ impl Engine {
                     _ => PeerWhy::NotAPod,
                 }
             }
-            (_, AdminPeer::Nodes(_) | AdminPeer::Networks(_) | AdminPeer::Unsupported(_)) => {
-                PeerWhy::Unsupported
-            }
+            (
+                _,
+                AdminPeer::Nodes(_)
+                | AdminPeer::Networks(_)
+                | AdminPeer::DomainNames(_)
+                | AdminPeer::Unsupported(_),
+            ) => PeerWhy::Unsupported,
         })
     }
 }

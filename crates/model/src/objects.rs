@@ -357,8 +357,11 @@ pub enum AdminPeer {
     Nodes(Selector),
     /// CIDRs (egress only); pod and node addresses included.
     Networks(Vec<IpNet>),
-    /// A peer whose only fields Palisade does not implement (unknown fields, or
-    /// `domainNames`); it fails closed. The field names are kept for the explanation.
+    /// Domain names (ClusterNetworkPolicy egress, Accept rules only): the addresses a DNS
+    /// map gives for the names the patterns match; with no map, it fails closed.
+    DomainNames(Vec<crate::dns::DomainPattern>),
+    /// A peer whose only fields Palisade does not implement (fields of a newer API
+    /// version); it fails closed. The field names are kept for the explanation.
     Unsupported(Vec<String>),
 }
 
@@ -411,6 +414,9 @@ pub struct Cluster {
     pub services: Vec<crate::Service>,
     /// EndpointSlices.
     pub endpoint_slices: Vec<crate::EndpointSlice>,
+    /// The DNS answers `domainNames` peers are matched with offline (`--dns`); `None`: no
+    /// map, and such peers fail closed.
+    pub dns: Option<std::sync::Arc<crate::dns::DnsMap>>,
 }
 
 /// The annotation that stages a policy: with the value `"true"` the policy is evaluated

@@ -106,6 +106,10 @@ fn one(
     let v = engine.evaluate(flow);
     let depends = engine.depends_on_address(flow);
     let would = staged_difference(staged, flow, &v);
+    let domain = match &v.egress.decision {
+        palisade_engine::Decision::Rule(m) => engine.domain_hit(m, flow),
+        _ => None,
+    };
     match format {
         Format::Text => {
             let word = if v.allowed { "ALLOWED" } else { "DENIED" };
@@ -117,6 +121,9 @@ fn one(
                 flow.port
             )?;
             writeln!(out, "  egress:  {}", v.egress)?;
+            if let Some(hit) = domain {
+                writeln!(out, "           {hit}")?;
+            }
             writeln!(out, "  ingress: {}", v.ingress)?;
             if depends {
                 writeln!(
@@ -143,6 +150,9 @@ fn one(
             });
             if depends {
                 json["dependsOnAddress"] = true.into();
+            }
+            if let Some(hit) = &domain {
+                json["domain"] = serde_json::to_value(hit)?;
             }
             if let Some(w) = &would {
                 json["staged"] = serde_json::to_value(w)?;

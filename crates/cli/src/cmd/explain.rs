@@ -55,19 +55,31 @@ pub fn run(args: Args) -> Result<(), CliError> {
             let explanation = engine.explain(&flow);
             let staged = staged_engine(&engine);
             let would = staged_difference(staged.as_ref(), &flow, &explanation.verdict);
+            let domain = match &explanation.verdict.egress.decision {
+                palisade_engine::Decision::Rule(m) => engine.domain_hit(m, &flow),
+                _ => None,
+            };
             match (args.output, would) {
                 (Format::Text, would) => {
                     write!(out, "{explanation}")?;
+                    if let Some(hit) = &domain {
+                        writeln!(out, "Domain: {hit}")?;
+                    }
                     if let Some(w) = would {
                         writeln!(out, "Staged policies: with them enforced, {w}")?;
                     }
                 }
-                (Format::Json, None) => {
+                (Format::Json, None) if domain.is_none() => {
                     writeln!(out, "{}", serde_json::to_string(&explanation)?)?;
                 }
-                (Format::Json, Some(w)) => {
+                (Format::Json, would) => {
                     let mut v = serde_json::to_value(&explanation)?;
-                    v["staged"] = serde_json::to_value(&w)?;
+                    if let Some(w) = would {
+                        v["staged"] = serde_json::to_value(&w)?;
+                    }
+                    if let Some(hit) = &domain {
+                        v["domain"] = serde_json::to_value(hit)?;
+                    }
                     writeln!(out, "{v}")?;
                 }
             }

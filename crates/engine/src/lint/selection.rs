@@ -442,6 +442,10 @@ impl Engine {
                 AdminPeer::Networks(nets) => {
                     set.union(&self.pod_set_in(|ip| nets.iter().any(|n| n.contains(ip))))
                 }
+                AdminPeer::DomainNames(patterns) => {
+                    let nets = self.domain_nets(patterns).unwrap_or_default();
+                    set.union(&self.pod_set_in(|ip| nets.iter().any(|n| n.contains(ip))))
+                }
                 AdminPeer::Nodes(_) | AdminPeer::Unsupported(_) => {}
             }
         }

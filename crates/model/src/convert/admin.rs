@@ -12,6 +12,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use serde_json::{Map, Value};
 
 use crate::diag::{Ctx, index, join};
+use crate::dns::DomainPattern;
 use crate::objects::{
     Action, AdminPeer, AdminPolicy, AdminPort, AdminRule, AdminTier, NamespaceMatch, Origin,
     Subject,
@@ -422,14 +423,66 @@ fn peer(
         }
         "nodes" => selector(ctx, &p, value).map(AdminPeer::Nodes),
         "networks" => networks(ctx, &p, value).map(AdminPeer::Networks),
-        _ => {
-            ctx.notice(
+        _ => domain_names(ctx, &p, value).map(AdminPeer::DomainNames),
+    }
+}
+
+/// `domainNames`: 1–25 unique names, each matching the CRD's pattern.
+fn domain_names(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<DomainPattern>> {
+    let list = array(ctx, path, v)?;
+    if list.is_empty() || list.len() > 25 {
+        ctx.error(
+            path,
+            format!(
+                "Invalid value: {} items: must have between 1 and 25 items",
+                list.len()
+            ),
+        );
+    }
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (i, d) in list.iter().enumerate() {
+        let p = index(path, i);
+        let Some(s) = string(ctx, &p, d) else {
+            continue;
+        };
+        if !seen.insert(s) {
+            ctx.error(&p, format!("Duplicate value: {s:?}"));
+        }
+        if domain_pattern_valid(s) {
+            out.push(DomainPattern::parse(s));
+        } else {
+            ctx.error(
                 &p,
-                "domainNames peers cannot be evaluated offline; this peer matches nothing",
+                format!(
+                    "Invalid value: {s:?}: should match '^(\\*\\.)?([a-zA-z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?\\.)+[a-zA-z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?\\.?$'"
+                ),
             );
-            Some(AdminPeer::Unsupported(vec![key.to_string()]))
         }
     }
+    Some(out)
+}
+
+/// Whether `s` matches the ClusterNetworkPolicy CRD's `DomainName` pattern, exactly as
+/// written upstream: its first-character class `[a-zA-z0-9]` spans `A` to `z`, so it also
+/// admits `[`, `\`, `]`, `^`, `_` and a backtick (`lint` reports those).
+pub(crate) fn domain_pattern_valid(s: &str) -> bool {
+    let s = s.strip_prefix("*.").unwrap_or(s);
+    let s = s.strip_suffix('.').unwrap_or(s);
+    let first = |c: u8| c.is_ascii_digit() || c.is_ascii_lowercase() || (b'A'..=b'z').contains(&c);
+    let middle = |c: u8| c.is_ascii_alphanumeric() || c == b'-' || c == b'_';
+    let label = |l: &str| {
+        let b = l.as_bytes();
+        match b {
+            [] => false,
+            [c] => first(*c),
+            [c, mid @ .., last] => {
+                first(*c) && mid.iter().all(|c| middle(*c)) && last.is_ascii_alphanumeric()
+            }
+        }
+    };
+    let labels: Vec<&str> = s.split('.').collect();
+    labels.len() >= 2 && labels.iter().all(|l| label(l))
 }
 
 const KEP_NAMESPACE_FIELDS: &[&str] = &[
