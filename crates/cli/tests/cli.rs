@@ -548,7 +548,7 @@ metadata: {name: b, namespace: x}
 status: {podIPs: [{ip: 'fd00::2'}]}
 ---
 apiVersion: v1
-kind: Service
+kind: ConfigMap
 metadata: {name: s, namespace: x}
 ";
 
@@ -613,7 +613,7 @@ fn diff_prints_each_notice_once() {
     let o = palisade(&["diff", "-f", &f, "--to", &f]);
     assert_eq!(o.status.code(), Some(0), "{}{}", stdout(&o), stderr(&o));
     let notices = stderr(&o)
-        .matches("v1 Service is not a kind Palisade reads")
+        .matches("v1 ConfigMap is not a kind Palisade reads")
         .count();
     assert_eq!(notices, 1, "{}", stderr(&o));
     std::fs::remove_dir_all(&dir).unwrap();

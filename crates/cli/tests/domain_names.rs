@@ -117,3 +117,41 @@ fn a_bad_map_is_refused_with_its_line() {
     assert_eq!(o.status.code(), Some(1));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn lint_reports_accidental_unresolved_and_overlapping_entries() {
+    let policy = "apiVersion: v1\nkind: Pod\nmetadata: {name: pay-0, namespace: pay}\nstatus: {podIP: 10.0.0.1}\n---\napiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata: {name: stripe}\nspec:\n  tier: Admin\n  priority: 10\n  subject: {namespaces: {}}\n  egress:\n  - name: deny-aws\n    action: Deny\n    to: [{networks: [54.187.0.0/16]}]\n  - name: stripe\n    action: Accept\n    to:\n    - domainNames:\n      - \"*.stripe.com\"\n      - \"_x.example.com\"\n      - \"nothing.example.org\"\n";
+    let codes = |dns: bool| {
+        let mut args = vec!["lint", "-f", "-", "-o", "json"];
+        if dns {
+            args.extend(["--dns", HOSTS]);
+        }
+        let json: serde_json::Value =
+            serde_json::from_str(&stdout(&palisade_stdin(&args, policy))).unwrap();
+        let mut codes: Vec<(String, u64)> = json["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| {
+                (
+                    f["code"].as_str().unwrap().to_string(),
+                    f["line"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        codes.sort();
+        codes
+    };
+    let pal = |c: &str, line: u64| (c.to_string(), line);
+    assert_eq!(
+        codes(true),
+        [
+            pal("PAL015", 22),
+            pal("PAL016", 22),
+            pal("PAL016", 23),
+            pal("PAL017", 21)
+        ]
+    );
+    // Without a map only the pattern itself can be judged.
+    assert_eq!(codes(false), [pal("PAL015", 22)]);
+}

@@ -3,11 +3,11 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use palisade_engine::Engine;
 use palisade_engine::lint::{self, Baseline, Code, FieldLines, Finding, Severity, SuppressedBy};
-use palisade_engine::{Engine, Options, Semantics};
 use palisade_model::LoadOptions;
 
-use crate::common::{Input, SemanticsArg};
+use crate::common::Input;
 use crate::error::CliError;
 
 /// Arguments of `lint`.
@@ -159,14 +159,9 @@ fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
             _ => findings.push(Finding::from_diagnostic(d)),
         }
     }
-    let options = Options {
-        semantics: match args.input.semantics {
-            SemanticsArg::Standard => Semantics::Standard,
-            SemanticsArg::Legacy => Semantics::Legacy,
-        },
-        allow_node_local: !args.input.no_node_local,
-    };
-    let engine = Engine::new(loaded.cluster, options);
+    let mut cluster = loaded.cluster;
+    cluster.dns = args.input.dns_map()?.map(std::sync::Arc::new);
+    let engine = Engine::new(cluster, args.input.options());
     findings.extend(engine.lint());
     // Engine findings, and some of the loader's, carry the object's line: suppress those
     // of annotated objects, then move each to its field's line.

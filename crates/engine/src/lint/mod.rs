@@ -9,6 +9,7 @@
 //! known), a one-line message and a fix.
 
 mod dns;
+mod domains;
 mod lines;
 mod order;
 mod sarif;
@@ -84,11 +85,18 @@ pub enum Code {
     SuspiciousInput,
     /// NetworkPolicy rules of a direction its policyTypes does not list: they are ignored.
     IgnoredRules,
+    /// A `domainNames` entry with a label starting with a character the CRD's pattern
+    /// admits only by accident.
+    DomainPatternAccident,
+    /// A `domainNames` entry no name of the DNS map matches.
+    UnresolvedDomain,
+    /// A `domainNames` entry whose addresses a `networks` rule of the same policy holds.
+    DomainNetworkOverlap,
 }
 
 impl Code {
     /// Every code, in identifier order.
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 18] = [
         Code::InvalidObject,
         Code::SamePriorityOverlap,
         Code::OverriddenRule,
@@ -104,6 +112,9 @@ impl Code {
         Code::NoPods,
         Code::SuspiciousInput,
         Code::IgnoredRules,
+        Code::DomainPatternAccident,
+        Code::UnresolvedDomain,
+        Code::DomainNetworkOverlap,
     ];
 
     /// The stable identifier: `PAL000`…
@@ -124,6 +135,9 @@ impl Code {
             Code::NoPods => "PAL012",
             Code::SuspiciousInput => "PAL013",
             Code::IgnoredRules => "PAL014",
+            Code::DomainPatternAccident => "PAL015",
+            Code::UnresolvedDomain => "PAL016",
+            Code::DomainNetworkOverlap => "PAL017",
         }
     }
 
@@ -145,6 +159,9 @@ impl Code {
             Code::NoPods => "no-pods",
             Code::SuspiciousInput => "suspicious-input",
             Code::IgnoredRules => "ignored-rules",
+            Code::DomainPatternAccident => "domain-pattern-accident",
+            Code::UnresolvedDomain => "unresolved-domain",
+            Code::DomainNetworkOverlap => "domain-network-overlap",
         }
     }
 
@@ -198,6 +215,15 @@ impl Code {
             }
             Code::IgnoredRules => {
                 "The NetworkPolicy has rules for a direction its policyTypes does not list: they are ignored."
+            }
+            Code::DomainPatternAccident => {
+                "A domainNames entry starts a label with a character the CRD's pattern admits only by accident."
+            }
+            Code::UnresolvedDomain => {
+                "No name of the DNS map matches a domainNames entry: offline, it allows no address."
+            }
+            Code::DomainNetworkOverlap => {
+                "A domainNames entry's addresses are also held by a networks rule of the same policy."
             }
         }
     }
@@ -347,6 +373,7 @@ impl Engine {
             self.lint_order(&universe, &mut out);
             self.lint_dns(&universe, &mut out);
         }
+        self.lint_domains(&mut out);
         sort(&mut out);
         out
     }
