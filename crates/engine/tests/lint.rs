@@ -7,7 +7,7 @@ mod common;
 
 use palisade_engine::lint::{Code, FieldLines, Finding, Severity, sarif};
 use palisade_engine::{Engine, Options};
-use palisade_model::LoadOptions;
+use palisade_model::{DnsMap, LoadOptions};
 
 /// Lints `policies` (named `policies.yaml`) with the e2e cluster, as `palisade lint` does:
 /// the loader's diagnostics become findings, and every finding is put on its field's line.
@@ -24,7 +24,11 @@ fn lint_with(cluster: bool, policies: &str) -> Vec<Finding> {
         .filter(|d| d.severity != palisade_model::Severity::Notice)
         .map(Finding::from_diagnostic)
         .collect();
-    findings.extend(Engine::new(loaded.cluster, Options::default()).lint());
+    // One name for the domainNames checks, as `--dns` would give it.
+    let mut cluster = loaded.cluster;
+    let dns = DnsMap::parse("dns", "192.0.2.10 api.example.com\n").unwrap();
+    cluster.dns = Some(std::sync::Arc::new(dns));
+    findings.extend(Engine::new(cluster, Options::default()).lint());
     FieldLines::new(sources).refine(&mut findings);
     findings
 }
@@ -122,6 +126,24 @@ fn cases() -> Vec<Case> {
             4
         ),
         case!(Code::IgnoredRules, "ignored-rules", "spec.policyTypes", 6),
+        case!(
+            Code::DomainPatternAccident,
+            "domain-pattern-accident",
+            "spec.egress[0].to[0].domainNames[1]",
+            15
+        ),
+        case!(
+            Code::UnresolvedDomain,
+            "unresolved-domain",
+            "spec.egress[0].to[0].domainNames[1]",
+            15
+        ),
+        case!(
+            Code::DomainNetworkOverlap,
+            "domain-network-overlap",
+            "spec.egress[1].to[0].domainNames[0]",
+            17
+        ),
     ]
 }
 
