@@ -128,6 +128,15 @@ pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option
         line["rule"] = json!({"index": m.index, "name": m.rule_name()});
     }
     line["decision"] = serde_json::to_value(&decision.decision).unwrap_or(Value::Null);
+    if let Some((ip, port)) = packet.original_dst
+        && let Some(svc) = service_addressed(engine, ip, port, packet.protocol)
+    {
+        line["service"] = json!(svc.key());
+        line["serviceAddress"] = json!(match port {
+            Some(port) => std::net::SocketAddr::new(ip, port).to_string(),
+            None => ip.to_string(),
+        });
+    }
     if let (Some(staged), Some(protocol), Some(port)) =
         (state.staged.as_ref(), packet.protocol, packet.dport)
     {
@@ -147,6 +156,28 @@ pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option
         }
     }
     Some(line)
+}
+
+/// The Service a connection addressed to `ip`:`port` was sent to: one whose cluster IP or
+/// external address `ip` is, else, when `ip` is a node's, one with that `nodePort`.
+fn service_addressed(
+    engine: &Engine,
+    ip: IpAddr,
+    port: Option<u16>,
+    protocol: Option<palisade_model::Protocol>,
+) -> Option<&palisade_model::Service> {
+    if let Some(svc) = engine.service_at(ip) {
+        return Some(svc);
+    }
+    let (port, protocol) = (port?, protocol?);
+    if !matches!(engine.endpoint_for_ip(ip).kind, EndpointKind::Host(_)) {
+        return None;
+    }
+    engine.cluster().services.iter().find(|s| {
+        s.ports
+            .iter()
+            .any(|p| p.protocol == protocol && p.node_port.is_some_and(|n| n.get() == port))
+    })
 }
 
 /// The line for a new connection that the enforced policies let through and the staged
