@@ -110,15 +110,27 @@ impl PinnedPort {
         }
     }
 
-    fn dnat(&self) -> String {
+    /// The packets addressed to this port.
+    fn matches(&self) -> String {
         format!(
-            "ip daddr {} {} dport {} dnat ip to {}:{}",
+            "ip daddr {} {} dport {}",
             self.ip,
             proto(self.protocol()),
-            self.port,
+            self.port
+        )
+    }
+
+    /// The translation to the endpoint.
+    fn dnat_to(&self) -> String {
+        format!(
+            "dnat ip to {}:{}",
             self.endpoint.at.ip,
             self.endpoint.port.get()
         )
+    }
+
+    fn dnat(&self) -> String {
+        format!("{} {}", self.matches(), self.dnat_to())
     }
 }
 
@@ -227,13 +239,14 @@ fn nat_text(lab: &Lab, node_name: Option<&str>, pinned: &[PinnedPort], round: us
                 }
             }
             ServiceVia::NodePort { node, policy, .. } if Some(node.as_str()) == node_name => {
+                // the mark after the matches: a statement before them would mark every packet
                 let mark = match policy {
                     ExternalTrafficPolicy::Cluster => {
-                        format!("meta mark set {MASQUERADE_MARK:#x} ")
+                        format!(" meta mark set {MASQUERADE_MARK:#x}")
                     }
                     ExternalTrafficPolicy::Local => String::new(),
                 };
-                pre += &format!("    {mark}{}\n", p.dnat());
+                pre += &format!("    {}{mark} {}\n", p.matches(), p.dnat_to());
             }
             ServiceVia::NodePort { .. } => {}
         }
@@ -527,7 +540,7 @@ mod tests {
             ),
             (
                 &n1,
-                "meta mark set 0x4000 ip daddr 192.168.1.1 tcp dport 30081 dnat ip to 10.1.0.1:81",
+                "ip daddr 192.168.1.1 tcp dport 30081 meta mark set 0x4000 dnat ip to 10.1.0.1:81",
                 "Cluster",
             ),
             (

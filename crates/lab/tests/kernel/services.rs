@@ -9,7 +9,7 @@ use palisade_engine::Options;
 use palisade_lab::{ServiceObservation, ServiceVia, observe_services};
 use palisade_test_support::require_root;
 
-use crate::harness::{HELPER, SERVICES, TestLab};
+use crate::harness::{HELPER, PROBES, SERVICES, TestLab};
 
 /// The observations from `from` to `service:port` through `via` (`cluster`, or a node's
 /// name for its nodePort), as `endpoint → reached`.
@@ -117,4 +117,15 @@ fn every_service_endpoint_through_the_service_address_equals_the_evaluator() {
         };
     assert_eq!(compared("n1"), [e("s/api-2", 81, false)]);
     assert_eq!(compared("n2"), [e("s/api-1", 81, true)]);
+
+    // with the Service translations loaded, connections to the endpoints' own addresses
+    // are untouched: the matrix still equals the evaluator (TCP: a port no one serves
+    // answers with a reset, which counts as reached; not every pod here serves UDP)
+    let observed = lab.observe(&PROBES[..2]);
+    let wrong: Vec<String> = observed
+        .disagreements(&set.engine)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
