@@ -3,13 +3,16 @@
 //! `Engine::evaluate_service_port`'s verdict for that endpoint, under the rulesets the agent
 //! compiles.
 
+use std::io::{BufRead, BufReader};
 use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
 
 use palisade_engine::Options;
-use palisade_lab::{ServiceObservation, ServiceVia, observe_services};
+use palisade_lab::{Helper, ServiceObservation, ServiceVia, observe_services, pinned_ports};
 use palisade_test_support::require_root;
 
-use crate::harness::{HELPER, PROBES, SERVICES, TestLab};
+use crate::harness::{HELPER, PROBES, SERVICES, TestLab, now_us};
 
 /// The observations from `from` to `service:port` through `via` (`cluster`, or a node's
 /// name for its nodePort), as `endpoint → reached`.
@@ -128,4 +131,88 @@ fn every_service_endpoint_through_the_service_address_equals_the_evaluator() {
         .map(ToString::to_string)
         .collect();
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+/// A connection made through a Service address is cut when an update forbids it at the
+/// endpoint: the cut judges the tracked connection as the filter saw it (after DNAT), and
+/// deletes it by its original tuple (to the Service address).
+#[test]
+fn a_connection_through_a_service_is_cut_when_its_endpoint_is_forbidden() {
+    if !require_root("a_connection_through_a_service_is_cut_when_its_endpoint_is_forbidden") {
+        return;
+    }
+    let lab = TestLab::up('k', SERVICES);
+    let open = lab.policy_set(&TestLab::fixture("00-none"), Options::default());
+    let closed = lab.policy_set(
+        &TestLab::fixture_file("services/policies.yaml"),
+        Options::default(),
+    );
+    lab.apply(&open);
+    // s/web:http (10.96.0.10:8080) pinned to api-2 (81), which the closed set forbids to
+    // t/other
+    let pinned = pinned_ports(&lab.lab, &open.engine);
+    let round = pinned
+        .iter()
+        .find(|p| {
+            p.service == "s/web" && p.port == 8080 && p.endpoint.at.ip.to_string() == "10.1.0.2"
+        })
+        .map(|p| p.round)
+        .unwrap_or_else(|| panic!("s/web:8080 has no endpoint api-2"));
+    lab.lab
+        .load_services(&pinned, round)
+        .unwrap_or_else(|e| panic!("load services: {e}"));
+    let other = lab
+        .lab
+        .pod("t/other")
+        .unwrap_or_else(|| panic!("no t/other"))
+        .clone();
+    let hold = Helper::Hold {
+        to: "10.96.0.10:8080".parse().unwrap_or_else(|e| panic!("{e}")),
+        duration: Duration::from_millis(3000),
+    };
+    let mut child = hold
+        .command(Path::new(HELPER), &other.netns)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("hold: {e}"));
+    let stdout = child
+        .stdout
+        .take()
+        .unwrap_or_else(|| panic!("hold: no stdout"));
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect::<Vec<String>>()
+    });
+    std::thread::sleep(Duration::from_millis(800));
+    let t0 = now_us() / 1000;
+    let stats = lab
+        .lab
+        .update(&open.rulesets, &closed.rulesets)
+        .unwrap_or_else(|e| panic!("update: {e}"));
+    let status = child.wait().unwrap_or_else(|e| panic!("hold: {e}"));
+    let lines = reader.join().unwrap_or_default();
+    assert!(status.success(), "hold failed: {lines:?}");
+    let exchanges: Vec<(bool, u128)> = lines
+        .iter()
+        .filter_map(|l| {
+            let (s, t) = l.split_once(' ')?;
+            Some((s == "ok", t.parse().ok()?))
+        })
+        .collect();
+    assert!(
+        exchanges.iter().any(|&(ok, t)| ok && t < t0),
+        "the connection never worked: {lines:?}"
+    );
+    let late_ok = exchanges
+        .iter()
+        .filter(|&&(ok, t)| ok && t > t0 + 1000)
+        .count();
+    assert_eq!(
+        late_ok, 0,
+        "exchanges succeed more than 1 s after the update ({stats:?}): {lines:?}"
+    );
+    let cut: usize = stats.iter().map(|s| s.connections_cut).sum();
+    assert!(cut >= 1, "nothing cut: {stats:?}");
 }
