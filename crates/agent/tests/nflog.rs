@@ -213,37 +213,38 @@ fn a_translated_connection_is_read_back_with_the_address_it_was_sent_to() {
         ns.exec(&["ip", "addr", "add", ip, "dev", "lo"]);
     }
     ns.nft(DNAT_RULES);
-    let (mut nflog, sport) = ns.enter(|| {
+    palisade_nft::install_dial_log(Some(&ns.0)).unwrap();
+    let (mut nflog, mut dials, sport) = ns.enter(|| {
         let nflog = Nflog::bind(GROUP).unwrap();
-        if !nflog.conntrack() {
-            return (nflog, None);
-        }
+        let dials = Nflog::bind(palisade_nft::DIAL_GROUP).unwrap();
         let listener = TcpListener::bind("10.1.0.1:5000").unwrap();
         let client = TcpStream::connect("10.96.0.10:8080").unwrap();
         drop(listener);
-        (nflog, Some(client.local_addr().unwrap().port()))
+        (nflog, dials, client.local_addr().unwrap().port())
     });
-    let Some(sport) = sport else {
-        palisade_test_support::unavailable(
-            "a_translated_connection_is_read_back_with_the_address_it_was_sent_to",
-            "the kernel attaches no conntrack entry to nflog messages \
-             (built without CONFIG_NETFILTER_NETLINK_GLUE_CT)",
-        );
-        return;
-    };
     let mut got = Vec::new();
+    let mut dialed = palisade_agent::dialed::Dialed::default();
     let deadline = Instant::now() + Duration::from_secs(5);
     while got.is_empty() && Instant::now() < deadline {
+        for d in dials.recv_timeout(Duration::from_millis(50)).unwrap() {
+            dialed.record(&d, Instant::now());
+        }
         got.extend(nflog.recv_timeout(Duration::from_millis(200)).unwrap());
+    }
+    for d in dials.recv_timeout(Duration::from_millis(50)).unwrap() {
+        dialed.record(&d, Instant::now());
     }
     let [p] = got.as_slice() else {
         panic!("want one logged packet, got {got:?}")
     };
     assert_eq!((p.dst, p.dport), ("10.1.0.1".parse().unwrap(), Some(5000)));
     assert_eq!(p.sport, Some(sport));
-    assert_eq!(
-        p.original_dst,
-        Some(("10.96.0.10".parse().unwrap(), Some(8080))),
-        "{p:?}"
-    );
+    let sent_to = Some(("10.96.0.10".parse().unwrap(), Some(8080)));
+    // Paired with the dial log, on every kernel.
+    assert_eq!(dialed.original(p), sent_to, "{p:?}");
+    // From nflog's own conntrack attribute, where the kernel attaches it.
+    if nflog.conntrack() {
+        assert_eq!(p.original_dst, sent_to, "{p:?}");
+    }
+    palisade_nft::remove_dial_log(Some(&ns.0)).unwrap();
 }
