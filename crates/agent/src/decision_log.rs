@@ -128,6 +128,15 @@ pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option
         line["rule"] = json!({"index": m.index, "name": m.rule_name()});
     }
     line["decision"] = serde_json::to_value(&decision.decision).unwrap_or(Value::Null);
+    if let Some((ip, port)) = packet.original_dst
+        && let Some(svc) = service_addressed(engine, ip, port, packet.protocol)
+    {
+        line["service"] = json!(svc.key());
+        line["serviceAddress"] = json!(match port {
+            Some(port) => std::net::SocketAddr::new(ip, port).to_string(),
+            None => ip.to_string(),
+        });
+    }
     if let (Some(staged), Some(protocol), Some(port)) =
         (state.staged.as_ref(), packet.protocol, packet.dport)
     {
@@ -147,6 +156,28 @@ pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option
         }
     }
     Some(line)
+}
+
+/// The Service a connection addressed to `ip`:`port` was sent to: one whose cluster IP or
+/// external address `ip` is, else, when `ip` is a node's, one with that `nodePort`.
+fn service_addressed(
+    engine: &Engine,
+    ip: IpAddr,
+    port: Option<u16>,
+    protocol: Option<palisade_model::Protocol>,
+) -> Option<&palisade_model::Service> {
+    if let Some(svc) = engine.service_at(ip) {
+        return Some(svc);
+    }
+    let (port, protocol) = (port?, protocol?);
+    if !matches!(engine.endpoint_for_ip(ip).kind, EndpointKind::Host(_)) {
+        return None;
+    }
+    engine.cluster().services.iter().find(|s| {
+        s.ports
+            .iter()
+            .any(|p| p.protocol == protocol && p.node_port.is_some_and(|n| n.get() == port))
+    })
 }
 
 /// The line for a new connection that the enforced policies let through and the staged
@@ -214,6 +245,16 @@ fn follow_new_connections(
     Ok(())
 }
 
+/// The next batch of the dial log, or never when there is none.
+async fn recv_dials(
+    dials: &mut Option<crate::nflog::NflogStream>,
+) -> Option<Result<Vec<LoggedPacket>, crate::nflog::NflogError>> {
+    match dials {
+        Some(s) => s.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Reads the kernel's log group in this network namespace and writes one JSON line per
 /// logged packet to `out`, until the reader fails or `out` cannot be written.
 pub async fn run(
@@ -223,6 +264,22 @@ pub async fn run(
     metrics: Arc<Metrics>,
 ) -> Result<(), crate::nflog::NflogError> {
     let mut stream = crate::nflog::Nflog::bind(palisade_nft::LOG_GROUP)?.spawn()?;
+    // Where connections were dialed to, before DNAT: names the Service of a denial on
+    // every kernel (nflog's own conntrack attribute needs CONFIG_NETFILTER_NETLINK_GLUE_CT).
+    let mut dials = match palisade_nft::install_dial_log(None)
+        .map_err(|e| e.to_string())
+        .and_then(|()| {
+            crate::nflog::Nflog::bind(palisade_nft::DIAL_GROUP)
+                .and_then(crate::nflog::Nflog::spawn)
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot log dialed addresses; denials are not paired with the Service they were sent to");
+            None
+        }
+    };
+    let mut dialed = crate::dialed::Dialed::default();
     let (new_tx, mut new_rx) = tokio::sync::mpsc::unbounded_channel();
     if let Err(e) = follow_new_connections(new_tx) {
         tracing::error!(error = %e, "cannot follow new connections; staged denials are not logged");
@@ -241,10 +298,24 @@ pub async fn run(
             admitted
         };
         let lines: Vec<Value> = tokio::select! {
+            // Dials first: a denied packet was dialed (logged before DNAT) just before.
+            biased;
+            Some(packets) = recv_dials(&mut dials) => {
+                if let Ok(packets) = packets {
+                    for p in &packets {
+                        dialed.record(p, now);
+                    }
+                }
+                continue;
+            }
             packets = stream.recv() => {
                 let Some(packets) = packets else { return Ok(()) };
                 let state = snapshots.borrow().clone();
-                packets?
+                let mut packets = packets?;
+                for p in &mut packets {
+                    p.original_dst = p.original_dst.or_else(|| dialed.original(p));
+                }
+                packets
                     .iter()
                     .filter_map(|p| Some((p.src, line(&state, p, time)?)))
                     .filter(|(_, l)| settings.wants(l))

@@ -11,6 +11,7 @@
 
 pub mod decision_log;
 pub mod decisions;
+pub mod dialed;
 pub mod http;
 pub mod metrics;
 pub mod nflog;

@@ -18,9 +18,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use netlink_packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload};
+use netlink_packet_core::{NLM_F_ACK, NLM_F_REQUEST, NetlinkMessage, NetlinkPayload, Nla};
 use netlink_packet_netfilter::nflog::{
-    ConfigCmd, ConfigMode, ConfigNla, PacketNla, ULogMessage, config_request,
+    ConfigCmd, ConfigFlags, ConfigMode, ConfigNla, PacketNla, ULogMessage, config_request,
 };
 use netlink_packet_netfilter::{NetfilterMessage, NetfilterMessageInner, NetfilterProtoFamily};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_NETFILTER};
@@ -54,6 +54,10 @@ pub struct LoggedPacket {
     pub sport: Option<u16>,
     /// Destination port (same conditions).
     pub dport: Option<u16>,
+    /// The destination the connection was addressed to, from conntrack's original tuple,
+    /// when it differs from the packet's (the packet was translated, as a Service address is
+    /// by kube-proxy's DNAT): the address, and the port when the protocol has ports.
+    pub original_dst: Option<(IpAddr, Option<u16>)>,
 }
 
 /// Why the nflog reader failed.
@@ -90,6 +94,8 @@ pub struct Nflog {
     lost: Arc<AtomicU64>,
     /// The receive timeout currently set on the socket.
     timeout: Option<Duration>,
+    /// Whether the kernel attaches each packet's conntrack entry.
+    conntrack: bool,
 }
 
 impl std::fmt::Debug for Nflog {
@@ -118,6 +124,7 @@ impl Nflog {
             buf: vec![0; DATAGRAM],
             lost: Arc::default(),
             timeout: None,
+            conntrack: false,
         };
         let bind_err = |source| NflogError::Bind { group, source };
         nflog
@@ -126,12 +133,31 @@ impl Nflog {
                 ConfigMode::new_packet(COPY_RANGE).into(),
             ])
             .map_err(bind_err)?;
+        // Best effort: without the kernel's conntrack netlink support the log still works,
+        // only without the address a connection was first sent to.
+        // (EOPNOTSUPP when the kernel is built without CONFIG_NETFILTER_NETLINK_GLUE_CT.)
+        let flags = nflog.configure(vec![ConfigNla::Flags(ConfigFlags::CONNTRACK)]);
+        nflog.conntrack = flags.is_ok();
+        if let Err(e) = flags {
+            tracing::warn!(
+                group,
+                error = %e,
+                "nflog: no conntrack attribute; Services are not named in the decision log"
+            );
+        }
         Ok(nflog)
     }
 
     /// The group this reader is bound to.
     pub fn group(&self) -> u16 {
         self.group
+    }
+
+    /// Whether the kernel attaches each logged packet's conntrack entry, from which
+    /// [`LoggedPacket::original_dst`] is read (it does not when built without
+    /// `CONFIG_NETFILTER_NETLINK_GLUE_CT`).
+    pub fn conntrack(&self) -> bool {
+        self.conntrack
     }
 
     /// Log messages the kernel dropped because this reader fell behind (`ENOBUFS`).
@@ -315,10 +341,16 @@ fn packet(message: NetlinkMessage<NetfilterMessage>) -> Result<Option<LoggedPack
     };
     let mut prefix = String::new();
     let mut payload = None;
+    let mut original = None;
     for nla in nlas {
         match nla {
             PacketNla::Prefix(p) => prefix = p.to_string_lossy().into_owned(),
             PacketNla::Payload(p) => payload = Some(p),
+            PacketNla::Other(a) if a.kind() & NLA_TYPE_MASK == NFULA_CT => {
+                let mut value = vec![0; a.value_len()];
+                a.emit_value(&mut value);
+                original = original_tuple(&value);
+            }
             _ => {}
         }
     }
@@ -332,7 +364,63 @@ fn packet(message: NetlinkMessage<NetfilterMessage>) -> Result<Option<LoggedPack
         protocol: h.protocol,
         sport: h.sport,
         dport: h.dport,
+        original_dst: original
+            .filter(|o| o.dst != h.dst || (h.dport.is_some() && o.dport != h.dport))
+            .map(|o| (o.dst, o.dport.filter(|_| h.dport.is_some()))),
     }))
+}
+
+/// `NFULA_CT`: the packet's conntrack entry, in ctnetlink's attribute format.
+const NFULA_CT: u16 = 19;
+/// The attribute type without the nested and byte-order flags.
+const NLA_TYPE_MASK: u16 = 0x3fff;
+/// ctnetlink: `CTA_TUPLE_ORIG`, inside it `CTA_TUPLE_IP` and `CTA_TUPLE_PROTO`.
+const CTA_TUPLE_ORIG: u16 = 1;
+const CTA_TUPLE_IP: u16 = 1;
+const CTA_TUPLE_PROTO: u16 = 2;
+/// ctnetlink: the destination address (IPv4, IPv6) and port of a tuple.
+const CTA_IP_V4_DST: u16 = 2;
+const CTA_IP_V6_DST: u16 = 4;
+const CTA_PROTO_DST_PORT: u16 = 3;
+
+/// The destination of conntrack's original tuple.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Original {
+    dst: IpAddr,
+    dport: Option<u16>,
+}
+
+/// The original tuple's destination in an `NFULA_CT` attribute's value; `None` when it is
+/// not there or malformed.
+fn original_tuple(ct: &[u8]) -> Option<Original> {
+    let tuple = attribute(ct, CTA_TUPLE_ORIG)?;
+    let ip = attribute(tuple, CTA_TUPLE_IP)?;
+    let dst: IpAddr = if let Some(v4) = attribute(ip, CTA_IP_V4_DST) {
+        let b: [u8; 4] = v4.get(..4)?.try_into().ok()?;
+        Ipv4Addr::from(b).into()
+    } else {
+        let b: [u8; 16] = attribute(ip, CTA_IP_V6_DST)?.get(..16)?.try_into().ok()?;
+        Ipv6Addr::from(b).into()
+    };
+    let dport = attribute(tuple, CTA_TUPLE_PROTO)
+        .and_then(|p| attribute(p, CTA_PROTO_DST_PORT))
+        .and_then(|b| Some(u16::from_be_bytes(b.get(..2)?.try_into().ok()?)));
+    Some(Original { dst, dport })
+}
+
+/// The value of the first netlink attribute of type `kind` in `attrs` (a run of
+/// attributes: 16-bit length and type in host order, the value, padding to 4 bytes).
+fn attribute(mut attrs: &[u8], kind: u16) -> Option<&[u8]> {
+    while attrs.len() >= 4 {
+        let len = usize::from(u16::from_ne_bytes([attrs[0], attrs[1]]));
+        let t = u16::from_ne_bytes([attrs[2], attrs[3]]) & NLA_TYPE_MASK;
+        let value = attrs.get(4..len)?;
+        if t == kind {
+            return Some(value);
+        }
+        attrs = attrs.get(len.next_multiple_of(4)..)?;
+    }
+    None
 }
 
 /// The fields of a packet's headers that a decision log reports.
@@ -452,6 +540,75 @@ fn ipv6_transport(mut next: u8, mut rest: &[u8]) -> (u8, Option<&[u8]>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One netlink attribute: length and type in host order, the value, padding.
+    fn nla(kind: u16, value: &[u8]) -> Vec<u8> {
+        let len = u16::try_from(4 + value.len()).unwrap_or(u16::MAX);
+        let mut v = len.to_ne_bytes().to_vec();
+        v.extend(kind.to_ne_bytes());
+        v.extend(value);
+        v.resize(v.len().next_multiple_of(4), 0);
+        v
+    }
+
+    const NESTED: u16 = 0x8000;
+
+    /// An `NFULA_CT` value: original tuple `src → dst:dport`, then a reply tuple that must
+    /// not be read as the original.
+    fn ct(dst_attr: u16, dst: &[u8], dport: u16) -> Vec<u8> {
+        let tuple = |dst: &[u8], dport: u16| {
+            let ip = [nla(dst_attr - 1, &[10, 1, 0, 3]), nla(dst_attr, dst)].concat();
+            let proto = [
+                nla(1, &[6]),
+                nla(2, &40000u16.to_be_bytes()),
+                nla(CTA_PROTO_DST_PORT, &dport.to_be_bytes()),
+            ]
+            .concat();
+            [
+                nla(CTA_TUPLE_IP | NESTED, &ip),
+                nla(CTA_TUPLE_PROTO | NESTED, &proto),
+            ]
+            .concat()
+        };
+        [
+            nla(CTA_TUPLE_ORIG | NESTED, &tuple(dst, dport)),
+            nla(2 | NESTED, &tuple(&[10, 1, 0, 1], 80)), // CTA_TUPLE_REPLY
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn the_original_destination_is_read_from_the_conntrack_attribute() {
+        let v4 = ct(CTA_IP_V4_DST, &[10, 96, 0, 10], 8080);
+        assert_eq!(
+            original_tuple(&v4),
+            Some(Original {
+                dst: "10.96.0.10"
+                    .parse()
+                    .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
+                dport: Some(8080)
+            })
+        );
+        let dst6: IpAddr = "fd00::10"
+            .parse()
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let IpAddr::V6(d6) = dst6 else {
+            panic!("not IPv6")
+        };
+        let v6 = ct(CTA_IP_V6_DST, &d6.octets(), 53);
+        assert_eq!(
+            original_tuple(&v6),
+            Some(Original {
+                dst: dst6,
+                dport: Some(53)
+            })
+        );
+        // truncated or empty: nothing, never a panic
+        for cut in [0, 3, 7, 12, v4.len() - 1] {
+            let _ = original_tuple(&v4[..cut]);
+        }
+        assert_eq!(original_tuple(&[]), None);
+    }
 
     fn ipv4(proto: u8, l4: &[u8]) -> Vec<u8> {
         let mut p = vec![

@@ -55,6 +55,7 @@ fn packet(prefix: &str) -> LoggedPacket {
         protocol: Some(Protocol::Tcp),
         sport: Some(40000),
         dport: Some(80),
+        original_dst: None,
     }
 }
 
@@ -156,4 +157,31 @@ fn a_new_connection_that_staged_policies_would_deny_is_reported() {
     let mut out = p;
     out.dst = "10.0.1.11".parse().unwrap(); // y/b
     assert!(staged_denial(&s, &out, SystemTime::now()).is_none());
+}
+
+#[test]
+fn a_denied_connection_addressed_to_a_service_names_it_and_the_address() {
+    // x/a's Service at 10.96.0.10:8080 (targetPort 80), and a NodePort 30080
+    let svc = "---\napiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: x}\nspec: {type: NodePort, clusterIP: 10.96.0.10, selector: {pod: a}, ports: [{port: 8080, targetPort: 80, nodePort: 30080}]}\n";
+    let s = state(&format!("{DENY_X}{svc}"));
+    let mut p = packet(&isolation_prefix(&s));
+    // not translated: no Service
+    let l = line(&s, &p, SystemTime::now()).unwrap();
+    assert!(l.get("service").is_none(), "{l}");
+    for (to, want) in [
+        ("10.96.0.10:8080", "10.96.0.10:8080"),
+        ("192.168.1.1:30080", "192.168.1.1:30080"), // node-1's address, the nodePort
+    ] {
+        let to: std::net::SocketAddr = to.parse().unwrap();
+        p.original_dst = Some((to.ip(), Some(to.port())));
+        let l = line(&s, &p, SystemTime::now()).unwrap();
+        assert_eq!(l["service"], "x/web", "{l}");
+        assert_eq!(l["serviceAddress"], want, "{l}");
+        assert_eq!(l["dst"], "x/a", "{l}");
+        assert_eq!(l["port"], 80, "{l}");
+    }
+    // translated from an address that is no Service's: no Service named
+    p.original_dst = Some(("10.96.0.99".parse().unwrap(), Some(8080)));
+    let l = line(&s, &p, SystemTime::now()).unwrap();
+    assert!(l.get("service").is_none(), "{l}");
 }

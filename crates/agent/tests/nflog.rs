@@ -108,6 +108,7 @@ fn traffic(ip: IpAddr) -> Vec<LoggedPacket> {
         protocol: Some(protocol),
         sport: Some(sport),
         dport: Some(dport),
+        original_dst: None,
     };
     vec![
         packet("pal-7", Protocol::Tcp, tcp_sport, 5000),
@@ -182,4 +183,68 @@ fn a_second_reader_of_the_same_group_is_refused_with_the_group_named() {
         panic!("the second bind succeeded: {second:?}")
     };
     assert!(e.to_string().contains(&format!("group {GROUP}")), "{e}");
+}
+
+/// A Service address: connections to 10.96.0.10:8080 are translated (DNAT, in the `nat`
+/// output hook, before the filter) to 10.1.0.1:5000, where the filter logs them as a
+/// Palisade drop would be logged.
+const DNAT_RULES: &str = r#"
+table ip palnflogdnat {
+    chain nat_out {
+        type nat hook output priority -100; policy accept;
+        ip daddr 10.96.0.10 tcp dport 8080 dnat to 10.1.0.1:5000
+    }
+    chain out {
+        type filter hook output priority 0; policy accept;
+        ct state new tcp dport 5000 log prefix "pal-7" group 100
+    }
+}
+"#;
+
+#[test]
+fn a_translated_connection_is_read_back_with_the_address_it_was_sent_to() {
+    if !palisade_test_support::require_root(
+        "a_translated_connection_is_read_back_with_the_address_it_was_sent_to",
+    ) {
+        return;
+    }
+    let ns = Netns::new("dnat");
+    for ip in ["10.1.0.1/32", "10.96.0.10/32"] {
+        ns.exec(&["ip", "addr", "add", ip, "dev", "lo"]);
+    }
+    ns.nft(DNAT_RULES);
+    palisade_nft::install_dial_log(Some(&ns.0)).unwrap();
+    let (mut nflog, mut dials, sport) = ns.enter(|| {
+        let nflog = Nflog::bind(GROUP).unwrap();
+        let dials = Nflog::bind(palisade_nft::DIAL_GROUP).unwrap();
+        let listener = TcpListener::bind("10.1.0.1:5000").unwrap();
+        let client = TcpStream::connect("10.96.0.10:8080").unwrap();
+        drop(listener);
+        (nflog, dials, client.local_addr().unwrap().port())
+    });
+    let mut got = Vec::new();
+    let mut dialed = palisade_agent::dialed::Dialed::default();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while got.is_empty() && Instant::now() < deadline {
+        for d in dials.recv_timeout(Duration::from_millis(50)).unwrap() {
+            dialed.record(&d, Instant::now());
+        }
+        got.extend(nflog.recv_timeout(Duration::from_millis(200)).unwrap());
+    }
+    for d in dials.recv_timeout(Duration::from_millis(50)).unwrap() {
+        dialed.record(&d, Instant::now());
+    }
+    let [p] = got.as_slice() else {
+        panic!("want one logged packet, got {got:?}")
+    };
+    assert_eq!((p.dst, p.dport), ("10.1.0.1".parse().unwrap(), Some(5000)));
+    assert_eq!(p.sport, Some(sport));
+    let sent_to = Some(("10.96.0.10".parse().unwrap(), Some(8080)));
+    // Paired with the dial log, on every kernel.
+    assert_eq!(dialed.original(p), sent_to, "{p:?}");
+    // From nflog's own conntrack attribute, where the kernel attaches it.
+    if nflog.conntrack() {
+        assert_eq!(p.original_dst, sent_to, "{p:?}");
+    }
+    palisade_nft::remove_dial_log(Some(&ns.0)).unwrap();
 }

@@ -435,7 +435,7 @@ fn uninstall_removes_the_table_and_nothing_else() {
         assert!(child.wait().unwrap().success(), "{script}");
     };
     nft(
-        "table inet palisade {\n chain forward { type filter hook forward priority 0; policy drop; }\n}\ntable inet keep {\n chain c {\n }\n}\n",
+        "table inet palisade {\n chain forward { type filter hook forward priority 0; policy drop; }\n}\ntable inet palisade_dialed {\n chain prerouting { type filter hook prerouting priority -150; policy accept; }\n}\ntable inet keep {\n chain c {\n }\n}\n",
     );
     let run = || {
         Command::new("ip")
@@ -831,4 +831,80 @@ fn the_metrics_address_serves_only_metrics_beside_the_loopback_endpoints() {
     );
     let _ = running.kill();
     let _ = running.wait();
+}
+
+/// A connection sent to a Service address and denied at its endpoint after DNAT: the
+/// decision log names the Service and the address it was sent to (paired through the dial
+/// log, on every kernel).
+#[test]
+fn a_denial_through_a_service_names_the_service() {
+    if !require_root("a_denial_through_a_service_names_the_service") {
+        return;
+    }
+    const WEB: &str = "apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: x}\nspec:\n  clusterIP: 10.96.0.99\n  selector: {pod: a}\n  ports: [{port: 80}]\n";
+    let name = format!("v{:x}", std::process::id());
+    let mut lab = AgentLab::up(&name, "examples/xyz/cluster.yaml", &[]);
+    lab.write("cluster.yaml", CLUSTER);
+    lab.write("deny-x.yaml", DENY_X);
+    lab.write("web.yaml", WEB);
+    lab.start();
+    let node = lab.nodes[0].1.clone();
+    let in_ns = |ns: &str, args: &[&str]| {
+        Command::new("ip")
+            .args(["netns", "exec", ns])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    // kube-proxy's part: the Service address to x/a (10.0.0.10).
+    let nat = "table ip svcnat {\n chain pre {\n  type nat hook prerouting priority -100; policy accept;\n  ip daddr 10.96.0.99 tcp dport 80 dnat to 10.0.0.10:80\n }\n}\n";
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &node, "nft", "-f", "-"])
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(nat.as_bytes())
+        .unwrap();
+    assert!(child.wait().unwrap().success());
+    // From y/a, whose connections to x/a the policy denies.
+    let ya = (0..9)
+        .map(|i| format!("{name}-p{i}"))
+        .find(|ns| {
+            String::from_utf8_lossy(&in_ns(ns, &["ip", "-4", "addr"]).stdout).contains("10.0.1.10/")
+        })
+        .expect("the namespace of y/a (10.0.1.10)");
+    let decisions = lab.decisions(&node);
+    let start = Instant::now();
+    let line = loop {
+        let _ = in_ns(
+            &ya,
+            &[
+                "timeout",
+                "1",
+                "bash",
+                "-c",
+                "echo > /dev/tcp/10.96.0.99/80",
+            ],
+        );
+        let log = std::fs::read_to_string(&decisions).unwrap_or_default();
+        let found = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["src"] == "y/a" && l["dst"] == "x/a" && l.get("service").is_some());
+        if let Some(l) = found {
+            break l;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "no denial naming the Service in\n{log}\nagent: {}",
+            lab.agent_log()
+        );
+    };
+    assert_eq!(line["verdict"], "deny", "{line}");
+    assert_eq!(line["service"], "x/web", "{line}");
+    assert_eq!(line["serviceAddress"], "10.96.0.99:80", "{line}");
 }

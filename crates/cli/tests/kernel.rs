@@ -75,3 +75,46 @@ fn lab_up_apply_probe_compare_down() {
         .collect();
     assert!(left.is_empty(), "lab down left {left:?}");
 }
+
+/// `lab apply` loads the lab's kube-proxy DNAT and `lab probe --compare` probes every Service
+/// endpoint through the Service address (crates/lab/tests/fixtures/services: 56 probes, two
+/// of them, NodePort with externalTrafficPolicy Cluster to an endpoint on the node reached,
+/// reported as not compared).
+#[test]
+fn lab_probe_compare_probes_every_service_endpoint() {
+    if !palisade_test_support::require_root("lab_probe_compare_probes_every_service_endpoint") {
+        return;
+    }
+    let name = format!("v{:x}", std::process::id());
+    let _down = Down(&name);
+    let cluster = "crates/lab/tests/fixtures/services/cluster.yaml";
+    let policies = "crates/lab/tests/fixtures/services/policies.yaml";
+    let o = palisade(&["lab", "up", "-f", cluster, "--name", &name]);
+    assert!(o.status.success(), "lab up: {}", stderr(&o));
+    let o = palisade(&[
+        "lab", "apply", "-f", cluster, "-f", policies, "--name", &name,
+    ]);
+    assert!(o.status.success(), "lab apply: {}", stderr(&o));
+    let o = palisade(&[
+        "lab",
+        "probe",
+        "-f",
+        cluster,
+        "-f",
+        policies,
+        "--name",
+        &name,
+        "--ports",
+        "80",
+        "--protocols",
+        "TCP",
+        "--compare",
+    ]);
+    let err = stderr(&o);
+    assert!(o.status.success(), "lab probe --compare: {err}");
+    assert!(
+        err.contains("the kernel agrees with the evaluator on all 54 Service probes compared"),
+        "{err}"
+    );
+    assert_eq!(err.matches("(not compared: ").count(), 2, "{err}");
+}

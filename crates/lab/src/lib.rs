@@ -24,6 +24,9 @@
 //! `palisade-lab-helper`) as `<exe> lab <helper> ...`, and that program passes its
 //! arguments to [`run_if_helper`]. [`observe`] probes every endpoint pair with real
 //! packets; [`Observed::disagreements`] compares each outcome with the engine's verdict.
+//! Services: the lab plays kube-proxy ([`NAT_TABLE`] in every node, one endpoint per
+//! Service port at a time), and [`observe_services`] probes every endpoint through the
+//! Service address against [`palisade_engine::Engine::evaluate_service_port`].
 //!
 //! Building and probing a lab needs root (network namespaces, `ip`, `nft`, `conntrack`):
 //!
@@ -66,6 +69,7 @@ mod helper;
 mod layout;
 mod net;
 mod probe;
+mod services;
 mod state;
 mod topology;
 
@@ -77,6 +81,10 @@ use palisade_model::Protocol;
 pub use compare::{Disagreement, Observation, Observed, observe};
 pub use helper::{Helper, PREFIX as HELPER_PREFIX, run_if_helper};
 pub use probe::{ConnectStats, ProbeResult, Target, connect_bench, hold, probe_batch, serve};
+pub use services::{
+    CLUSTER_LOCAL_ENDPOINT, NAT_TABLE, PinnedPort, ServiceObservation, ServiceVia,
+    observe_services, pinned_ports, rounds,
+};
 pub use state::state_dir;
 pub use topology::down;
 

@@ -209,7 +209,11 @@ pub(crate) fn assemble(
             None => {
                 for &(ip, k) in &pods.dispatch {
                     for peer in engine.side_exempt(pods.list[k], dir) {
-                        if peer.is_ipv6() == ip.is_ipv6() {
+                        // "A pod reaching itself through a Service address is subject to
+                        // policy; through its own address it is not": the latter never leaves
+                        // the pod, so a packet from a pod to itself at a node's hook is the
+                        // former (hairpin after DNAT) and is not exempt.
+                        if peer.is_ipv6() == ip.is_ipv6() && peer != ip {
                             exempt.push((ip, peer));
                         }
                     }

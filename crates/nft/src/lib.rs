@@ -41,8 +41,9 @@ pub use diff::{UpdateStats, update_script};
 pub use incremental::{Compiled, Path};
 pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use kernel::{
-    KernelError, KernelFailure, NewConnections, apply, check, cut_forbidden, load_in_stages,
-    logged_packets, netfilter_messages, new_connections, remove, transition, update,
+    DIAL_GROUP, DIAL_TABLE, KernelError, KernelFailure, NewConnections, apply, check,
+    cut_forbidden, install_dial_log, load_in_stages, logged_packets, netfilter_messages,
+    new_connections, remove, remove_dial_log, transition, update,
 };
 pub use lookup::{Lookup, NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};

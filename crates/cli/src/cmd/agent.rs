@@ -112,7 +112,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let Some(source) = args.source else {
         // Only `--uninstall` goes without a source (clap enforces it).
         palisade_nft::remove(None)?;
-        eprintln!("removed the nftables table inet palisade (if it was there)");
+        eprintln!(
+            "removed the nftables tables inet palisade and inet palisade_dialed (if they were there)"
+        );
         if let (true, Some(node)) = (args.report_status, args.node.as_deref()) {
             let removed =
                 remove_conditions(args.kubeconfig.as_deref(), args.context.as_deref(), node)?;

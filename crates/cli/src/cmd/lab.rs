@@ -113,6 +113,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
             let engine = lab.engine(&input.engine()?)?;
             let rulesets = lab.compile(&engine)?;
             lab.apply(&rulesets)?;
+            let pinned = palisade_lab::pinned_ports(&lab, &engine);
+            if !pinned.is_empty() {
+                lab.load_services(&pinned, 0)?;
+            }
             let cut = lab.cut_forbidden(&rulesets)?;
             for ((node, rs), cut) in lab.nodes.iter().zip(&rulesets).zip(cut) {
                 eprintln!(
@@ -147,8 +151,10 @@ pub fn run(args: Args) -> Result<(), CliError> {
                 for d in &diffs {
                     eprintln!("{d}");
                 }
-                if !diffs.is_empty() {
-                    return Err(CliError::Disagreements(diffs.len()));
+                let services = compare_services(&lab, &engine)?;
+                let wrong = diffs.len() + services;
+                if wrong > 0 {
+                    return Err(CliError::Disagreements(wrong));
                 }
                 eprintln!(
                     "the kernel agrees with the evaluator on all {} probes",
@@ -163,6 +169,32 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Args::Hold(h) => helper("hold", h),
         Args::ConnectBench(h) => helper("connect-bench", h),
     }
+}
+
+/// Probes every Service port through its address, endpoint by endpoint; prints each
+/// disagreement and each probe not compared (with the reason), and returns the number of
+/// disagreements.
+fn compare_services(lab: &Lab, engine: &palisade_engine::Engine) -> Result<usize, CliError> {
+    let observed = palisade_lab::observe_services(lab, &exe()?, engine)?;
+    if observed.is_empty() {
+        return Ok(0);
+    }
+    let mut wrong = 0;
+    for o in &observed {
+        if o.disagrees() {
+            wrong += 1;
+            eprintln!("{o}");
+        } else if o.not_compared.is_some() {
+            eprintln!("{o}");
+        }
+    }
+    if wrong == 0 {
+        eprintln!(
+            "the kernel agrees with the evaluator on all {} Service probes compared",
+            observed.iter().filter(|o| o.not_compared.is_none()).count()
+        );
+    }
+    Ok(wrong)
 }
 
 /// Prints what `lab up` made: the namespaces, so scripts can run commands in them.

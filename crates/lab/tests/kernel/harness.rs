@@ -70,6 +70,12 @@ pub const THREE_NODES: Placement = Placement {
     nodes: &["n1", "n2", "n3"],
 };
 
+/// Pods backing Services on two nodes, with clients (`tests/fixtures/services`).
+pub const SERVICES: Placement = Placement {
+    file: "tests/fixtures/services/cluster.yaml",
+    nodes: &["n1", "n2"],
+};
+
 impl Placement {
     /// The cluster with `extra` manifests.
     pub fn cluster(&self, extra: &[PathBuf]) -> Cluster {
@@ -159,6 +165,11 @@ impl TestLab {
             engine,
             rulesets,
         }
+    }
+
+    /// The file `name` of `tests/fixtures`.
+    pub fn fixture_file(name: &str) -> PathBuf {
+        manifest_dir().join("tests/fixtures").join(name)
     }
 
     /// The fixture file named `name`.

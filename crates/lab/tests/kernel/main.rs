@@ -5,7 +5,8 @@
 //! nine pods serving 80 and 81 on TCP and UDP, and the external host 192.0.2.10), so the
 //! tests run in parallel: [`single_node`] on the cluster as written (every pod on one
 //! node), [`nodes`] with the pods spread over two and three nodes
-//! (`tests/fixtures/clusters`). Every policy set is a file in `tests/fixtures/sets`. The responders and probers are this crate's
+//! (`tests/fixtures/clusters`); [`services`] through Service addresses
+//! (`tests/fixtures/services`). Every policy set is a file in `tests/fixtures/sets`. The responders and probers are this crate's
 //! `palisade-lab-helper` binary.
 //!
 //! They need root (network namespaces, `nft`, `conntrack`); run as another user, each test
@@ -13,4 +14,5 @@
 
 mod harness;
 mod nodes;
+mod services;
 mod single_node;

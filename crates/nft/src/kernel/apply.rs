@@ -53,6 +53,11 @@ fn nft(script: &str, netns: Option<&str>) -> Result<(), KernelError> {
     run_nft(&[], script, netns)
 }
 
+/// Runs an `nft -f` script (one transaction) in the node's namespace or `netns`.
+pub(crate) fn run_script(script: &str, netns: Option<&str>) -> Result<(), KernelError> {
+    nft(script, netns)
+}
+
 /// Checks a script with `nft -c` (nothing is changed).
 pub fn check(script: &str, netns: Option<&str>) -> Result<(), KernelError> {
     run_nft(&["-c"], script, netns)
@@ -85,7 +90,8 @@ pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), Kern
 
 /// Removes the table (if present).
 pub fn remove(netns: Option<&str>) -> Result<(), KernelError> {
-    nft(&format!("add table {TABLE}\ndelete table {TABLE}\n"), netns)
+    nft(&format!("add table {TABLE}\ndelete table {TABLE}\n"), netns)?;
+    crate::kernel::dialed::remove_dial_log(netns)
 }
 
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the

@@ -124,13 +124,19 @@ fn err(what: &str, e: io::Error) -> KernelError {
     KernelError::io(format!("conntrack over netlink ({what})"), e)
 }
 
-/// One tracked connection, in its original direction.
+/// One tracked connection: its first packet as the ruleset judged it, and its original
+/// tuple.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Tracked {
-    /// The connection's first packet (what the ruleset judges).
+    /// The connection's first packet as the filter saw it (what the ruleset judges): after
+    /// a destination translation (a Service address to an endpoint, in `prerouting` or
+    /// `output`, before the filter), before a source translation (in `postrouting`, after).
     packet: Packet,
     /// Source port of the original direction (part of the tuple to delete).
     sport: u16,
+    /// Destination address and port of the original direction (the rest of it): a Service
+    /// address when the connection was translated.
+    original_dst: (IpAddr, u16),
     /// Protocol state where conntrack keeps one (TCP, SCTP).
     state: State,
 }
@@ -228,39 +234,56 @@ fn dump(socket: &Socket) -> io::Result<Vec<Tracked>> {
     }
 }
 
-/// The original direction and state of one dumped entry; `None` for protocols the ruleset
-/// does not filter (ICMP, …).
-fn parse_conntrack(attrs: &[ConntrackAttribute]) -> Option<Tracked> {
-    let (mut src, mut dst, mut proto, mut sport, mut dport) = (None, None, None, None, None);
-    let mut state = State::None;
-    for a in attrs {
-        match a {
-            ConntrackAttribute::CtaTupleOrig(tuple) => {
-                for t in tuple {
-                    match t {
-                        Tuple::Ip(ips) => {
-                            for ip in ips {
-                                match ip {
-                                    IPTuple::SourceAddress(a) => src = Some(*a),
-                                    IPTuple::DestinationAddress(a) => dst = Some(*a),
-                                    _ => {}
-                                }
-                            }
-                        }
-                        Tuple::Proto(ps) => {
-                            for p in ps {
-                                match p {
-                                    ProtoTuple::Protocol(p) => proto = Some(*p),
-                                    ProtoTuple::SourcePort(p) => sport = Some(*p),
-                                    ProtoTuple::DestinationPort(p) => dport = Some(*p),
-                                    _ => {}
-                                }
-                            }
-                        }
+/// The addresses, protocol and ports of one direction's tuple, each when present.
+#[derive(Debug, Clone, Copy, Default)]
+struct Ends {
+    src: Option<IpAddr>,
+    dst: Option<IpAddr>,
+    proto: Option<CtProtocol>,
+    sport: Option<u16>,
+    dport: Option<u16>,
+}
+
+fn ends(tuple: &[Tuple]) -> Ends {
+    let mut e = Ends::default();
+    for t in tuple {
+        match t {
+            Tuple::Ip(ips) => {
+                for ip in ips {
+                    match ip {
+                        IPTuple::SourceAddress(a) => e.src = Some(*a),
+                        IPTuple::DestinationAddress(a) => e.dst = Some(*a),
                         _ => {}
                     }
                 }
             }
+            Tuple::Proto(ps) => {
+                for p in ps {
+                    match p {
+                        ProtoTuple::Protocol(p) => e.proto = Some(*p),
+                        ProtoTuple::SourcePort(p) => e.sport = Some(*p),
+                        ProtoTuple::DestinationPort(p) => e.dport = Some(*p),
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    e
+}
+
+/// The first packet as the filter judged it, the original tuple and the state of one
+/// dumped entry; `None` for protocols the ruleset does not filter (ICMP, …). The reply
+/// tuple's source is where the connection went (the endpoint, after DNAT); without a reply
+/// tuple, the original destination.
+fn parse_conntrack(attrs: &[ConntrackAttribute]) -> Option<Tracked> {
+    let (mut orig, mut reply) = (Ends::default(), None);
+    let mut state = State::None;
+    for a in attrs {
+        match a {
+            ConntrackAttribute::CtaTupleOrig(tuple) => orig = ends(tuple),
+            ConntrackAttribute::CtaTupleReply(tuple) => reply = Some(ends(tuple)),
             ConntrackAttribute::CtaProtoInfo(infos) => {
                 for info in infos {
                     match info {
@@ -281,20 +304,30 @@ fn parse_conntrack(attrs: &[ConntrackAttribute]) -> Option<Tracked> {
             _ => {}
         }
     }
-    let protocol = match proto? {
+    let protocol = match orig.proto? {
         CtProtocol::Tcp => Protocol::Tcp,
         CtProtocol::Udp => Protocol::Udp,
         CtProtocol::Sctp => Protocol::Sctp,
         _ => return None,
     };
+    let (dst, dport) = (orig.dst?, orig.dport?);
+    let (to, to_port) = match reply {
+        Some(Ends {
+            src: Some(a),
+            sport: Some(p),
+            ..
+        }) => (a, p),
+        _ => (dst, dport),
+    };
     Some(Tracked {
         packet: Packet {
-            src: src?,
-            dst: dst?,
+            src: orig.src?,
+            dst: to,
             protocol,
-            dport: dport?,
+            dport: to_port,
         },
-        sport: sport?,
+        sport: orig.sport?,
+        original_dst: (dst, dport),
         state,
     })
 }
@@ -328,12 +361,12 @@ fn delete_request(t: &Tracked, seq: u32) -> NetlinkMessage<NetfilterMessage> {
         ConntrackMessage::Delete(vec![ConntrackAttribute::CtaTupleOrig(vec![
             Tuple::Ip(vec![
                 IPTuple::SourceAddress(t.packet.src),
-                IPTuple::DestinationAddress(t.packet.dst),
+                IPTuple::DestinationAddress(t.original_dst.0),
             ]),
             Tuple::Proto(vec![
                 ProtoTuple::Protocol(protocol),
                 ProtoTuple::SourcePort(t.sport),
-                ProtoTuple::DestinationPort(t.packet.dport),
+                ProtoTuple::DestinationPort(t.original_dst.1),
             ]),
         ])]),
     )
@@ -407,9 +440,65 @@ mod tests {
                     dport: 80,
                 },
                 sport: 40000,
+                original_dst: ("10.0.1.11".parse().unwrap(), 80),
                 state: State::Tcp(3),
             }
         );
+    }
+
+    #[test]
+    fn a_translated_entry_is_judged_at_its_endpoint_and_deleted_by_its_original_tuple() {
+        // 10.0.0.10 -> Service 10.96.0.10:8080, translated to 10.0.1.11:8081; the reply
+        // comes from the endpoint
+        let mut entry = tcp_entry(3);
+        entry[0] = ConntrackAttribute::CtaTupleOrig(vec![
+            Tuple::Ip(vec![
+                IPTuple::SourceAddress("10.0.0.10".parse().unwrap()),
+                IPTuple::DestinationAddress("10.96.0.10".parse().unwrap()),
+            ]),
+            Tuple::Proto(vec![
+                ProtoTuple::Protocol(CtProtocol::Tcp),
+                ProtoTuple::SourcePort(40000),
+                ProtoTuple::DestinationPort(8080),
+            ]),
+        ]);
+        entry.push(ConntrackAttribute::CtaTupleReply(vec![
+            Tuple::Ip(vec![
+                IPTuple::SourceAddress("10.0.1.11".parse().unwrap()),
+                IPTuple::DestinationAddress("10.0.0.10".parse().unwrap()),
+            ]),
+            Tuple::Proto(vec![
+                ProtoTuple::Protocol(CtProtocol::Tcp),
+                ProtoTuple::SourcePort(8081),
+                ProtoTuple::DestinationPort(40000),
+            ]),
+        ]));
+        let t = parse_conntrack(&entry).unwrap();
+        assert_eq!(
+            t.packet,
+            Packet {
+                src: "10.0.0.10".parse().unwrap(),
+                dst: "10.0.1.11".parse().unwrap(),
+                protocol: Protocol::Tcp,
+                dport: 8081,
+            }
+        );
+        assert_eq!(t.original_dst, ("10.96.0.10".parse().unwrap(), 8080));
+        let ConntrackMessage::Delete(attrs) = (match delete_request(&t, 1).payload {
+            NetlinkPayload::InnerMessage(m) => match m.inner {
+                NetfilterMessageInner::Conntrack(c) => c,
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }) else {
+            panic!("not a deletion")
+        };
+        let [ConntrackAttribute::CtaTupleOrig(tuple)] = attrs.as_slice() else {
+            panic!("{attrs:?}")
+        };
+        let e = ends(tuple);
+        assert_eq!(e.dst, Some("10.96.0.10".parse().unwrap()));
+        assert_eq!((e.sport, e.dport), (Some(40000), Some(8080)));
     }
 
     #[test]
