@@ -56,6 +56,7 @@ mod ports;
 mod resolved;
 mod rows;
 mod rule_parts;
+mod service_matrix;
 mod services;
 mod state;
 mod universe;
@@ -75,6 +76,7 @@ pub use explain::{
 pub use matrix::{Distinction, Matrix, Probe};
 pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
+pub use service_matrix::{NotEvaluable, PortReach, ServiceCell, ServiceColumn, ServiceMatrix};
 pub use services::{
     EndpointSource, EndpointVerdict, PortEndpoints, Reach, ServiceEndpoint, picks_port,
 };
