@@ -3,9 +3,10 @@
 //!
 //! Endpoints are resolved once per Service and family ([`Engine::service_endpoints`]). Sources
 //! that no policy tells apart (the matrix classes, split by node where the node-local
-//! exemption matters) share one evaluation of each port; only the endpoints that are the
-//! source itself (hairpin, subject to policy) or the class's representative are decided
-//! again for each source.
+//! exemption matters) share one evaluation of each port, by the class's representative.
+//! That holds for hairpin too: a pod reaching itself through a Service is subject to policy
+//! ([`Engine::evaluate_through_service`]), so its connection to itself is decided as the
+//! representative's connection to it, or to the representative itself.
 
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -155,8 +156,8 @@ impl Engine {
                 class_of.insert(p, c);
             }
         }
-        // Per (class, column, family): the class representative and its verdict per endpoint.
-        let mut shared: HashMap<(usize, usize, bool), (PodId, Vec<bool>)> = HashMap::new();
+        // Per (class, column, family): the class representative's verdict per endpoint.
+        let mut shared: HashMap<(usize, usize, bool), Vec<bool>> = HashMap::new();
         let mut cells = Vec::with_capacity(sources.len() * columns.len());
         for &pod in sources {
             for (ci, col) in columns.iter().enumerate() {
@@ -184,7 +185,7 @@ impl Engine {
         class: Option<(usize, &[PodId])>,
         ci: usize,
         col: &ServiceColumn,
-        shared: &mut HashMap<(usize, usize, bool), (PodId, Vec<bool>)>,
+        shared: &mut HashMap<(usize, usize, bool), Vec<bool>>,
     ) -> ServiceCell {
         let svc = &self.cluster.services[col.service];
         let Some(primary) = self.endpoint_for_pod(pod, None) else {
@@ -208,30 +209,27 @@ impl Engine {
             .allowed
         };
         // The class's representative: its first member with an address of the family.
-        let rep = match class {
+        let shared_verdicts = match class {
             Some((c, members)) => match shared.entry((c, ci, v6)) {
                 Entry::Occupied(known) => Some(&*known.into_mut()),
                 Entry::Vacant(slot) => members
                     .iter()
-                    .find_map(|&m| self.family_endpoint(m, v6).map(|e| (m, e)))
-                    .map(|(m, at)| &*slot.insert((m, eps.iter().map(|e| decide(at, e)).collect()))),
+                    .find_map(|&m| self.family_endpoint(m, v6))
+                    .map(|rep| &*slot.insert(eps.iter().map(|e| decide(rep, e)).collect())),
             },
             None => None,
         };
-        let is = |e: &ServiceEndpoint, p: PodId| e.at.kind == EndpointKind::Pod(p);
         let mut denied = Vec::new();
-        let mut hairpin = false;
         for (i, e) in eps.iter().enumerate() {
-            hairpin |= is(e, pod);
-            let ok = match rep {
-                Some((r, verdicts)) if !is(e, pod) && !is(e, *r) => verdicts[i],
-                Some((r, verdicts)) if *r == pod => verdicts[i],
-                _ => decide(src, e),
+            let ok = match shared_verdicts {
+                Some(verdicts) => verdicts[i],
+                None => decide(src, e),
             };
             if !ok {
                 denied.push(*e);
             }
         }
+        let hairpin = eps.iter().any(|e| e.at.kind == EndpointKind::Pod(pod));
         let total = eps.len();
         let allowed = total - denied.len();
         ServiceCell::Decided(PortReach {
