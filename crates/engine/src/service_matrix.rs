@@ -63,7 +63,8 @@ pub struct PortReach {
     pub allowed: usize,
     /// Endpoints of the port in the family used (0: the port has no endpoint).
     pub total: usize,
-    /// The endpoints the source may not connect to, in endpoint order.
+    /// For `some`, the endpoints the source may not connect to, in endpoint order (for
+    /// `none` every endpoint is denied, and none is listed).
     pub denied: Vec<ServiceEndpoint>,
     /// Whether the source is itself one of the endpoints (its connection to itself through
     /// the Service is subject to policy).
@@ -232,8 +233,12 @@ impl Engine {
         let hairpin = eps.iter().any(|e| e.at.kind == EndpointKind::Pod(pod));
         let total = eps.len();
         let allowed = total - denied.len();
+        let reach = Reach::of(allowed, total);
+        if reach != Reach::Some {
+            denied = Vec::new();
+        }
         ServiceCell::Decided(PortReach {
-            reach: Reach::of(allowed, total),
+            reach,
             allowed,
             total,
             denied,
