@@ -102,25 +102,27 @@ pub fn summary(out: &mut impl Write, v: &ServiceView<'_>, m: &Matrix) -> std::io
         writeln!(out, "\n{head}:")?;
         // Rows grouped by the cell they see, in the order of each group's first row.
         let mut index: HashMap<&ServiceCell, usize> = HashMap::new();
-        let mut groups: Vec<(&ServiceCell, Vec<usize>)> = Vec::new();
+        let mut groups: Vec<(&ServiceCell, usize)> = Vec::new();
+        let mut group_of = Vec::with_capacity(v.names.len());
         for r in 0..v.names.len() {
             let cell = v.matrix.cell(r, col);
             let next = groups.len();
             let g = *index.entry(cell).or_insert(next);
             if g == next {
-                groups.push((cell, Vec::new()));
+                groups.push((cell, 0));
             }
-            groups[g].1.push(r);
+            groups[g].1 += 1;
+            group_of.push(g);
         }
-        for (cell, rows) in groups {
+        for (g, (cell, n)) in groups.into_iter().enumerate() {
             let mut whole: Vec<usize> = Vec::new();
             let mut single: Vec<&str> = Vec::new();
             for (&class, all) in &members {
-                let inside: Vec<usize> = all.iter().copied().filter(|r| rows.contains(r)).collect();
-                if inside.len() == all.len() {
+                let inside = all.iter().filter(|&&r| group_of[r] == g);
+                if all.iter().all(|&r| group_of[r] == g) {
                     whole.push(class);
                 } else {
-                    single.extend(inside.iter().map(|&r| v.names[r].as_str()));
+                    single.extend(inside.map(|&r| v.names[r].as_str()));
                 }
             }
             let mut who = ranges(whole.into_iter());
@@ -130,7 +132,6 @@ pub fn summary(out: &mut impl Write, v: &ServiceView<'_>, m: &Matrix) -> std::io
                 }
                 who.push_str(&single.join(" "));
             }
-            let n = rows.len();
             writeln!(
                 out,
                 "  {who} ({n} pod{}) -> {}",
