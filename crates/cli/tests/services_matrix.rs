@@ -452,6 +452,70 @@ fn services_for(cluster: &palisade_model::Cluster) -> String {
     out
 }
 
+/// Checks every cell of the Service matrix of `engine` (every source, every Service) against
+/// deciding each endpoint for the source one by one with `evaluate_service_port`; returns how
+/// many decided cells it checked.
+fn check_one_by_one(engine: &Engine, what: &str) -> usize {
+    let mut checked = 0;
+    let sources: Vec<usize> = engine
+        .addressable_pods()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let all: Vec<usize> = (0..engine.cluster().services.len()).collect();
+    let m = engine.service_matrix(&sources, &all);
+    for (row, &pod) in sources.iter().enumerate() {
+        let primary = engine.endpoint_for_pod(pod, None).unwrap();
+        for (col, column) in m.columns.iter().enumerate() {
+            let svc = &engine.cluster().services[column.service];
+            let got = m.cell(row, col);
+            let at = format!(
+                "{what}: {} -> {}",
+                engine.cluster().pods[pod].key(),
+                svc.key()
+            );
+            let v6 = engine.service_family(svc, primary);
+            let src = engine
+                .endpoint_for_pod(pod, Some(v6))
+                .filter(|e| e.ip.is_ipv6() == v6);
+            let (Some(port), None, Some(src)) = (&column.port, &svc.external_name, src) else {
+                assert!(matches!(got, ServiceCell::NotEvaluable(_)), "{at}: {got:?}");
+                continue;
+            };
+            let ports = engine.service_endpoints(svc, v6);
+            let endpoints = ports.iter().find(|p| &p.port == port).unwrap();
+            let verdicts = engine.evaluate_service_port(src, endpoints);
+            let denied: Vec<_> = verdicts
+                .iter()
+                .filter(|v| !v.verdict.allowed)
+                .map(|v| v.endpoint)
+                .collect();
+            let allowed = verdicts.len() - denied.len();
+            // Denied endpoints are listed for `some` only.
+            let listed = match allowed > 0 && !denied.is_empty() {
+                true => denied,
+                false => Vec::new(),
+            };
+            let ServiceCell::Decided(r) = got else {
+                panic!("{at}: {got:?}");
+            };
+            assert_eq!(
+                (&r.denied, r.allowed, r.total, r.hairpin),
+                (
+                    &listed,
+                    allowed,
+                    verdicts.len(),
+                    verdicts.iter().any(|v| v.hairpin)
+                ),
+                "{at}:{}",
+                port.label()
+            );
+            checked += 1;
+        }
+    }
+    checked
+}
+
 /// The engine's grouped cells equal deciding every endpoint for every source one by one
 /// with `evaluate_service_port`, on generated clusters with and without admin tiers and
 /// with pods that policies tell apart one by one.
@@ -484,65 +548,82 @@ fn grouped_cells_agree_with_every_endpoint_decided_one_by_one() {
         )
         .unwrap();
         let engine = Engine::new(loaded.cluster, Options::default());
-        let sources: Vec<usize> = engine
-            .addressable_pods()
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
-        let all: Vec<usize> = (0..engine.cluster().services.len()).collect();
-        let m = engine.service_matrix(&sources, &all);
-        for (row, &pod) in sources.iter().enumerate() {
-            let primary = engine.endpoint_for_pod(pod, None).unwrap();
-            for (col, column) in m.columns.iter().enumerate() {
-                let svc = &engine.cluster().services[column.service];
-                let got = m.cell(row, col);
-                let Some(port) = &column.port else {
-                    assert!(matches!(got, ServiceCell::NotEvaluable(_)), "{got:?}");
-                    continue;
-                };
-                if svc.external_name.is_some() {
-                    assert!(matches!(got, ServiceCell::NotEvaluable(_)), "{got:?}");
-                    continue;
-                }
-                let v6 = engine.service_family(svc, primary);
-                let src = engine.endpoint_for_pod(pod, Some(v6)).unwrap();
-                let ports = engine.service_endpoints(svc, v6);
-                let endpoints = ports.iter().find(|p| &p.port == port).unwrap();
-                let verdicts = engine.evaluate_service_port(src, endpoints);
-                let denied: Vec<_> = verdicts
-                    .iter()
-                    .filter(|v| !v.verdict.allowed)
-                    .map(|v| v.endpoint)
-                    .collect();
-                let allowed = verdicts.len() - denied.len();
-                // Denied endpoints are listed for `some` only.
-                let listed = match allowed > 0 && !denied.is_empty() {
-                    true => denied,
-                    false => Vec::new(),
-                };
-                let ServiceCell::Decided(r) = got else {
-                    panic!(
-                        "seed {seed}: {} -> {}: {got:?}",
-                        engine.cluster().pods[pod].key(),
-                        svc.key()
-                    );
-                };
-                assert_eq!(
-                    (&r.denied, r.allowed, r.total, r.hairpin),
-                    (
-                        &listed,
-                        allowed,
-                        verdicts.len(),
-                        verdicts.iter().any(|v| v.hairpin)
-                    ),
-                    "seed {seed}: {} -> {}:{}",
-                    engine.cluster().pods[pod].key(),
-                    svc.key(),
-                    port.label()
-                );
-                checked += 1;
-            }
-        }
+        checked += check_one_by_one(&engine, &format!("seed {seed}"));
     }
     assert!(checked > 3_000, "{checked} cells checked");
+}
+
+/// Host-network pods with the same labels on two nodes: the one on web-3's node reaches it by
+/// the node-local exemption, the other does not, so they may not share verdicts.
+const HOSTS: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: node-1}
+status: {addresses: [{type: InternalIP, address: 192.168.0.1}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: node-2}
+status: {addresses: [{type: InternalIP, address: 192.168.0.2}]}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: host-1, namespace: x, labels: {app: host}}
+spec: {nodeName: node-1, hostNetwork: true, containers: [{name: c, image: i}]}
+status: {podIP: 192.168.0.1}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: host-2, namespace: x, labels: {app: host}}
+spec: {nodeName: node-2, hostNetwork: true, containers: [{name: c, image: i}]}
+status: {podIP: 192.168.0.2}
+"#;
+
+/// The fixture's cells, and host-network sources split by node, against deciding each
+/// endpoint one by one.
+#[test]
+fn fixture_and_host_network_cells_agree_with_one_by_one() {
+    let web3_on_node_1 = CLUSTER.replace(
+        "metadata: {name: web-3, namespace: \"y\", labels: {app: web, tier: locked}}\nspec: {",
+        "metadata: {name: web-3, namespace: \"y\", labels: {app: web, tier: locked}}\nspec: {nodeName: node-1, ",
+    );
+    assert_ne!(web3_on_node_1, CLUSTER);
+    let loaded = palisade_model::load_sources(
+        [
+            ("cluster.yaml", web3_on_node_1.as_str()),
+            ("hosts.yaml", HOSTS),
+        ],
+        Default::default(),
+    )
+    .unwrap();
+    let engine = Engine::new(loaded.cluster, Options::default());
+    let checked = check_one_by_one(&engine, "fixture");
+    assert!(checked > 15, "{checked} cells checked");
+    let sources: Vec<usize> = engine
+        .addressable_pods()
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let web = engine
+        .cluster()
+        .services
+        .iter()
+        .position(|s| s.name == "web")
+        .unwrap();
+    let m = engine.service_matrix(&sources, &[web]);
+    let reach = |name: &str| {
+        let row = sources
+            .iter()
+            .position(|&p| engine.cluster().pods[p].name == name)
+            .unwrap();
+        match m.cell(row, 0) {
+            ServiceCell::Decided(r) => r.allowed,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        (reach("host-1"), reach("host-2")),
+        (3, 2),
+        "node-local reaches web-3"
+    );
 }
