@@ -223,7 +223,13 @@ pub fn md(out: &mut impl Write, v: &ServiceView<'_>) -> std::io::Result<()> {
 /// Width of a grid column: the longest word (`none`, `some`) and a space.
 const WORD: usize = 5;
 
-/// The text grid: a row per source, a column per Service port named downwards.
+const GREEN: &str = "\x1b[32m";
+const YELLOW: &str = "\x1b[33m";
+const RED: &str = "\x1b[31m";
+const RESET: &str = "\x1b[0m";
+
+/// The text grid: a row per source, a column per Service port named downwards. Colour is
+/// stripped when stdout is not a terminal or `NO_COLOR` is set.
 pub fn table(out: &mut impl Write, v: &ServiceView<'_>) -> std::io::Result<()> {
     let width = v
         .names
@@ -245,7 +251,18 @@ pub fn table(out: &mut impl Write, v: &ServiceView<'_>) -> std::io::Result<()> {
     for r in v.rows() {
         write!(out, "{:width$}", v.names[r])?;
         for &c in &v.cols {
-            write!(out, "{:>WORD$}", v.word(r, c))?;
+            let word = v.word(r, c);
+            let colour = match word {
+                "all" => GREEN,
+                "some" => YELLOW,
+                "none" => RED,
+                _ => "",
+            };
+            let pad = WORD - word.len();
+            match colour {
+                "" => write!(out, "{:pad$}{word}", "")?,
+                _ => write!(out, "{:pad$}{colour}{word}{RESET}", "")?,
+            }
         }
         writeln!(out)?;
     }

@@ -89,7 +89,7 @@ pub(super) fn run(args: &Args, engine: &Engine, order: &[PodId]) -> Result<(), C
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, stdout.lock());
     match args.output {
-        Format::Table => service_view::table(&mut out, &v)?,
+        Format::Table => service_view::table(&mut anstream::AutoStream::auto(stdout.lock()), &v)?,
         Format::Json => service_view::json(&mut out, &v)?,
         Format::Jsonl => service_view::jsonl(&mut out, &v)?,
         Format::Csv => service_view::csv(&mut out, &v)?,
