@@ -57,6 +57,7 @@ mod ports;
 mod resolved;
 mod rows;
 mod rule_parts;
+mod service_matrix;
 mod services;
 mod state;
 mod universe;
@@ -77,6 +78,7 @@ pub use explain::{
 pub use matrix::{Distinction, Matrix, Probe};
 pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
+pub use service_matrix::{NotEvaluable, PortReach, ServiceCell, ServiceColumn, ServiceMatrix};
 pub use services::{
     EndpointSource, EndpointVerdict, PortEndpoints, Reach, ServiceEndpoint, picks_port,
 };

@@ -1,5 +1,7 @@
 //! `palisade matrix`.
 
+mod services;
+
 use std::collections::BTreeSet;
 
 use palisade_engine::{Engine, PodId, Probe};
@@ -22,7 +24,8 @@ const MAX_PROBES: usize = 1024;
   palisade matrix -f cluster.yaml -o summary
   palisade matrix -f cluster.yaml --namespace shop --direction ingress --ports 80,8080-8082,http
   palisade matrix -f cluster.yaml -o html > matrix.html      # open in a browser, offline
-  palisade matrix -f cluster.yaml -o dot | dot -Tsvg > matrix.svg")]
+  palisade matrix -f cluster.yaml -o dot | dot -Tsvg > matrix.svg
+  palisade matrix -f cluster.yaml --services --to svc/shop/orders")]
 pub struct Args {
     #[command(flatten)]
     input: Input,
@@ -43,6 +46,11 @@ pub struct Args {
     /// Print a table of more than 200 sources or destinations anyway.
     #[arg(long)]
     force: bool,
+    /// Services as destinations: a column per Service port, each cell whether the source
+    /// reaches all, some or none of the port's endpoints. `--to` then names Services
+    /// (`svc/NS/NAME`), and `--ports`/`--protocols` pick Service ports.
+    #[arg(long)]
+    services: bool,
 }
 
 /// `matrix` output formats.
@@ -207,6 +215,9 @@ pub fn run(args: Args) -> Result<(), CliError> {
         return Err(CliError::Empty(
             "no pod in the input has an address (status.podIP/podIPs) and no workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) stands for one, so the matrix would be empty; dump the pods with `kubectl get pods -A -o yaml`".into(),
         ));
+    }
+    if args.services {
+        return services::run(&args, &engine, &order);
     }
     let pods = &engine.cluster().pods;
     let names: Vec<String> = order.iter().map(|&p| pods[p].key()).collect();

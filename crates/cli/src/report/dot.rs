@@ -9,7 +9,7 @@ use palisade_engine::{Engine, Matrix};
 use super::view::View;
 
 /// A DOT string literal.
-fn quote(s: &str) -> String {
+pub(super) fn quote(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
     out.push('"');
     for c in s.chars() {

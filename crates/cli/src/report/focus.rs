@@ -69,11 +69,50 @@ impl Focus {
                 )));
             }
         }
-        for (flag, patterns) in [("--from", &self.from), ("--to", &self.to)] {
+        self.pick(pods, pods, &self.to, "pod with an address")
+    }
+
+    /// The rows among `pods` and the columns among `services` (namespace, name), in their
+    /// order: `--to` names Services (`svc/NS/NAME`, `NS/NAME` or `NS`, `*` wildcards),
+    /// `--namespace` picks the Services of the namespace as well as its pods.
+    pub fn select_services(
+        &self,
+        pods: &[(&str, &str)],
+        services: &[(&str, &str)],
+    ) -> Result<(Vec<usize>, Vec<usize>), CliError> {
+        for ns in &self.namespace {
+            if !pods.iter().chain(services).any(|(n, _)| n == ns) {
+                return Err(CliError::Usage(format!(
+                    "--namespace {ns}: no pod with an address and no Service in that namespace"
+                )));
+            }
+        }
+        let to: Vec<String> = self
+            .to
+            .iter()
+            .map(|p| p.strip_prefix("svc/").unwrap_or(p).to_string())
+            .collect();
+        self.pick(pods, services, &to, "Service")
+    }
+
+    /// Rows among `sources` by `--from`, columns among `dests` by `to` (a `dests_noun`), both
+    /// by `--namespace` and `--direction`.
+    fn pick(
+        &self,
+        sources: &[(&str, &str)],
+        dests: &[(&str, &str)],
+        to: &[String],
+        dests_noun: &str,
+    ) -> Result<(Vec<usize>, Vec<usize>), CliError> {
+        for (flag, patterns, among, noun) in [
+            ("--from", &self.from[..], sources, "pod with an address"),
+            ("--to", to, dests, dests_noun),
+        ] {
             for p in patterns {
-                if !pods.iter().any(|(ns, name)| matches(p, ns, name)) {
+                if !among.iter().any(|(ns, name)| matches(p, ns, name)) {
                     return Err(CliError::Usage(format!(
-                        "{flag} {p}: matches no pod with an address (use namespace/pod, a namespace, or * wildcards)"
+                        "{flag} {p}: matches no {noun} (use namespace/{}, a namespace, or * wildcards)",
+                        if noun == "Service" { "name" } else { "pod" }
                     )));
                 }
             }
@@ -84,8 +123,9 @@ impl Focus {
             Some(DirectionArg::Ingress) => (false, true),
             Some(DirectionArg::Egress) => (true, false),
         };
-        let pick = |patterns: &[String], by_ns: bool| -> Vec<usize> {
-            pods.iter()
+        let pick = |among: &[(&str, &str)], patterns: &[String], by_ns: bool| -> Vec<usize> {
+            among
+                .iter()
                 .enumerate()
                 .filter(|(_, (ns, name))| {
                     (!by_ns || in_ns(ns))
@@ -94,7 +134,7 @@ impl Focus {
                 .map(|(i, _)| i)
                 .collect()
         };
-        let (rows, cols) = (pick(&self.from, ns_rows), pick(&self.to, ns_cols));
+        let (rows, cols) = (pick(sources, &self.from, ns_rows), pick(dests, to, ns_cols));
         if rows.is_empty() || cols.is_empty() {
             return Err(CliError::Usage(
                 "the focus flags together select no source or no destination".into(),

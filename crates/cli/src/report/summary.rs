@@ -150,7 +150,7 @@ fn reach_groups(
 }
 
 /// Ascending class numbers as `C1-C4 C7`.
-fn ranges(classes: impl Iterator<Item = usize>) -> String {
+pub(super) fn ranges(classes: impl Iterator<Item = usize>) -> String {
     let mut out = String::new();
     let mut run: Option<(usize, usize)> = None;
     let flush = |out: &mut String, (a, b): (usize, usize)| {

@@ -15,6 +15,12 @@ const RESET: &str = "\x1b[0m";
 /// The rotated header: `lines[k]` holds the k-th character row, each column's name
 /// bottom-aligned so its last character sits just above the grid.
 fn header_lines(names: &[&str]) -> Vec<String> {
+    header_lines_of_width(names, 2)
+}
+
+/// [`header_lines`] with columns `width` characters wide, each name's characters on the
+/// right of its column.
+pub(super) fn header_lines_of_width(names: &[&str], width: usize) -> Vec<String> {
     let chars: Vec<Vec<char>> = names.iter().map(|n| n.chars().collect()).collect();
     let height = chars.iter().map(Vec::len).max().unwrap_or(0);
     (0..height)
@@ -24,7 +30,7 @@ fn header_lines(names: &[&str]) -> Vec<String> {
                 .map(|c| {
                     let pad = height - c.len();
                     let ch = if k >= pad { c[k - pad] } else { ' ' };
-                    format!(" {ch}")
+                    format!("{ch:>width$}")
                 })
                 .collect::<String>()
         })

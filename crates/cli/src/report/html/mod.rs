@@ -12,6 +12,7 @@
 //! document a chunk at a time, as the reader scrolls. The walks come in parts (see
 //! [`walks`]) that the script puts together for the cell clicked.
 
+mod services;
 mod tables;
 mod walks;
 
@@ -21,6 +22,7 @@ use std::io::Write;
 use palisade_engine::{EndpointKind, Engine, Matrix, PodId, Probe, SideVerdict, WalkShape};
 use serde_json::{Value, json};
 
+pub use self::services::services;
 use self::tables::{Interner, NA, encode_row};
 use super::view::View;
 
