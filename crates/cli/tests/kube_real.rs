@@ -298,6 +298,8 @@ fn deploy_grants_the_agent_exactly_what_it_reads() {
         "namespaces [] [] [get list watch]",
         "nodes [] [] [get list watch]",
         "pods [] [] [get list watch]",
+        "services [] [] [get list watch]",
+        "endpointslices.discovery.k8s.io [] [] [get list watch]",
         "networkpolicies.networking.k8s.io [] [] [get list watch]",
         "adminnetworkpolicies.policy.networking.k8s.io [] [] [get list watch]",
         "baselineadminnetworkpolicies.policy.networking.k8s.io [] [] [get list watch]",
