@@ -177,3 +177,114 @@ fn diff_reports_services_added_and_their_reach() {
          range(s); every port of TCP, UDP and SCTP; IPv4; 1 Service reach change(s)\n"
     );
 }
+
+/// Two nodes (the pods run on n1), a NodePort Service (`externalTrafficPolicy: Cluster`)
+/// and a LoadBalancer one (`Local`), both to `app: b` port `http`.
+const EXPOSED: &str = r#"
+apiVersion: v1
+kind: Node
+metadata: {name: n1}
+status: {addresses: [{type: InternalIP, address: 192.168.0.1}]}
+---
+apiVersion: v1
+kind: Node
+metadata: {name: n2}
+status: {addresses: [{type: InternalIP, address: 192.168.0.2}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: pub, namespace: x}
+spec:
+  type: NodePort
+  clusterIP: 10.96.0.11
+  selector: {app: b}
+  ports: [{name: http, port: 80, targetPort: http, nodePort: 30080}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: lb, namespace: x}
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Local
+  clusterIP: 10.96.0.12
+  selector: {app: b}
+  ports: [{name: http, port: 80, targetPort: http, nodePort: 30081}]
+status: {loadBalancer: {ingress: [{ip: 203.0.113.7}]}}
+"#;
+
+/// b admits TCP 8080 from `cidrs`.
+fn admit_from(cidrs: &[&str]) -> String {
+    let peers: Vec<String> = cidrs
+        .iter()
+        .map(|c| match c.split_once(" except ") {
+            Some((c, e)) => format!("{{ipBlock: {{cidr: {c}, except: [{e}]}}}}"),
+            None => format!("{{ipBlock: {{cidr: {c}}}}}"),
+        })
+        .collect();
+    format!(
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {{name: b-outside, namespace: x}}
+spec:
+  podSelector: {{matchLabels: {{app: b}}}}
+  ingress: [{{from: [{}], ports: [{{port: 8080}}]}}]
+"#,
+        peers.join(", ")
+    )
+}
+
+/// `coverage -o text` of the documents, with the file name replaced by `F`.
+fn coverage(docs: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("c.yaml");
+    std::fs::write(&file, docs.join("\n---\n")).expect("write");
+    let file = file.to_string_lossy().into_owned();
+    let o = palisade(&["coverage", "-f", &file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).replace(&file, "F")
+}
+
+#[test]
+fn coverage_names_the_source_address_endpoints_see_through_node_ports() {
+    // Only the node addresses are admitted: the Cluster Service works through every node,
+    // the Local one through none (its endpoints see the clients).
+    let out = coverage(&[
+        CLUSTER,
+        POLICY_8080,
+        EXPOSED,
+        &admit_from(&["192.168.0.1/32", "192.168.0.2/32"]),
+    ]);
+    let section = "exposed through Services: 2 Service(s) carry connections from outside the cluster
+  svc/x/lb (LoadBalancer, F:53): externalTrafficPolicy Local: the endpoint sees the client's own address
+    TCP 80 (http) via node port 30081, 203.0.113.7:80
+      x/b1:8080: admits no address outside the cluster: connections through it are refused
+      x/b2:8080: admits no address outside the cluster: connections through it are refused
+  svc/x/pub (NodePort, F:44): externalTrafficPolicy Cluster: the connection is masqueraded, the endpoint sees the address of the node that received it
+    TCP 80 (http) via node port 30080
+      x/b1:8080: admits every node's address (2 of 2)
+      x/b2:8080: admits every node's address (2 of 2)
+";
+    assert!(out.contains(section), "{out}");
+
+    // Every outside address admitted, and node n1 but not n2: now the Local Service
+    // works, the Cluster one only through n1.
+    let out = coverage(&[
+        CLUSTER,
+        POLICY_8080,
+        EXPOSED,
+        &admit_from(&["0.0.0.0/0 except 192.168.0.2/32"]),
+    ]);
+    for line in [
+        "      x/b1:8080: admits any address outside the cluster\n",
+        "      x/b1:8080: admits some nodes' addresses (1 of 2: 192.168.0.1)\n",
+    ] {
+        assert!(out.contains(line), "{line}\n{out}");
+    }
+}
+
+#[test]
+fn coverage_without_services_has_no_service_section() {
+    let out = coverage(&[CLUSTER, POLICY_8080]);
+    assert!(!out.contains("Services"), "{out}");
+}
