@@ -288,3 +288,78 @@ fn coverage_without_services_has_no_service_section() {
     let out = coverage(&[CLUSTER, POLICY_8080]);
     assert!(!out.contains("Services"), "{out}");
 }
+
+/// `lint -o text` of the documents, with the file name replaced by `F`.
+fn lint(docs: &[&str]) -> String {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("c.yaml");
+    std::fs::write(&file, docs.join("\n---\n")).expect("write");
+    let file = file.to_string_lossy().into_owned();
+    let o = palisade(&["lint", "-f", &file]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    stdout(&o).replace(&file, "F")
+}
+
+#[test]
+fn lint_finds_a_service_port_written_where_the_target_port_is_meant() {
+    let svc = service("http", "b");
+    let ingress_80 = POLICY_8080.replace("port: 8080", "port: 80");
+    let egress_80 = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a-out, namespace: x}
+spec:
+  podSelector: {matchLabels: {app: a}}
+  policyTypes: [Egress]
+  egress: [{to: [{podSelector: {matchLabels: {app: b}}}], ports: [{port: 80}]}]
+"#;
+    let out = lint(&[CLUSTER, &ingress_80, egress_80, &svc]);
+    for finding in [
+        "F:31: warning[PAL015 service-port-in-policy]: NetworkPolicy x/b-http: spec.ingress[0].ports: admits TCP 80 (the port of Service x/web at F:43) but not the target port the connection arrives at on x/b1:8080, x/b2:8080: policy is decided after the Service's DNAT\n  fix: write the target port (http) in the rule, not the Service port 80\n",
+        "F:41: warning[PAL015 service-port-in-policy]: NetworkPolicy x/a-out: spec.egress[0].ports: admits TCP 80 (the port of Service x/web at F:43) but not the target port the connection arrives at on x/b1:8080, x/b2:8080: policy is decided after the Service's DNAT\n",
+    ] {
+        assert!(out.contains(finding), "{finding}\n{out}");
+    }
+    // Written right, or naming both ports: no such finding.
+    let both = POLICY_8080.replace("{port: 8080}", "{port: 80}, {port: 8080}");
+    for policy in [POLICY_8080, &both] {
+        let out = lint(&[CLUSTER, policy, &svc]);
+        assert!(!out.contains("PAL015"), "{out}");
+    }
+}
+
+#[test]
+fn lint_finds_services_no_client_or_only_some_endpoints_admit() {
+    // c1 carries app: b too, but a policy isolates it and admits nothing.
+    let c1 = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: c1, namespace: x, labels: {app: b, locked: "yes"}}
+spec: {nodeName: n1, containers: [{name: c, image: i, ports: [{name: http, containerPort: 8080}]}]}
+status: {podIP: 10.0.0.4}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: locked, namespace: x}
+spec:
+  podSelector: {matchLabels: {locked: "yes"}}
+  policyTypes: [Ingress]
+"#;
+    let partly = POLICY_8080.replace("app: b}}", "app: b, locked: \"no\"}}");
+    let mut docs = CLUSTER.replace("{app: b}", "{app: b, locked: \"no\"}");
+    docs.push_str("---\n");
+    docs.push_str(c1);
+    let svc = service("http", "b");
+    let locked = service("http", "b")
+        .replace("name: web", "name: vault")
+        .replace("selector: {app: b}", "selector: {locked: \"yes\"}");
+    let nothing = service("http", "zzz").replace("name: web", "name: ghost");
+    let out = lint(&[&docs, &partly, &svc, &locked, &nothing]);
+    for finding in [
+        "warning[PAL017 service-partly-admitted]: Service x/web: spec.ports[0]: x/a reaches only 2 of the 3 endpoint(s) of port http (TCP 80): its connections fail depending on the endpoint chosen; refused by NetworkPolicy x/locked (F:",
+        "warning[PAL016 service-unreachable]: Service x/vault: spec.ports[0]: no client (pod, node or outside address) may reach any of the 1 endpoint(s) of port http (TCP 80): denied by NetworkPolicy x/locked (F:",
+        "warning[PAL018 service-selects-nothing]: Service x/ghost: spec.selector: selector app=zzz matches no pod of namespace x: the Service has no endpoint\n",
+    ] {
+        assert!(out.contains(finding), "{finding}\n{out}");
+    }
+}

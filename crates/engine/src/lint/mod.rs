@@ -1,6 +1,7 @@
 //! Lint: policies that are valid but likely not what their author meant — equal priorities
 //! with overlapping subjects, rules that can never decide, NetworkPolicies the admin tier
-//! overrides, selectors that select nothing, egress isolation without DNS.
+//! overrides, selectors that select nothing, egress isolation without DNS, Services whose
+//! endpoints' policies refuse their clients.
 //!
 //! Every finding is computed from the engine's compiled sets and its own decisions on a
 //! universe of representative flows (one per class of pods, CIDR region and port
@@ -13,6 +14,7 @@ mod lines;
 mod order;
 mod sarif;
 mod selection;
+mod services;
 mod suppress;
 
 use std::fmt;
@@ -84,11 +86,19 @@ pub enum Code {
     SuspiciousInput,
     /// NetworkPolicy rules of a direction its policyTypes does not list: they are ignored.
     IgnoredRules,
+    /// A NetworkPolicy rule that names a Service's port where the target port is meant.
+    ServicePortInPolicy,
+    /// A Service port whose endpoints no client may reach.
+    ServiceUnreachable,
+    /// A Service port some client reaches on only some of its endpoints.
+    ServicePartlyAdmitted,
+    /// A Service whose selector matches no pod.
+    ServiceSelectsNothing,
 }
 
 impl Code {
     /// Every code, in identifier order.
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 19] = [
         Code::InvalidObject,
         Code::SamePriorityOverlap,
         Code::OverriddenRule,
@@ -104,6 +114,10 @@ impl Code {
         Code::NoPods,
         Code::SuspiciousInput,
         Code::IgnoredRules,
+        Code::ServicePortInPolicy,
+        Code::ServiceUnreachable,
+        Code::ServicePartlyAdmitted,
+        Code::ServiceSelectsNothing,
     ];
 
     /// The stable identifier: `PAL000`…
@@ -124,6 +138,10 @@ impl Code {
             Code::NoPods => "PAL012",
             Code::SuspiciousInput => "PAL013",
             Code::IgnoredRules => "PAL014",
+            Code::ServicePortInPolicy => "PAL015",
+            Code::ServiceUnreachable => "PAL016",
+            Code::ServicePartlyAdmitted => "PAL017",
+            Code::ServiceSelectsNothing => "PAL018",
         }
     }
 
@@ -145,6 +163,10 @@ impl Code {
             Code::NoPods => "no-pods",
             Code::SuspiciousInput => "suspicious-input",
             Code::IgnoredRules => "ignored-rules",
+            Code::ServicePortInPolicy => "service-port-in-policy",
+            Code::ServiceUnreachable => "service-unreachable",
+            Code::ServicePartlyAdmitted => "service-partly-admitted",
+            Code::ServiceSelectsNothing => "service-selects-nothing",
         }
     }
 
@@ -198,6 +220,18 @@ impl Code {
             }
             Code::IgnoredRules => {
                 "The NetworkPolicy has rules for a direction its policyTypes does not list: they are ignored."
+            }
+            Code::ServicePortInPolicy => {
+                "A NetworkPolicy rule admits a Service's port but not the target port its endpoints receive the connection on: policy is decided after the Service's DNAT."
+            }
+            Code::ServiceUnreachable => {
+                "No client (pod, node or outside address) may reach any endpoint of the Service port."
+            }
+            Code::ServicePartlyAdmitted => {
+                "Some client reaches only some of the Service port's endpoints: its connections fail depending on the endpoint chosen."
+            }
+            Code::ServiceSelectsNothing => {
+                "The Service's selector matches no pod: it has no endpoint."
             }
         }
     }
@@ -346,6 +380,7 @@ impl Engine {
             self.lint_selection(&mut out);
             self.lint_order(&universe, &mut out);
             self.lint_dns(&universe, &mut out);
+            self.lint_services(&universe, &mut out);
         }
         sort(&mut out);
         out
