@@ -373,7 +373,7 @@ impl Engine {
         if self.cluster.pods.is_empty() {
             out.push(Finding::at(Code::NoPods, String::new(), None, String::new()).says(
                 "the input has no pods: the selector, override, shadowing and DNS checks work on the cluster's pods and were skipped",
-                "lint the policies together with the cluster state (kubectl get namespaces,pods,nodes -A -o yaml)",
+                "lint the policies together with the cluster state (kubectl get namespaces,pods,nodes,services,endpointslices -A -o yaml)",
             ));
         } else {
             let universe = self.universe();
