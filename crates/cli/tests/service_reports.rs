@@ -150,6 +150,25 @@ fn diff_reports_service_reach_through_a_policy_change() {
 }
 
 #[test]
+fn diff_reports_endpoints_moved_when_reach_stays_all() {
+    // a reaches b1 and b2 on 8080 before, and on 9090 after: every endpoint both times,
+    // but not the same ones.
+    let both = POLICY_8080.replace("{port: 8080}", "{port: 8080}, {port: 9090}");
+    let (svc_old, svc_new) = (service("http", "b"), service("alt", "b"));
+    let dir = states(&[CLUSTER, &both, &svc_old], &[CLUSTER, &both, &svc_new]);
+    let o = diff(&dir, "text");
+    assert_eq!(o.status.code(), Some(3), "{}", stdout(&o));
+    assert!(
+        stdout(&o).starts_with(
+            "service reach moved: x/a -> svc/x/web:http TCP 80\n    \
+             before: all (2); after: all (2)\n"
+        ),
+        "{}",
+        stdout(&o)
+    );
+}
+
+#[test]
 fn diff_of_equal_states_with_services_is_no_change() {
     let svc = service("http", "b");
     let dir = states(&[CLUSTER, POLICY_8080, &svc], &[CLUSTER, POLICY_8080, &svc]);

@@ -65,11 +65,19 @@ pub struct ServiceChange {
 }
 
 impl ServiceChange {
-    /// `gained` when the source reaches more endpoints after, `lost` when fewer, `moved`
-    /// when as many but others.
+    /// `gained` when the source reaches more of the endpoints after (all rather than
+    /// some, some rather than none, else more of them), `lost` when fewer, `moved` when
+    /// as many but others.
     pub fn kind(&self) -> &'static str {
-        let n = |r: &Option<Reached>| r.as_ref().map_or(0, |r| r.allowed.len());
-        match n(&self.before).cmp(&n(&self.after)) {
+        let rank = |r: &Option<Reached>| {
+            let reach = r.as_ref().map_or(0, |r| match r.reach {
+                Reach::None => 0,
+                Reach::Some => 1,
+                Reach::All => 2,
+            });
+            (reach, r.as_ref().map_or(0, |r| r.allowed.len()))
+        };
+        match rank(&self.before).cmp(&rank(&self.after)) {
             std::cmp::Ordering::Less => "gained",
             std::cmp::Ordering::Greater => "lost",
             std::cmp::Ordering::Equal => "moved",
@@ -265,15 +273,11 @@ fn reached(
     })
 }
 
-/// Whether a source's reach differs: in kind (a Service or port absent reaches nothing),
-/// or in which endpoints it reaches when it reaches some in both states.
+/// Whether a source's reach differs: in kind (a Service or port absent reaches nothing), or
+/// in which endpoints it reaches (the Service now sends it to other pods or ports).
 fn changed(before: Option<&Reached>, after: Option<&Reached>) -> bool {
     let reach = |r: Option<&Reached>| r.map_or(Reach::None, |r| r.reach);
-    if reach(before) != reach(after) {
-        return true;
-    }
-    match (before, after) {
-        (Some(b), Some(a)) if b.reach == Reach::Some => b.allowed != a.allowed,
-        _ => false,
-    }
+    let allowed_before = before.map_or(&[][..], |r| r.allowed.as_slice());
+    let allowed_after = after.map_or(&[][..], |r| r.allowed.as_slice());
+    reach(before) != reach(after) || allowed_before != allowed_after
 }
