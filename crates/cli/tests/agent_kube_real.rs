@@ -536,8 +536,9 @@ fn without_any_one_resource_of_deploy_s_role_the_agent_is_not_ready_and_says_whi
     };
     let mut lab = KubeAgentLab::up("r", &bins);
     lab.cp().apply(CLUSTER);
-    let rules: [(&str, &[&str]); 3] = [
-        ("", &["namespaces", "pods", "nodes"]),
+    let rules: [(&str, &[&str]); 4] = [
+        ("", &["namespaces", "pods", "nodes", "services"]),
+        ("discovery.k8s.io", &["endpointslices"]),
         ("networking.k8s.io", &["networkpolicies"]),
         (
             "policy.networking.k8s.io",

@@ -146,12 +146,12 @@ fn lint_reports_accidental_unresolved_and_overlapping_entries() {
     assert_eq!(
         codes(true),
         [
-            pal("PAL015", 22),
-            pal("PAL016", 22),
-            pal("PAL016", 23),
-            pal("PAL017", 21)
+            pal("PAL019", 22),
+            pal("PAL020", 22),
+            pal("PAL020", 23),
+            pal("PAL021", 21)
         ]
     );
     // Without a map only the pattern itself can be judged.
-    assert_eq!(codes(false), [pal("PAL015", 22)]);
+    assert_eq!(codes(false), [pal("PAL019", 22)]);
 }

@@ -18,6 +18,8 @@ fn collection(api_version: &str, kind: &str) -> String {
         "Namespace" => "namespaces",
         "Pod" => "pods",
         "Node" => "nodes",
+        "Service" => "services",
+        "EndpointSlice" => "endpointslices",
         "NetworkPolicy" => "networkpolicies",
         "AdminNetworkPolicy" => "adminnetworkpolicies",
         "BaselineAdminNetworkPolicy" => "baselineadminnetworkpolicies",

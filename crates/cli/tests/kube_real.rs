@@ -211,6 +211,50 @@ fn examples_through_the_api_server_equal_their_dump_and_files() {
     }
 }
 
+/// A NodePort Service and its EndpointSlice (the control plane runs no controller that
+/// would write one), read through `--kube`: coverage names the Service and its endpoint,
+/// as it does from the dump.
+#[test]
+fn a_node_port_service_through_the_api_server_is_exposure() {
+    let Some(cp) = plane("a_node_port_service_through_the_api_server_is_exposure") else {
+        return;
+    };
+    cp.reset();
+    let service = r#"
+apiVersion: v1
+kind: Service
+metadata: {name: front, namespace: x}
+spec:
+  type: NodePort
+  selector: {pod: a}
+  ports: [{name: http, port: 8000, targetPort: 80, nodePort: 30080}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: front-1
+  namespace: x
+  labels: {kubernetes.io/service-name: front}
+addressType: IPv4
+ports: [{name: http, port: 80, protocol: TCP}]
+endpoints: [{addresses: [10.0.0.10], targetRef: {kind: Pod, namespace: x, name: a}}]
+"#;
+    let cluster = std::fs::read_to_string(repo("examples/xyz/cluster.yaml")).expect("read");
+    cp.apply(&format!("{cluster}\n---\n{service}"));
+    assert_kube_equals_dump(&cp, 9);
+    let kubeconfig = cp.kubeconfig.display().to_string();
+    let o = palisade(&["coverage", "--kubeconfig", &kubeconfig]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in [
+        "  svc/x/front (NodePort, kube:Service/x/front:1): externalTrafficPolicy Cluster: the connection is masqueraded, the endpoint sees the address of the node that received it\n",
+        "    TCP 8000 (http) via node port 30080\n",
+        "      x/a:80: admits every node's address (1 of 1)\n",
+    ] {
+        assert!(out.contains(line), "{line}{out}");
+    }
+}
+
 /// A generated cluster of 1,000 pods and 200 policies of every kind, applied with
 /// `kubectl apply --server-side`.
 #[test]
@@ -298,6 +342,8 @@ fn deploy_grants_the_agent_exactly_what_it_reads() {
         "namespaces [] [] [get list watch]",
         "nodes [] [] [get list watch]",
         "pods [] [] [get list watch]",
+        "services [] [] [get list watch]",
+        "endpointslices.discovery.k8s.io [] [] [get list watch]",
         "networkpolicies.networking.k8s.io [] [] [get list watch]",
         "adminnetworkpolicies.policy.networking.k8s.io [] [] [get list watch]",
         "baselineadminnetworkpolicies.policy.networking.k8s.io [] [] [get list watch]",

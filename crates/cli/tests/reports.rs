@@ -685,15 +685,23 @@ fn node_addresses_come_from_pods_when_nodes_are_not_dumped() {
 
 #[test]
 fn workloads_stand_for_their_pods() {
-    let o = palisade(&[
-        "matrix",
-        "-f",
-        "examples/shop",
-        "--ports",
-        "postgres,http",
-        "-o",
-        "jsonl",
-    ]);
+    // The shop's Services are read (they are destinations); a kind Palisade does not read
+    // is skipped with one notice per kind.
+    let config_map =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: shop}\n";
+    let o = palisade_stdin(
+        &[
+            "matrix",
+            "-f",
+            "examples/shop",
+            "-",
+            "--ports",
+            "postgres,http",
+            "-o",
+            "jsonl",
+        ],
+        config_map,
+    );
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     for line in [
@@ -712,20 +720,31 @@ fn workloads_stand_for_their_pods() {
         "postgres on db only, http on web only"
     );
     let err = stderr(&o);
-    assert_eq!(err, "", "every kind of the example is read");
-    let o = palisade(&[
-        "matrix",
-        "-f",
-        "examples/shop",
-        "-o",
-        "summary",
-        "--verbose",
-    ]);
+    assert_eq!(
+        err,
+        "<stdin>:2: notice: v1 ConfigMap is not a kind Palisade reads; 1 object(s) skipped (--verbose lists them)\n",
+        "one line per skipped kind"
+    );
+    let o = palisade_stdin(
+        &[
+            "matrix",
+            "-f",
+            "examples/shop",
+            "-",
+            "-o",
+            "summary",
+            "--verbose",
+        ],
+        config_map,
+    );
     assert!(
-        !stderr(&o).contains("not a kind Palisade reads"),
+        stderr(&o).contains(
+            "<stdin>:2: notice: ConfigMap shop/settings: kind: v1 ConfigMap is not a kind Palisade reads; skipped"
+        ),
         "{}",
         stderr(&o)
     );
+    assert!(!stderr(&o).contains("Service"), "{}", stderr(&o));
     let o = palisade(&[
         "eval",
         "-f",

@@ -5,6 +5,11 @@
 //! Exposure is decided on representative flows: one external address per region the
 //! policies' CIDRs cut the address space into, one port per interval their port ranges
 //! and the container ports cut each protocol into; so the ranges reported are exact.
+//!
+//! Services exposed outside the cluster (NodePort, LoadBalancer, external IPs) are part of
+//! the exposure view: see [`ServiceExposure`].
+
+mod services;
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -16,6 +21,8 @@ use crate::eval::{EndpointKind, Flow};
 use crate::state::{Engine, PodId};
 use crate::universe::Universe;
 use crate::verdict::{PolicyInfo, Tier};
+
+pub use services::{EndpointAdmission, ExposedServicePort, SeenSource, ServiceExposure};
 
 /// The policies that apply to one pod in one direction, by tier.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,6 +107,8 @@ pub struct Coverage {
     pub host_network: Vec<String>,
     /// Namespaces with pods none of which any policy covers, in either direction.
     pub open_namespaces: Vec<String>,
+    /// Services that carry connections from outside the cluster.
+    pub services: Vec<ServiceExposure>,
 }
 
 impl Coverage {
@@ -191,6 +200,7 @@ impl Engine {
             }
         }
         out.open_namespaces.sort();
+        out.services = self.service_exposure(&universe);
         out
     }
 
@@ -408,13 +418,17 @@ impl Serialize for PodCoverage {
     }
 }
 
-/// `{"pods", "hostNetwork", "openNamespaces"}`.
+/// `{"pods", "hostNetwork", "openNamespaces", "services"}`; `services` only when some
+/// Service is exposed.
 impl Serialize for Coverage {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(3))?;
+        let mut m = s.serialize_map(None)?;
         m.serialize_entry("pods", &self.pods)?;
         m.serialize_entry("hostNetwork", &self.host_network)?;
         m.serialize_entry("openNamespaces", &self.open_namespaces)?;
+        if !self.services.is_empty() {
+            m.serialize_entry("services", &self.services)?;
+        }
         m.end()
     }
 }

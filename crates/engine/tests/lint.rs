@@ -127,6 +127,30 @@ fn cases() -> Vec<Case> {
         ),
         case!(Code::IgnoredRules, "ignored-rules", "spec.policyTypes", 6),
         case!(
+            Code::ServicePortInPolicy,
+            "service-port-in-policy",
+            "spec.ingress[0].ports",
+            14
+        ),
+        case!(
+            Code::ServiceUnreachable,
+            "service-unreachable",
+            "spec.ports[0]",
+            7
+        ),
+        case!(
+            Code::ServicePartlyAdmitted,
+            "service-partly-admitted",
+            "spec.ports[0]",
+            6
+        ),
+        case!(
+            Code::ServiceSelectsNothing,
+            "service-selects-nothing",
+            "spec.selector",
+            5
+        ),
+        case!(
             Code::DomainPatternAccident,
             "domain-pattern-accident",
             "spec.egress[0].to[0].domainNames[1]",

@@ -736,7 +736,8 @@ current-context: testenv
         );
     }
 
-    /// Deletes every object the tests make: policies, pods, nodes and every namespace but
+    /// Deletes every object the tests make: policies, pods, Services and EndpointSlices
+    /// outside `default`, nodes and every namespace but
     /// the API server's own. Without a controller manager nothing finalizes a namespace,
     /// so this does what the namespace controller would once it is empty.
     pub fn reset(&self) {
@@ -754,6 +755,15 @@ current-context: testenv
                 "--wait=false",
             ]);
         }
+        // Services and EndpointSlices, but the API server's own (default/kubernetes).
+        self.kubectl_ok(&[
+            "delete",
+            "services,endpointslices.discovery.k8s.io",
+            "-A",
+            "--field-selector",
+            "metadata.namespace!=default",
+            "--wait=false",
+        ]);
         self.kubectl_ok(&["delete", "nodes", "--all"]);
         let names = self.kubectl_ok(&["get", "namespaces", "-o", "name"]);
         for ns in names.lines().filter_map(|n| n.strip_prefix("namespace/")) {
@@ -808,7 +818,7 @@ current-context: testenv
     pub fn dump_yaml(&self) -> String {
         self.kubectl_ok(&[
             "get",
-            "namespaces,nodes,pods,networkpolicies,adminnetworkpolicies,baselineadminnetworkpolicies,clusternetworkpolicies.v1alpha2.policy.networking.k8s.io",
+            "namespaces,nodes,pods,services,endpointslices.discovery.k8s.io,networkpolicies,adminnetworkpolicies,baselineadminnetworkpolicies,clusternetworkpolicies.v1alpha2.policy.networking.k8s.io",
             "-A",
             "-o",
             "yaml",

@@ -2,7 +2,10 @@
 
 use std::io::Write;
 
-use palisade_engine::coverage::{Coverage, Exposure, PodCoverage, SideCoverage};
+use palisade_engine::Reach;
+use palisade_engine::coverage::{
+    Coverage, EndpointAdmission, Exposure, PodCoverage, SeenSource, ServiceExposure, SideCoverage,
+};
 use palisade_model::Direction;
 
 use crate::common::Input;
@@ -121,6 +124,7 @@ fn headline(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
             exposed.len() - 10
         )?;
     }
+    services(out, c)?;
     let count = |it: &mut dyn Iterator<Item = &PodCoverage>| it.count();
     writeln!(
         out,
@@ -142,6 +146,82 @@ fn headline(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
         }
     }
     writeln!(out)
+}
+
+/// The Services that carry connections from outside, each port with where it is reached
+/// and, per endpoint, whether it admits them and from which source address.
+fn services(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
+    if c.services.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "exposed through Services: {} Service(s) carry connections from outside the cluster",
+        c.services.len()
+    )?;
+    for svc in &c.services {
+        writeln!(
+            out,
+            "  svc/{} ({}, {}:{}): {}",
+            svc.service,
+            svc.service_type.as_str(),
+            svc.origin.file,
+            svc.origin.line,
+            svc.seen_text()
+        )?;
+        for p in &svc.ports {
+            writeln!(
+                out,
+                "    {} {} ({}) via {}",
+                p.port.protocol,
+                p.port.port,
+                p.port.label(),
+                p.via.join(", ")
+            )?;
+            if p.endpoints.is_empty() {
+                writeln!(out, "      no endpoint: connections through it fail")?;
+            }
+            for e in &p.endpoints {
+                writeln!(out, "      {}: {}", e.endpoint, admission(svc, e))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `admits every node's address (2 of 2)`, `admits any address outside the cluster`, ...
+fn admission(svc: &ServiceExposure, e: &EndpointAdmission) -> String {
+    let ips = || {
+        e.admitted
+            .iter()
+            .map(|ip| ip.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match (svc.seen, e.reach) {
+        (SeenSource::Node, None) => {
+            "not known: no node with an address of this family in the input".into()
+        }
+        (SeenSource::Node, Some(Reach::All)) => {
+            format!("admits every node's address ({} of {})", e.tried, e.tried)
+        }
+        (SeenSource::Node, Some(Reach::Some)) => format!(
+            "admits some nodes' addresses ({} of {}: {})",
+            e.admitted.len(),
+            e.tried,
+            ips()
+        ),
+        (SeenSource::Node, Some(Reach::None)) => {
+            "admits no node's address: connections through it are refused".into()
+        }
+        (SeenSource::Client, Some(Reach::All)) => "admits any address outside the cluster".into(),
+        (SeenSource::Client, Some(Reach::Some)) => {
+            format!("admits some addresses outside the cluster (e.g. {})", ips())
+        }
+        (SeenSource::Client, _) => {
+            "admits no address outside the cluster: connections through it are refused".into()
+        }
+    }
 }
 
 fn text(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {

@@ -138,7 +138,8 @@ fn report(args: &Args, old: &Engine, new: &Engine) -> Result<(), CliError> {
             .map(|g| usize::from(g.ports.end.get() - g.ports.start.get()) + 1)
             .sum()
     };
-    let hidden = ports(&shown) < ports(&whole);
+    let service_changes = |d: &Diff| d.services.as_ref().map_or(0, |s| s.changes.len());
+    let hidden = ports(&shown) < ports(&whole) || service_changes(&shown) < service_changes(&whole);
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.output {
         Format::Text => text(&mut out, &shown, hidden)?,
@@ -249,6 +250,7 @@ fn text(out: &mut impl Write, d: &Diff, hidden: bool) -> std::io::Result<()> {
         writeln!(out, "    before: {}", l.before)?;
     }
     pods_lines(out, d)?;
+    service_lines(out, d)?;
     let (gained, lost) = d.counts();
     if hidden {
         writeln!(
@@ -261,10 +263,69 @@ fn text(out: &mut impl Write, d: &Diff, hidden: bool) -> std::io::Result<()> {
     } else {
         writeln!(
             out,
-            "{gained} pair(s) gained and {lost} lost a connection over {}",
-            scope(d)
+            "{gained} pair(s) gained and {lost} lost a connection over {}{}",
+            scope(d),
+            service_count(d)
         )
     }
+}
+
+/// `; 2 Service reach change(s)` when a state has Services.
+fn service_count(d: &Diff) -> String {
+    d.services
+        .as_ref()
+        .map(|s| format!("; {} Service reach change(s)", s.changes.len()))
+        .unwrap_or_default()
+}
+
+/// `svc/NS/NAME:PORT TCP 80 (IPv6)`: a Service port as a change names it.
+fn service_port(d: &Diff, c: &diff::ServiceChange) -> String {
+    let family = if d.families.len() > 1 {
+        format!(" ({})", c.family.as_str())
+    } else {
+        String::new()
+    };
+    format!(
+        "svc/{}:{} {} {}{family}",
+        c.service,
+        c.port,
+        c.protocol.as_str(),
+        c.number
+    )
+}
+
+/// `all (3)`, or `absent` when the Service, port or source is not there.
+fn reached(r: Option<&diff::Reached>) -> String {
+    r.map_or_else(|| "absent".to_string(), diff::Reached::summary)
+}
+
+/// One line per Service reach change, then the Services added and removed.
+fn service_lines(out: &mut impl Write, d: &Diff) -> std::io::Result<()> {
+    let Some(s) = &d.services else {
+        return Ok(());
+    };
+    for c in &s.changes {
+        writeln!(
+            out,
+            "service reach {}: {} -> {}",
+            c.kind(),
+            d.describe(&c.from),
+            service_port(d, c)
+        )?;
+        writeln!(
+            out,
+            "    before: {}; after: {}",
+            reached(c.before.as_ref()),
+            reached(c.after.as_ref())
+        )?;
+    }
+    if !s.added.is_empty() {
+        writeln!(out, "services added: {}", s.added.join(", "))?;
+    }
+    if !s.removed.is_empty() {
+        writeln!(out, "services removed: {}", s.removed.join(", "))?;
+    }
+    Ok(())
 }
 
 fn pods_lines(out: &mut impl Write, d: &Diff) -> std::io::Result<()> {
@@ -287,8 +348,9 @@ fn md(out: &mut impl Write, d: &Diff, hidden: bool) -> std::io::Result<()> {
     let (gained, lost) = d.counts();
     writeln!(
         out,
-        "**{gained}** pair(s) gained and **{lost}** lost a connection over {}.\n",
-        scope(d)
+        "**{gained}** pair(s) gained and **{lost}** lost a connection over {}{}.\n",
+        scope(d),
+        service_count(d)
     )?;
     if hidden {
         writeln!(
@@ -327,7 +389,40 @@ fn md(out: &mut impl Write, d: &Diff, hidden: bool) -> std::io::Result<()> {
         writeln!(out)?;
         pods_lines(out, d)?;
     }
+    if let Some(s) = d.services.as_ref().filter(|s| !s.is_empty()) {
+        writeln!(out, "\n### Services\n")?;
+        writeln!(out, "| change | from | Service port | before | after |")?;
+        writeln!(out, "|---|---|---|---|---|")?;
+        for c in &s.changes {
+            writeln!(
+                out,
+                "| {} | {} | {} | {} | {} |",
+                c.kind(),
+                cell(&d.describe(&c.from)),
+                service_port(d, c),
+                reached(c.before.as_ref()),
+                reached(c.after.as_ref())
+            )?;
+        }
+        if !s.added.is_empty() || !s.removed.is_empty() {
+            writeln!(out)?;
+        }
+        if !s.added.is_empty() {
+            writeln!(out, "services added: {}", s.added.join(", "))?;
+        }
+        if !s.removed.is_empty() {
+            writeln!(out, "services removed: {}", s.removed.join(", "))?;
+        }
+    }
     Ok(())
+}
+
+/// A Service reach as JSON: `{"reach":"some","allowed":[...],"total":3}`, or null.
+fn reached_json(r: Option<&diff::Reached>) -> serde_json::Value {
+    r.map_or(
+        serde_json::Value::Null,
+        |r| serde_json::json!({"reach": r.reach.as_str(), "allowed": r.allowed, "total": r.total}),
+    )
 }
 
 fn jsonl(out: &mut impl Write, d: &Diff) -> Result<(), CliError> {
@@ -347,6 +442,21 @@ fn jsonl(out: &mut impl Write, d: &Diff) -> Result<(), CliError> {
             line["port"] = g.ports.start.get().into();
         }
         writeln!(out, "{line}")?;
+    }
+    for c in d.services.iter().flat_map(|s| &s.changes) {
+        for &a in &c.from {
+            let line = serde_json::json!({
+                "from": d.actors[a].name(),
+                "to": format!("svc/{}:{}", c.service, c.port),
+                "family": c.family.as_str(),
+                "protocol": c.protocol.as_str(),
+                "port": c.number,
+                "change": c.kind(),
+                "before": reached_json(c.before.as_ref()),
+                "after": reached_json(c.after.as_ref()),
+            });
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
@@ -373,7 +483,7 @@ fn json(out: &mut impl Write, d: &Diff, whole: &Diff) -> Result<(), CliError> {
             })
         })
         .collect();
-    let doc = serde_json::json!({
+    let mut doc = serde_json::json!({
         "same": whole.is_empty(),
         "gained": gained,
         "lost": lost,
@@ -383,6 +493,30 @@ fn json(out: &mut impl Write, d: &Diff, whole: &Diff) -> Result<(), CliError> {
         "nodesRemoved": d.nodes_removed,
         "changes": changes,
     });
+    if let Some(s) = &d.services {
+        let changes: Vec<serde_json::Value> = s
+            .changes
+            .iter()
+            .map(|c| {
+                serde_json::json!({
+                    "change": c.kind(),
+                    "service": c.service,
+                    "port": c.port,
+                    "number": c.number,
+                    "protocol": c.protocol.as_str(),
+                    "family": c.family.as_str(),
+                    "from": names(&c.from),
+                    "before": reached_json(c.before.as_ref()),
+                    "after": reached_json(c.after.as_ref()),
+                })
+            })
+            .collect();
+        doc["services"] = serde_json::json!({
+            "added": s.added,
+            "removed": s.removed,
+            "changes": changes,
+        });
+    }
     writeln!(out, "{}", serde_json::to_string_pretty(&doc)?)?;
     Ok(())
 }

@@ -16,10 +16,15 @@
 //!
 //! When only policies differ (the pods, namespaces, nodes and options are the same), a side
 //! can decide differently only at a pod that some differing policy selects, in either state:
-//! a pair of groups with no such pod at either end is not compared.
+//! a pair of groups with no such pod at either end is not compared. A changed Service or
+//! EndpointSlice is not a policy: it turns this off.
+//!
+//! Services are compared apart from pods ([`ServiceDiff`]): per source and Service port,
+//! how many of its endpoints the source reaches before and after.
 
 mod outside;
 mod report;
+mod services;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -34,6 +39,7 @@ use crate::verdict::Verdict;
 
 pub use outside::Region;
 pub use report::{Filter, Line, Responsible};
+pub use services::{Reached, ServiceChange, ServiceDiff};
 
 /// Whether a connection appears or disappears.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -190,6 +196,8 @@ pub struct Diff {
     pub nodes_added: Vec<String>,
     /// Nodes with an address only in the old state.
     pub nodes_removed: Vec<String>,
+    /// Service reach that changed; `None` when neither state has a Service.
+    pub services: Option<ServiceDiff>,
 }
 
 impl Diff {
@@ -200,6 +208,7 @@ impl Diff {
             && self.pods_removed.is_empty()
             && self.nodes_added.is_empty()
             && self.nodes_removed.is_empty()
+            && self.services.as_ref().is_none_or(ServiceDiff::is_empty)
     }
 
     /// Every changed connection: (group, source, destination).
@@ -249,8 +258,10 @@ pub fn diff(old: &Engine, new: &Engine) -> Diff {
         .collect();
     // Outside regions of a family no pod or node holds meet nothing.
     let (actors, groups) = without_outside_of(actors, groups, &families);
-    let touched = touched(&groups, affected(old, new, &actors).as_deref());
+    let affected = affected(old, new, &actors);
+    let touched = touched(&groups, affected.as_deref());
     let changed = compare_all((old, new), (&actors, &groups), &families, &touched);
+    let services = services::diff_services((old, new), (&actors, &groups), affected.as_deref());
     let mut cells = Vec::with_capacity(changed.len());
     let mut out = Vec::with_capacity(changed.iter().map(|(_, c)| c.len()).sum());
     for (cell, changes) in changed {
@@ -270,6 +281,7 @@ pub fn diff(old: &Engine, new: &Engine) -> Diff {
         pods_removed: lists.1,
         nodes_added: lists.2,
         nodes_removed: lists.3,
+        services,
     }
 }
 
@@ -422,14 +434,18 @@ type Plan = (Cell, (usize, usize));
 
 /// Per actor, whether its side verdicts may differ between the states, when only policies
 /// differ: the pods that a differing policy (added, removed or changed in anything but where
-/// it was read) selects in either state. `None` when anything else differs: then every
-/// actor may.
+/// it was read) selects in either state. `None` when anything else differs (Services and
+/// EndpointSlices included): then every actor may.
 fn affected(old: &Engine, new: &Engine, actors: &[Actor]) -> Option<Vec<bool>> {
     let (a, b) = (&old.cluster, &new.cluster);
     let same = old.options == new.options
         && same_but_origin(&a.pods, &b.pods, |p| p.origin = Default::default())
         && same_but_origin(&a.namespaces, &b.namespaces, |n| n.origin = None)
-        && same_but_origin(&a.nodes, &b.nodes, |n| n.origin = Default::default());
+        && same_but_origin(&a.nodes, &b.nodes, |n| n.origin = Default::default())
+        && same_but_origin(&a.services, &b.services, |s| s.origin = Default::default())
+        && same_but_origin(&a.endpoint_slices, &b.endpoint_slices, |s| {
+            s.origin = Default::default()
+        });
     if !same {
         return None;
     }

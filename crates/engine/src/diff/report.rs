@@ -172,6 +172,7 @@ impl Diff {
             pods_removed: self.pods_removed.clone(),
             nodes_added: self.nodes_added.clone(),
             nodes_removed: self.nodes_removed.clone(),
+            services: self.services.as_ref().map(|s| s.narrowed(filter)),
         })
     }
 

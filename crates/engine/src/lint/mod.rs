@@ -1,6 +1,7 @@
 //! Lint: policies that are valid but likely not what their author meant — equal priorities
 //! with overlapping subjects, rules that can never decide, NetworkPolicies the admin tier
-//! overrides, selectors that select nothing, egress isolation without DNS.
+//! overrides, selectors that select nothing, egress isolation without DNS, Services whose
+//! endpoints' policies refuse their clients.
 //!
 //! Every finding is computed from the engine's compiled sets and its own decisions on a
 //! universe of representative flows (one per class of pods, CIDR region and port
@@ -14,6 +15,7 @@ mod lines;
 mod order;
 mod sarif;
 mod selection;
+mod services;
 mod suppress;
 
 use std::fmt;
@@ -85,6 +87,14 @@ pub enum Code {
     SuspiciousInput,
     /// NetworkPolicy rules of a direction its policyTypes does not list: they are ignored.
     IgnoredRules,
+    /// A NetworkPolicy rule that names a Service's port where the target port is meant.
+    ServicePortInPolicy,
+    /// A Service port whose endpoints no client may reach.
+    ServiceUnreachable,
+    /// A Service port some client reaches on only some of its endpoints.
+    ServicePartlyAdmitted,
+    /// A Service whose selector matches no pod.
+    ServiceSelectsNothing,
     /// A `domainNames` entry with a label starting with a character the CRD's pattern
     /// admits only by accident.
     DomainPatternAccident,
@@ -96,7 +106,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in identifier order.
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 22] = [
         Code::InvalidObject,
         Code::SamePriorityOverlap,
         Code::OverriddenRule,
@@ -112,6 +122,10 @@ impl Code {
         Code::NoPods,
         Code::SuspiciousInput,
         Code::IgnoredRules,
+        Code::ServicePortInPolicy,
+        Code::ServiceUnreachable,
+        Code::ServicePartlyAdmitted,
+        Code::ServiceSelectsNothing,
         Code::DomainPatternAccident,
         Code::UnresolvedDomain,
         Code::DomainNetworkOverlap,
@@ -135,9 +149,13 @@ impl Code {
             Code::NoPods => "PAL012",
             Code::SuspiciousInput => "PAL013",
             Code::IgnoredRules => "PAL014",
-            Code::DomainPatternAccident => "PAL015",
-            Code::UnresolvedDomain => "PAL016",
-            Code::DomainNetworkOverlap => "PAL017",
+            Code::ServicePortInPolicy => "PAL015",
+            Code::ServiceUnreachable => "PAL016",
+            Code::ServicePartlyAdmitted => "PAL017",
+            Code::ServiceSelectsNothing => "PAL018",
+            Code::DomainPatternAccident => "PAL019",
+            Code::UnresolvedDomain => "PAL020",
+            Code::DomainNetworkOverlap => "PAL021",
         }
     }
 
@@ -159,6 +177,10 @@ impl Code {
             Code::NoPods => "no-pods",
             Code::SuspiciousInput => "suspicious-input",
             Code::IgnoredRules => "ignored-rules",
+            Code::ServicePortInPolicy => "service-port-in-policy",
+            Code::ServiceUnreachable => "service-unreachable",
+            Code::ServicePartlyAdmitted => "service-partly-admitted",
+            Code::ServiceSelectsNothing => "service-selects-nothing",
             Code::DomainPatternAccident => "domain-pattern-accident",
             Code::UnresolvedDomain => "unresolved-domain",
             Code::DomainNetworkOverlap => "domain-network-overlap",
@@ -215,6 +237,18 @@ impl Code {
             }
             Code::IgnoredRules => {
                 "The NetworkPolicy has rules for a direction its policyTypes does not list: they are ignored."
+            }
+            Code::ServicePortInPolicy => {
+                "A NetworkPolicy rule admits a Service's port but not the target port its endpoints receive the connection on: policy is decided after the Service's DNAT."
+            }
+            Code::ServiceUnreachable => {
+                "No client (pod, node or outside address) may reach any endpoint of the Service port."
+            }
+            Code::ServicePartlyAdmitted => {
+                "Some client reaches only some of the Service port's endpoints: its connections fail depending on the endpoint chosen."
+            }
+            Code::ServiceSelectsNothing => {
+                "The Service's selector matches no pod: it has no endpoint."
             }
             Code::DomainPatternAccident => {
                 "A domainNames entry starts a label with a character the CRD's pattern admits only by accident."
@@ -365,13 +399,14 @@ impl Engine {
         if self.cluster.pods.is_empty() {
             out.push(Finding::at(Code::NoPods, String::new(), None, String::new()).says(
                 "the input has no pods: the selector, override, shadowing and DNS checks work on the cluster's pods and were skipped",
-                "lint the policies together with the cluster state (kubectl get namespaces,pods,nodes -A -o yaml)",
+                "lint the policies together with the cluster state (kubectl get namespaces,pods,nodes,services,endpointslices -A -o yaml)",
             ));
         } else {
             let universe = self.universe();
             self.lint_selection(&mut out);
             self.lint_order(&universe, &mut out);
             self.lint_dns(&universe, &mut out);
+            self.lint_services(&universe, &mut out);
         }
         self.lint_domains(&mut out);
         sort(&mut out);

@@ -50,7 +50,7 @@ pub struct Resource {
 }
 
 /// Every resource the source reads; the deployment's ClusterRole grants exactly these.
-pub const RESOURCES: [Resource; 7] = [
+pub const RESOURCES: [Resource; 9] = [
     Resource {
         group: "",
         version: "v1",
@@ -99,6 +99,20 @@ pub const RESOURCES: [Resource; 7] = [
         kind: "ClusterNetworkPolicy",
         plural: "clusternetworkpolicies",
         optional: true,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        optional: false,
+    },
+    Resource {
+        group: "discovery.k8s.io",
+        version: "v1",
+        kind: "EndpointSlice",
+        plural: "endpointslices",
+        optional: false,
     },
 ];
 

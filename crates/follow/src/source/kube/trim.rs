@@ -6,7 +6,9 @@
 //! What is kept follows the model's decoders: for Pods `spec.hostNetwork`,
 //! `spec.nodeName`, each container's `name` and `ports`, and `status.podIP(s)`,
 //! `hostIP(s)` and `phase`; for Nodes `status.addresses`; for Namespaces the labels and
-//! the legacy isolation annotation; for policies the whole `spec`. Every kind keeps
+//! the legacy isolation annotation; for Services `spec` and `status.loadBalancer`; for
+//! EndpointSlices `addressType`, `endpoints` and `ports`; for policies the whole `spec`.
+//! Every kind keeps
 //! `metadata.name`, `namespace`, `labels` and the annotations Palisade reads; everything
 //! else (`managedFields`, `uid`, `resourceVersion`, other annotations, `status` of
 //! policies) is dropped.
@@ -42,6 +44,21 @@ pub fn trim(api_version: &str, kind: &str, value: &Value) -> Value {
             }
         }
         "Namespace" => {}
+        "Service" => {
+            if let Some(spec) = value.get("spec") {
+                out.insert("spec".into(), spec.clone());
+            }
+            // The load balancer's addresses are destinations too.
+            if let Some(status) = value.get("status") {
+                out.insert("status".into(), pick(status, &["loadBalancer"]));
+            }
+        }
+        // An EndpointSlice has no spec: its fields are at the top.
+        "EndpointSlice" => {
+            if let Value::Object(fields) = pick(value, &["addressType", "endpoints", "ports"]) {
+                out.extend(fields);
+            }
+        }
         _ => {
             if let Some(spec) = value.get("spec") {
                 out.insert("spec".into(), spec.clone());
@@ -182,6 +199,40 @@ mod tests {
                    "kind": "AdminNetworkPolicy", "metadata": {"name": "p"},
                    "spec": {"priority": 5, "subject": {"namespaces": {}}}}),
             "a policy keeps its whole spec and drops its status"
+        );
+    }
+
+    #[test]
+    fn service_and_endpoint_slice() {
+        let svc = json!({"metadata": {"name": "web", "namespace": "x", "uid": "u"},
+                         "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                                  "ports": [{"port": 80, "targetPort": "http"}]},
+                         "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]},
+                                    "conditions": []}});
+        assert_eq!(
+            trim("v1", "Service", &svc),
+            json!({"apiVersion": "v1", "kind": "Service",
+                   "metadata": {"name": "web", "namespace": "x"},
+                   "spec": {"type": "LoadBalancer", "selector": {"app": "web"},
+                            "ports": [{"port": 80, "targetPort": "http"}]},
+                   "status": {"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}}}),
+            "a Service keeps its spec and its load balancer's addresses"
+        );
+        let slice = json!({"metadata": {"name": "web-1", "namespace": "x",
+                                        "labels": {"kubernetes.io/service-name": "web"},
+                                        "generateName": "web-"},
+                           "addressType": "IPv4",
+                           "endpoints": [{"addresses": ["10.0.0.1"]}],
+                           "ports": [{"name": "", "port": 8080, "protocol": "TCP"}]});
+        assert_eq!(
+            trim("discovery.k8s.io/v1", "EndpointSlice", &slice),
+            json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+                   "metadata": {"name": "web-1", "namespace": "x",
+                                "labels": {"kubernetes.io/service-name": "web"}},
+                   "addressType": "IPv4",
+                   "endpoints": [{"addresses": ["10.0.0.1"]}],
+                   "ports": [{"name": "", "port": 8080, "protocol": "TCP"}]}),
+            "an EndpointSlice keeps its top-level fields"
         );
     }
 

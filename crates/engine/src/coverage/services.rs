@@ -1,0 +1,254 @@
+//! Exposure through Services: the NodePort and LoadBalancer Services (and Services with
+//! external IPs) that carry connections from outside the cluster, and which of their
+//! endpoints admit them.
+//!
+//! What an endpoint sees depends on `externalTrafficPolicy`: with `Cluster` the receiving
+//! node masquerades the connection, so the endpoint's ingress is decided for that node's
+//! address; with `Local` the client's address is kept, so it is decided for the outside
+//! address itself (every region the policies' CIDRs cut the outside into).
+
+use std::net::IpAddr;
+
+use palisade_model::{ExternalTrafficPolicy, Origin, Service, ServicePort, ServiceType};
+use serde::ser::{Serialize, SerializeMap, Serializer};
+
+use crate::eval::{Endpoint, EndpointKind};
+use crate::services::Reach;
+use crate::state::Engine;
+use crate::universe::Universe;
+
+/// The source address an endpoint sees for a connection that came in from outside.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SeenSource {
+    /// The address of the node that received it (`externalTrafficPolicy: Cluster`).
+    Node,
+    /// The client's own address (`externalTrafficPolicy: Local`).
+    Client,
+}
+
+impl SeenSource {
+    /// `node` or `client`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeenSource::Node => "node",
+            SeenSource::Client => "client",
+        }
+    }
+}
+
+/// Whether one endpoint admits the outside connections of a Service port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointAdmission {
+    /// `namespace/pod:port`, or `address:port`.
+    pub endpoint: String,
+    /// Of the source addresses it may see, how many it admits; `None` when they are not
+    /// known (traffic policy `Cluster` and no node with an address of the family).
+    pub reach: Option<Reach>,
+    /// The source addresses it admits (node addresses, or outside representatives).
+    pub admitted: Vec<IpAddr>,
+    /// How many source addresses were tried.
+    pub tried: usize,
+}
+
+/// One exposed Service port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExposedServicePort {
+    /// The Service port.
+    pub port: ServicePort,
+    /// Where outside clients connect: `node port 30080`, `203.0.113.7:80`.
+    pub via: Vec<String>,
+    /// Its endpoints, each with what it admits.
+    pub endpoints: Vec<EndpointAdmission>,
+}
+
+/// A Service that carries connections from outside the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceExposure {
+    /// `namespace/name`.
+    pub service: String,
+    /// `spec.type`.
+    pub service_type: ServiceType,
+    /// `spec.externalTrafficPolicy`.
+    pub traffic_policy: ExternalTrafficPolicy,
+    /// What address its endpoints see.
+    pub seen: SeenSource,
+    /// Its exposed ports.
+    pub ports: Vec<ExposedServicePort>,
+    /// Where the Service was read.
+    pub origin: Origin,
+}
+
+impl ServiceExposure {
+    /// The sentence saying which source address the endpoints decide on.
+    pub fn seen_text(&self) -> &'static str {
+        match self.seen {
+            SeenSource::Node => {
+                "externalTrafficPolicy Cluster: the connection is masqueraded, the endpoint sees the address of the node that received it"
+            }
+            SeenSource::Client => {
+                "externalTrafficPolicy Local: the endpoint sees the client's own address"
+            }
+        }
+    }
+}
+
+/// Where outside clients reach `port` of `svc`.
+fn via(svc: &Service, port: &ServicePort) -> Vec<String> {
+    let mut out = Vec::new();
+    if svc.service_type.exposed()
+        && let Some(n) = port.node_port
+    {
+        out.push(format!("node port {n}"));
+    }
+    out.extend(svc.external_ips.iter().map(|ip| match ip {
+        IpAddr::V6(_) => format!("[{ip}]:{}", port.port),
+        IpAddr::V4(_) => format!("{ip}:{}", port.port),
+    }));
+    out
+}
+
+impl Engine {
+    /// The Services that carry connections from outside the cluster, in namespace/name
+    /// order.
+    pub(super) fn service_exposure(&self, universe: &Universe) -> Vec<ServiceExposure> {
+        let mut services: Vec<&Service> = self
+            .cluster
+            .services
+            .iter()
+            .filter(|s| s.service_type != ServiceType::ExternalName)
+            .filter(|s| s.service_type.exposed() || !s.external_ips.is_empty())
+            .collect();
+        services.sort_by_key(|s| (&s.namespace, &s.name));
+        services
+            .into_iter()
+            .map(|svc| self.exposure_of(universe, svc))
+            .filter(|e| !e.ports.is_empty())
+            .collect()
+    }
+
+    fn exposure_of(&self, universe: &Universe, svc: &Service) -> ServiceExposure {
+        let seen = match svc.external_traffic_policy {
+            ExternalTrafficPolicy::Cluster => SeenSource::Node,
+            ExternalTrafficPolicy::Local => SeenSource::Client,
+        };
+        let mut ports: Vec<ExposedServicePort> = svc
+            .ports
+            .iter()
+            .filter(|p| !via(svc, p).is_empty())
+            .map(|p| ExposedServicePort {
+                port: p.clone(),
+                via: via(svc, p),
+                endpoints: Vec::new(),
+            })
+            .collect();
+        for &v6 in &svc.families_v6 {
+            let sources = self.seen_sources(universe, seen, v6);
+            for each in self.service_endpoints(svc, v6) {
+                let Some(out) = ports.iter_mut().find(|p| p.port == each.port) else {
+                    continue;
+                };
+                for e in &each.endpoints {
+                    let mut admitted = Vec::new();
+                    for src in &sources {
+                        let one = crate::services::PortEndpoints {
+                            port: each.port.clone(),
+                            endpoints: vec![*e],
+                            left_out: Vec::new(),
+                        };
+                        if self
+                            .evaluate_service_port(*src, &one)
+                            .iter()
+                            .all(|v| v.verdict.allowed)
+                        {
+                            admitted.push(src.ip);
+                        }
+                    }
+                    let at = match e.at.kind {
+                        EndpointKind::Pod(id) => self.cluster.pods[id].key(),
+                        _ => e.at.ip.to_string(),
+                    };
+                    out.endpoints.push(EndpointAdmission {
+                        endpoint: format!("{at}:{}", e.port),
+                        reach: (!sources.is_empty())
+                            .then(|| Reach::of(admitted.len(), sources.len())),
+                        admitted,
+                        tried: sources.len(),
+                    });
+                }
+            }
+        }
+        ServiceExposure {
+            service: svc.key(),
+            service_type: svc.service_type,
+            traffic_policy: svc.external_traffic_policy,
+            seen,
+            ports,
+            origin: svc.origin.clone(),
+        }
+    }
+
+    /// The source addresses an endpoint may see in one family: every node's own address
+    /// (`Cluster`), or every outside representative (`Local`).
+    fn seen_sources(&self, universe: &Universe, seen: SeenSource, v6: bool) -> Vec<Endpoint> {
+        match seen {
+            SeenSource::Node => self
+                .cluster
+                .nodes
+                .iter()
+                .flat_map(|n| n.addresses.iter())
+                .filter(|ip| ip.is_ipv6() == v6)
+                .map(|ip| self.endpoint_for_ip(*ip))
+                .filter(|e| matches!(e.kind, EndpointKind::Host(_)))
+                .collect(),
+            SeenSource::Client => universe
+                .peers
+                .iter()
+                .filter(|p| p.kind == EndpointKind::External && p.ip.is_ipv6() == v6)
+                .copied()
+                .collect(),
+        }
+    }
+}
+
+/// `{"endpoint", "reach", "admitted", "tried"}`.
+impl Serialize for EndpointAdmission {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(4))?;
+        m.serialize_entry("endpoint", &self.endpoint)?;
+        m.serialize_entry("reach", &self.reach.map(Reach::as_str))?;
+        m.serialize_entry("admitted", &self.admitted)?;
+        m.serialize_entry("tried", &self.tried)?;
+        m.end()
+    }
+}
+
+/// `{"port", "name", "protocol", "nodePort", "via", "endpoints"}`.
+impl Serialize for ExposedServicePort {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("port", &self.port.port.get())?;
+        m.serialize_entry("name", &self.port.name)?;
+        m.serialize_entry("protocol", self.port.protocol.as_str())?;
+        m.serialize_entry("nodePort", &self.port.node_port.map(|p| p.get()))?;
+        m.serialize_entry("via", &self.via)?;
+        m.serialize_entry("endpoints", &self.endpoints)?;
+        m.end()
+    }
+}
+
+/// `{"service", "type", "externalTrafficPolicy", "endpointsSee", "ports", "origin"}`.
+impl Serialize for ServiceExposure {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(6))?;
+        m.serialize_entry("service", &self.service)?;
+        m.serialize_entry("type", self.service_type.as_str())?;
+        m.serialize_entry("externalTrafficPolicy", self.traffic_policy.as_str())?;
+        m.serialize_entry("endpointsSee", self.seen.as_str())?;
+        m.serialize_entry("ports", &self.ports)?;
+        m.serialize_entry(
+            "origin",
+            &serde_json::json!({"file": &*self.origin.file, "line": self.origin.line}),
+        )?;
+        m.end()
+    }
+}
