@@ -266,8 +266,10 @@ fn coverage(docs: &[&str]) -> String {
 
 #[test]
 fn coverage_names_the_source_address_endpoints_see_through_node_ports() {
-    // Only the node addresses are admitted: the Cluster Service works through every node,
-    // the Local one through none (its endpoints see the clients).
+    // Only the node addresses are admitted: the Cluster Service works through n2 (masqueraded
+    // to n2's address) but not through n1, the endpoints' own node, where the connection is
+    // decided for the client's address; the Local one through none (its endpoints see the
+    // clients).
     let out = coverage(&[
         CLUSTER,
         POLICY_8080,
@@ -279,15 +281,16 @@ fn coverage_names_the_source_address_endpoints_see_through_node_ports() {
     TCP 80 (http) via node port 30081, 203.0.113.7:80
       x/b1:8080: admits no address outside the cluster: connections through it are refused
       x/b2:8080: admits no address outside the cluster: connections through it are refused
-  svc/x/pub (NodePort, F:44): externalTrafficPolicy Cluster: the connection is masqueraded, the endpoint sees the address of the node that received it
+  svc/x/pub (NodePort, F:44): externalTrafficPolicy Cluster: through another node the connection is masqueraded and decided for that node's address; through the endpoint's own node it is decided for the client's address
     TCP 80 (http) via node port 30080
-      x/b1:8080: admits every node's address (2 of 2)
-      x/b2:8080: admits every node's address (2 of 2)
+      x/b1:8080: admits some of the sources it may see (1 of 4: 192.168.0.2)
+      x/b2:8080: admits some of the sources it may see (1 of 4: 192.168.0.2)
 ";
     assert!(out.contains(section), "{out}");
 
     // Every outside address admitted, and node n1 but not n2: now the Local Service
-    // works, the Cluster one only through n1.
+    // works, and the Cluster one only through n1 (decided for the clients' addresses),
+    // not through n2 (masqueraded to n2's address).
     let out = coverage(&[
         CLUSTER,
         POLICY_8080,
@@ -296,7 +299,7 @@ fn coverage_names_the_source_address_endpoints_see_through_node_ports() {
     ]);
     for line in [
         "      x/b1:8080: admits any address outside the cluster\n",
-        "      x/b1:8080: admits some nodes' addresses (1 of 2: 192.168.0.1)\n",
+        "      x/b1:8080: admits some of the sources it may see (3 of 4: 0.0.0.0, 192.168.0.3, 203.0.113.1)\n",
     ] {
         assert!(out.contains(line), "{line}\n{out}");
     }

@@ -297,6 +297,45 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// The node an endpoint runs on, when known (a pod's node, or a node's own address).
+    pub fn endpoint_node(&self, endpoint: &ServiceEndpoint) -> Option<usize> {
+        match endpoint.at.kind {
+            EndpointKind::Pod(p) => self.pod_node[p],
+            EndpointKind::Host(n) => n,
+            EndpointKind::External => None,
+        }
+    }
+
+    /// The source the policy at `endpoint` decides a connection from `client` with, when
+    /// the connection came in through a node port (or a load balancer) of a Service on
+    /// node `via`; `None` when that endpoint does not serve it. With
+    /// `externalTrafficPolicy: Local` only endpoints on `via` serve, and they see the
+    /// client. With `Cluster` every endpoint serves: one on another node receives the
+    /// connection masqueraded to `via`'s address; one on `via` itself is decided for the
+    /// client's address, as the node's filter runs before the masquerade (the endpoint
+    /// still sees `via`'s address).
+    pub fn node_port_source(
+        &self,
+        policy: palisade_model::ExternalTrafficPolicy,
+        via: usize,
+        client: Endpoint,
+        endpoint: &ServiceEndpoint,
+    ) -> Option<Endpoint> {
+        let local = self.endpoint_node(endpoint) == Some(via);
+        match policy {
+            palisade_model::ExternalTrafficPolicy::Local => local.then_some(client),
+            palisade_model::ExternalTrafficPolicy::Cluster if local => Some(client),
+            palisade_model::ExternalTrafficPolicy::Cluster => {
+                let v6 = endpoint.at.ip.is_ipv6();
+                let node = &self.cluster.nodes[via];
+                let ip = node.addresses.iter().find(|ip| ip.is_ipv6() == v6)?;
+                Some(self.endpoint_for_ip(*ip))
+            }
+        }
+    }
+}
+
 /// Whether `flow` goes from a pod to itself.
 fn hairpin(flow: &Flow) -> bool {
     matches!((flow.src.kind, flow.dst.kind), (EndpointKind::Pod(a), EndpointKind::Pod(b)) if a == b)

@@ -82,8 +82,7 @@ pub use compare::{Disagreement, Observation, Observed, observe};
 pub use helper::{Helper, PREFIX as HELPER_PREFIX, run_if_helper};
 pub use probe::{ConnectStats, ProbeResult, Target, connect_bench, hold, probe_batch, serve};
 pub use services::{
-    CLUSTER_LOCAL_ENDPOINT, NAT_TABLE, PinnedPort, ServiceObservation, ServiceVia,
-    observe_services, pinned_ports, rounds,
+    NAT_TABLE, PinnedPort, ServiceObservation, ServiceVia, observe_services, pinned_ports, rounds,
 };
 pub use state::state_dir;
 pub use topology::down;

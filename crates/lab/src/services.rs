@@ -99,14 +99,13 @@ impl PinnedPort {
 
     /// The client as policy sees it at the endpoint: the node's address for a NodePort with
     /// `externalTrafficPolicy: Cluster`, else the client.
-    fn seen_source(&self, engine: &Engine, client: Endpoint) -> Endpoint {
+    fn seen_source(&self, engine: &Engine, client: Endpoint) -> Option<Endpoint> {
         match &self.via {
-            ServiceVia::NodePort {
-                node_ip,
-                policy: ExternalTrafficPolicy::Cluster,
-                ..
-            } => engine.endpoint_for_ip(*node_ip),
-            _ => client,
+            ServiceVia::NodePort { node, policy, .. } => {
+                let via = engine.node_id(node)?;
+                engine.node_port_source(*policy, via, client, &self.endpoint)
+            }
+            ServiceVia::ClusterIp => Some(client),
         }
     }
 
@@ -331,14 +330,12 @@ pub struct ServiceObservation {
     pub verdict: Verdict,
     /// Whether the client is the endpoint itself.
     pub hairpin: bool,
-    /// Why the kernel cannot be compared with the verdict, when it cannot.
-    pub not_compared: Option<&'static str>,
 }
 
 impl ServiceObservation {
-    /// Whether the kernel and the evaluator differ (never for a probe not compared).
+    /// Whether the kernel and the evaluator differ.
     pub fn disagrees(&self) -> bool {
-        self.not_compared.is_none() && self.reached != self.verdict.allowed
+        self.reached != self.verdict.allowed
     }
 }
 
@@ -370,17 +367,9 @@ impl fmt::Display for ServiceObservation {
             word(self.reached),
             word(self.verdict.allowed),
         )?;
-        if let Some(why) = self.not_compared {
-            write!(f, " (not compared: {why})")?;
-        }
         Ok(())
     }
 }
-
-/// Why a NodePort probe with `externalTrafficPolicy: Cluster` to an endpoint on the node
-/// reached is not compared.
-pub const CLUSTER_LOCAL_ENDPOINT: &str = "externalTrafficPolicy Cluster to an endpoint on the \
-     node reached: the forward filter sees the client's address, the SNAT to the node's comes after it";
 
 /// Probes every Service port of the cluster, endpoint by endpoint (one round per endpoint
 /// index, see [`pinned_ports`]), from every client: cluster IPs from the pods and nodes (and
@@ -458,18 +447,8 @@ fn observation(
         left_out: Vec::new(),
     };
     let decided = engine
-        .evaluate_service_port(p.seen_source(engine, client), &one)
+        .evaluate_service_port(p.seen_source(engine, client)?, &one)
         .pop()?;
-    let not_compared = match &p.via {
-        ServiceVia::NodePort {
-            node,
-            policy: ExternalTrafficPolicy::Cluster,
-            ..
-        } if endpoint_node(lab, p.endpoint.at.ip) == Some(node.as_str()) => {
-            Some(CLUSTER_LOCAL_ENDPOINT)
-        }
-        _ => None,
-    };
     let endpoint = lab
         .pods
         .iter()
@@ -482,7 +461,6 @@ fn observation(
         reached,
         verdict: decided.verdict,
         hairpin: decided.hairpin,
-        not_compared,
     })
 }
 

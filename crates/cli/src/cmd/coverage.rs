@@ -189,7 +189,8 @@ fn services(out: &mut impl Write, c: &Coverage) -> std::io::Result<()> {
     Ok(())
 }
 
-/// `admits every node's address (2 of 2)`, `admits any address outside the cluster`, ...
+/// `admits some of the sources it may see (1 of 4: 192.168.0.2)`, `admits any address
+/// outside the cluster`, ...
 fn admission(svc: &ServiceExposure, e: &EndpointAdmission) -> String {
     let ips = || {
         e.admitted
@@ -202,17 +203,18 @@ fn admission(svc: &ServiceExposure, e: &EndpointAdmission) -> String {
         (SeenSource::Node, None) => {
             "not known: no node with an address of this family in the input".into()
         }
-        (SeenSource::Node, Some(Reach::All)) => {
-            format!("admits every node's address ({} of {})", e.tried, e.tried)
-        }
+        (SeenSource::Node, Some(Reach::All)) => format!(
+            "admits every source it may see ({} of {}: other nodes' addresses, outside addresses through its own node)",
+            e.tried, e.tried
+        ),
         (SeenSource::Node, Some(Reach::Some)) => format!(
-            "admits some nodes' addresses ({} of {}: {})",
+            "admits some of the sources it may see ({} of {}: {})",
             e.admitted.len(),
             e.tried,
             ips()
         ),
         (SeenSource::Node, Some(Reach::None)) => {
-            "admits no node's address: connections through it are refused".into()
+            "admits none of the sources it may see: connections through it are refused".into()
         }
         (SeenSource::Client, Some(Reach::All)) => "admits any address outside the cluster".into(),
         (SeenSource::Client, Some(Reach::Some)) => {

@@ -2,10 +2,12 @@
 //! external IPs) that carry connections from outside the cluster, and which of their
 //! endpoints admit them.
 //!
-//! What an endpoint sees depends on `externalTrafficPolicy`: with `Cluster` the receiving
-//! node masquerades the connection, so the endpoint's ingress is decided for that node's
-//! address; with `Local` the client's address is kept, so it is decided for the outside
-//! address itself (every region the policies' CIDRs cut the outside into).
+//! What an endpoint's ingress is decided for depends on `externalTrafficPolicy`
+//! ([`Engine::node_port_source`]): with `Cluster`, a connection received by another node is
+//! masqueraded to that node's address, and one received by the endpoint's own node is
+//! decided for the client's address (the filter runs before the masquerade); with `Local`
+//! only the endpoint's own node serves it, with the client's address. An outside client is
+//! every region the policies' CIDRs cut the outside into.
 
 use std::net::IpAddr;
 
@@ -13,14 +15,15 @@ use palisade_model::{ExternalTrafficPolicy, Origin, Service, ServicePort, Servic
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 use crate::eval::{Endpoint, EndpointKind};
-use crate::services::Reach;
+use crate::services::{Reach, ServiceEndpoint};
 use crate::state::Engine;
 use crate::universe::Universe;
 
 /// The source address an endpoint sees for a connection that came in from outside.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SeenSource {
-    /// The address of the node that received it (`externalTrafficPolicy: Cluster`).
+    /// `externalTrafficPolicy: Cluster`: the address of the node that received it, when
+    /// that is not the endpoint's own node; the client's own address when it is.
     Node,
     /// The client's own address (`externalTrafficPolicy: Local`).
     Client,
@@ -83,7 +86,7 @@ impl ServiceExposure {
     pub fn seen_text(&self) -> &'static str {
         match self.seen {
             SeenSource::Node => {
-                "externalTrafficPolicy Cluster: the connection is masqueraded, the endpoint sees the address of the node that received it"
+                "externalTrafficPolicy Cluster: through another node the connection is masqueraded and decided for that node's address; through the endpoint's own node it is decided for the client's address"
             }
             SeenSource::Client => {
                 "externalTrafficPolicy Local: the endpoint sees the client's own address"
@@ -142,12 +145,12 @@ impl Engine {
             })
             .collect();
         for &v6 in &svc.families_v6 {
-            let sources = self.seen_sources(universe, seen, v6);
             for each in self.service_endpoints(svc, v6) {
                 let Some(out) = ports.iter_mut().find(|p| p.port == each.port) else {
                     continue;
                 };
                 for e in &each.endpoints {
+                    let sources = self.seen_sources(universe, svc, e, v6);
                     let mut admitted = Vec::new();
                     for src in &sources {
                         let one = crate::services::PortEndpoints {
@@ -187,26 +190,60 @@ impl Engine {
         }
     }
 
-    /// The source addresses an endpoint may see in one family: every node's own address
-    /// (`Cluster`), or every outside representative (`Local`).
-    fn seen_sources(&self, universe: &Universe, seen: SeenSource, v6: bool) -> Vec<Endpoint> {
-        match seen {
-            SeenSource::Node => self
-                .cluster
-                .nodes
-                .iter()
-                .flat_map(|n| n.addresses.iter())
-                .filter(|ip| ip.is_ipv6() == v6)
-                .map(|ip| self.endpoint_for_ip(*ip))
-                .filter(|e| matches!(e.kind, EndpointKind::Host(_)))
-                .collect(),
-            SeenSource::Client => universe
-                .peers
-                .iter()
-                .filter(|p| p.kind == EndpointKind::External && p.ip.is_ipv6() == v6)
-                .copied()
-                .collect(),
+    /// The sources an endpoint's ingress may be decided for in one family, over every node
+    /// that receives the Service's outside connections ([`Engine::node_port_source`]): the
+    /// outside representatives, and with `Cluster` the other nodes' addresses. Where the
+    /// endpoint's node is not known, every node's address and every outside client.
+    fn seen_sources(
+        &self,
+        universe: &Universe,
+        svc: &Service,
+        endpoint: &ServiceEndpoint,
+        v6: bool,
+    ) -> Vec<Endpoint> {
+        let clients: Vec<Endpoint> = universe
+            .peers
+            .iter()
+            .filter(|p| p.kind == EndpointKind::External && p.ip.is_ipv6() == v6)
+            .copied()
+            .collect();
+        let Some(own) = self.endpoint_node(endpoint) else {
+            return (0..self.cluster.nodes.len())
+                .filter_map(|n| self.node_address(n, v6))
+                .chain(clients)
+                .collect();
+        };
+        let mut out = Vec::new();
+        for via in 0..self.cluster.nodes.len() {
+            let mut from = |client: Endpoint| {
+                if let Some(src) =
+                    self.node_port_source(svc.external_traffic_policy, via, client, endpoint)
+                    && !out.contains(&src)
+                {
+                    out.push(src);
+                }
+            };
+            match via == own {
+                true => clients.iter().for_each(|c| from(*c)),
+                // Any client stands for all: the source is the node's address.
+                false => {
+                    if let Some(c) = clients.first() {
+                        from(*c);
+                    }
+                }
+            }
         }
+        out
+    }
+
+    /// Node `n`'s own address of the family, as an endpoint.
+    fn node_address(&self, n: usize, v6: bool) -> Option<Endpoint> {
+        let ip = self.cluster.nodes[n]
+            .addresses
+            .iter()
+            .find(|ip| ip.is_ipv6() == v6)?;
+        let e = self.endpoint_for_ip(*ip);
+        matches!(e.kind, EndpointKind::Host(_)).then_some(e)
     }
 }
 
