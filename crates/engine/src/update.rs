@@ -103,6 +103,14 @@ impl Touched {
     }
 }
 
+/// Puts `item` at `at` (replacing what was there), or at the end.
+fn replace_or_push<T>(list: &mut Vec<T>, at: Option<usize>, item: T) {
+    match at {
+        Some(i) => list[i] = item,
+        None => list.push(item),
+    }
+}
+
 impl Engine {
     /// Whether the pods' container ports tell side classes apart ([`Engine::side_classes`]:
     /// they do while some policy names a port). When this changes, pods change classes
@@ -125,10 +133,8 @@ impl Engine {
                 }
             }
             Change::UpsertNode(n) => {
-                match self.cluster.nodes.iter().position(|x| x.name == n.name) {
-                    Some(i) => self.cluster.nodes[i] = n,
-                    None => self.cluster.nodes.push(n),
-                }
+                let at = self.cluster.nodes.iter().position(|x| x.name == n.name);
+                replace_or_push(&mut self.cluster.nodes, at, n);
                 self.reindex_nodes();
             }
             Change::RemoveNode(name) => {
@@ -192,14 +198,9 @@ impl Engine {
             }
             // Policy is decided after DNAT: Services change no pod's programs.
             Change::UpsertService(s) => {
-                let list = &mut self.cluster.services;
-                match list
-                    .iter()
-                    .position(|x| x.namespace == s.namespace && x.name == s.name)
-                {
-                    Some(i) => list[i] = s,
-                    None => list.push(s),
-                }
+                let same = |x: &Service| x.namespace == s.namespace && x.name == s.name;
+                let at = self.cluster.services.iter().position(same);
+                replace_or_push(&mut self.cluster.services, at, s);
                 return Touched::default();
             }
             Change::RemoveService { namespace, name } => {
@@ -207,14 +208,9 @@ impl Engine {
                 return Touched::default();
             }
             Change::UpsertEndpointSlice(s) => {
-                let list = &mut self.cluster.endpoint_slices;
-                match list
-                    .iter()
-                    .position(|x| x.namespace == s.namespace && x.name == s.name)
-                {
-                    Some(i) => list[i] = s,
-                    None => list.push(s),
-                }
+                let same = |x: &EndpointSlice| x.namespace == s.namespace && x.name == s.name;
+                let at = self.cluster.endpoint_slices.iter().position(same);
+                replace_or_push(&mut self.cluster.endpoint_slices, at, s);
                 return Touched::default();
             }
             Change::RemoveEndpointSlice { namespace, name } => {

@@ -429,6 +429,25 @@ fn peer(
 
 /// `domainNames`: 1–25 unique names, each matching the CRD's pattern.
 fn domain_names(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<DomainPattern>> {
+    let mut out = Vec::new();
+    for (p, s) in peer_strings(ctx, path, v)? {
+        if domain_pattern_valid(&s) {
+            out.push(DomainPattern::parse(&s));
+        } else {
+            ctx.error(
+                &p,
+                format!(
+                    "Invalid value: {s:?}: should match '^(\\*\\.)?([a-zA-z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?\\.)+[a-zA-z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?\\.?$'"
+                ),
+            );
+        }
+    }
+    Some(out)
+}
+
+/// The strings of a `networks` or `domainNames` list, each with its path: 1–25 of them,
+/// unique (a `set` list), each reported where it is not a string or is repeated.
+fn peer_strings(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<(String, String)>> {
     let list = array(ctx, path, v)?;
     if list.is_empty() || list.len() > 25 {
         ctx.error(
@@ -441,24 +460,15 @@ fn domain_names(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<DomainPa
     }
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for (i, d) in list.iter().enumerate() {
+    for (i, item) in list.iter().enumerate() {
         let p = index(path, i);
-        let Some(s) = string(ctx, &p, d) else {
+        let Some(s) = string(ctx, &p, item) else {
             continue;
         };
         if !seen.insert(s) {
             ctx.error(&p, format!("Duplicate value: {s:?}"));
         }
-        if domain_pattern_valid(s) {
-            out.push(DomainPattern::parse(s));
-        } else {
-            ctx.error(
-                &p,
-                format!(
-                    "Invalid value: {s:?}: should match '^(\\*\\.)?([a-zA-z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?\\.)+[a-zA-z0-9]([-a-zA-Z0-9_]*[a-zA-Z0-9])?\\.?$'"
-                ),
-            );
-        }
+        out.push((p, s.to_string()));
     }
     Some(out)
 }
@@ -552,30 +562,12 @@ fn namespace_match(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Namespace
 }
 
 fn networks(ctx: &mut Ctx<'_>, path: &str, v: &Value) -> Option<Vec<ipnet::IpNet>> {
-    let list = array(ctx, path, v)?;
-    if list.is_empty() || list.len() > 25 {
-        ctx.error(
-            path,
-            format!(
-                "Invalid value: {} items: must have between 1 and 25 items",
-                list.len()
-            ),
-        );
-    }
-    let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for (i, c) in list.iter().enumerate() {
-        let p = index(path, i);
-        let Some(s) = string(ctx, &p, c) else {
-            continue;
-        };
-        if !seen.insert(s) {
-            ctx.error(&p, format!("Duplicate value: {s:?}"));
-        }
+    for (p, s) in peer_strings(ctx, path, v)? {
         if s.len() > 43 {
             ctx.error(&p, "Too long: may not be more than 43 bytes");
         }
-        match validate::parse_cidr(s) {
+        match validate::parse_cidr(&s) {
             Ok(n) => out.push(n),
             Err(_) => ctx.error(
                 &p,

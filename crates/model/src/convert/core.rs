@@ -69,7 +69,8 @@ fn legacy_default_deny(ctx: &mut Ctx<'_>, text: &str) -> bool {
     }
 }
 
-fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
+/// Parses an address at `path`, reporting it when it is not one.
+pub(crate) fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
     let ip = s.parse().ok();
     if ip.is_none() {
         ctx.error(

@@ -8,6 +8,7 @@ use k8s_openapi::api::discovery::v1 as discovery;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde_json::Value;
 
+use super::core::parse_ip;
 use super::{decode, required_name};
 use crate::diag::{Ctx, Severity, index, join};
 use crate::objects::Origin;
@@ -30,17 +31,6 @@ fn namespace_of(ctx: &mut Ctx<'_>, namespace: Option<&String>) -> String {
         ctx.error("metadata.namespace", e);
     }
     namespace
-}
-
-fn parse_ip(ctx: &mut Ctx<'_>, path: &str, s: &str) -> Option<IpAddr> {
-    let ip = s.parse().ok();
-    if ip.is_none() {
-        ctx.error(
-            path,
-            format!("Invalid value: {s:?}: must be a valid IP address"),
-        );
-    }
-    ip
 }
 
 pub(crate) fn service(ctx: &mut Ctx<'_>, value: &Value, origin: Origin) -> Option<Service> {
