@@ -82,24 +82,11 @@ pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> s
         for &c in classes {
             let rows = &members[&c];
             let pod = &pods[m.pods[rows[0]]];
-            // The hashes controllers add tell nothing apart a reader cares about.
-            let labels: Vec<String> = pod
-                .labels
-                .iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "pod-template-hash" | "controller-revision-hash")
-                })
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect();
-            let count = if rows.len() == 1 {
-                v.names[rows[0]].clone()
-            } else {
-                format!("{} pods, e.g. {}", rows.len(), v.names[rows[0]])
-            };
+            let (labels, count) = class_label(pod, v.names, rows);
             writeln!(
                 out,
                 "    c{c} [label={}];",
-                quote(&format!("{{{}}}\n{count}", labels.join(",")))
+                quote(&format!("{{{labels}}}\n{count}"))
             )?;
         }
         writeln!(out, "  }}")?;
@@ -130,6 +117,26 @@ pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> s
     }
     writeln!(out, "}}")?;
     out.flush()
+}
+
+/// A class's node label: its first pod's labels (without the hashes controllers add,
+/// which tell nothing apart a reader cares about), and its pod, or how many with an example.
+pub(super) fn class_label(
+    pod: &palisade_model::Pod,
+    names: &[String],
+    rows: &[usize],
+) -> (String, String) {
+    let labels: Vec<String> = pod
+        .labels
+        .iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "pod-template-hash" | "controller-revision-hash"))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    let count = match rows.len() {
+        1 => names[rows[0]].clone(),
+        n => format!("{n} pods, e.g. {}", names[rows[0]]),
+    };
+    (labels.join(","), count)
 }
 
 #[cfg(test)]

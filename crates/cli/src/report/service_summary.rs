@@ -163,27 +163,11 @@ pub fn dot(out: &mut impl Write, v: &ServiceView<'_>, m: &Matrix) -> std::io::Re
     writeln!(out, "  edge [fontname=\"sans-serif\", fontsize=10];")?;
     for (&c, rows) in &members {
         let pod = &cluster.pods[v.matrix.sources[rows[0]]];
-        let labels: Vec<String> = pod
-            .labels
-            .iter()
-            .filter(|(k, _)| {
-                !matches!(k.as_str(), "pod-template-hash" | "controller-revision-hash")
-            })
-            .map(|(k, l)| format!("{k}={l}"))
-            .collect();
-        let count = if rows.len() == 1 {
-            v.names[rows[0]].clone()
-        } else {
-            format!("{} pods, e.g. {}", rows.len(), v.names[rows[0]])
-        };
+        let (labels, count) = super::dot::class_label(pod, &v.names, rows);
         writeln!(
             out,
             "  c{c} [label={}];",
-            quote(&format!(
-                "{}\n{{{}}}\n{count}",
-                pod.namespace,
-                labels.join(",")
-            ))
+            quote(&format!("{}\n{{{labels}}}\n{count}", pod.namespace))
         )?;
     }
     let mut services: Vec<usize> = v.cols.iter().map(|&c| v.column(c).service).collect();
