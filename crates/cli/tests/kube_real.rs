@@ -247,9 +247,10 @@ endpoints: [{addresses: [10.0.0.10], targetRef: {kind: Pod, namespace: x, name: 
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
     for line in [
-        "  svc/x/front (NodePort, kube:Service/x/front:1): externalTrafficPolicy Cluster: the connection is masqueraded, the endpoint sees the address of the node that received it\n",
+        "  svc/x/front (NodePort, kube:Service/x/front:1): externalTrafficPolicy Cluster: through another node the connection is masqueraded and decided for that node's address; through the endpoint's own node it is decided for the client's address\n",
         "    TCP 8000 (http) via node port 30080\n",
-        "      x/a:80: admits every node's address (1 of 1)\n",
+        // One node: the endpoint's own, so only outside addresses reach it.
+        "      x/a:80: admits every source it may see (2 of 2: other nodes' addresses, outside addresses through its own node)\n",
     ] {
         assert!(out.contains(line), "{line}{out}");
     }
