@@ -60,13 +60,7 @@ pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> s
         "// palisade matrix: allowed connections between classes of pods"
     )?;
     writeln!(out, "// (a class is a set of pods no policy tells apart)")?;
-    writeln!(out, "digraph palisade {{")?;
-    writeln!(out, "  rankdir=LR;")?;
-    writeln!(
-        out,
-        "  node [shape=box, style=rounded, fontname=\"sans-serif\"];"
-    )?;
-    writeln!(out, "  edge [fontname=\"sans-serif\", fontsize=10];")?;
+    graph_start(out, "palisade")?;
     if m.has_node_local() {
         writeln!(
             out,
@@ -117,6 +111,17 @@ pub fn dot(out: &mut impl Write, engine: &Engine, m: &Matrix, v: &View<'_>) -> s
     }
     writeln!(out, "}}")?;
     out.flush()
+}
+
+/// `digraph NAME {` and the layout and node and edge styles every Palisade graph uses.
+pub(super) fn graph_start(out: &mut impl Write, name: &str) -> std::io::Result<()> {
+    writeln!(out, "digraph {name} {{")?;
+    writeln!(out, "  rankdir=LR;")?;
+    writeln!(
+        out,
+        "  node [shape=box, style=rounded, fontname=\"sans-serif\"];"
+    )?;
+    writeln!(out, "  edge [fontname=\"sans-serif\", fontsize=10];")
 }
 
 /// A class's node label: its first pod's labels (without the hashes controllers add,

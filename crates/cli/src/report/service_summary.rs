@@ -8,7 +8,7 @@ use palisade_engine::{Matrix, ServiceCell};
 
 use super::dot::quote;
 use super::service_view::ServiceView;
-use super::summary::ranges;
+use super::summary::{class_line, namespace_and_labels, ranges};
 
 /// The pod matrix class of each row of `v` (the classes `matrix -o summary` numbers).
 fn class_of_rows(v: &ServiceView<'_>, m: &Matrix) -> Vec<usize> {
@@ -74,20 +74,8 @@ pub fn summary(out: &mut impl Write, v: &ServiceView<'_>, m: &Matrix) -> std::io
     )?;
     for (&c, rows) in &members {
         let pod = &pods[v.matrix.sources[rows[0]]];
-        let labels: Vec<String> = pod.labels.iter().map(|(k, l)| format!("{k}={l}")).collect();
-        let example: Vec<&str> = rows.iter().take(3).map(|&r| v.names[r].as_str()).collect();
-        let more = if rows.len() > 3 {
-            format!(", ... ({} pods)", rows.len())
-        } else {
-            String::new()
-        };
-        writeln!(
-            out,
-            "C{c}: namespace {} {{{}}}: {}{more}",
-            pod.namespace,
-            labels.join(","),
-            example.join(", ")
-        )?;
+        let (ns, labels) = namespace_and_labels(pod);
+        class_line(out, c, (&ns, &labels), rows, &v.names)?;
     }
     for &col in &v.cols {
         let c = v.column(col);
@@ -154,13 +142,7 @@ pub fn dot(out: &mut impl Write, v: &ServiceView<'_>, m: &Matrix) -> std::io::Re
         out,
         "// palisade matrix --services: which classes of pods reach which Service ports"
     )?;
-    writeln!(out, "digraph palisade_services {{")?;
-    writeln!(out, "  rankdir=LR;")?;
-    writeln!(
-        out,
-        "  node [shape=box, style=rounded, fontname=\"sans-serif\"];"
-    )?;
-    writeln!(out, "  edge [fontname=\"sans-serif\", fontsize=10];")?;
+    super::dot::graph_start(out, "palisade_services")?;
     for (&c, rows) in &members {
         let pod = &cluster.pods[v.matrix.sources[rows[0]]];
         let (labels, count) = super::dot::class_label(pod, &v.names, rows);

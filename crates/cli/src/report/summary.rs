@@ -19,11 +19,32 @@ fn classes_of(m: &Matrix, idx: &[usize]) -> BTreeMap<usize, Vec<usize>> {
     out
 }
 
-/// `namespace x {app=a}`.
-fn describe(engine: &Engine, m: &Matrix, row: usize) -> (String, String) {
-    let pod = &engine.cluster().pods[m.pods[row]];
+/// A pod's namespace, and its labels as `k=v,k=v`.
+pub(super) fn namespace_and_labels(pod: &palisade_model::Pod) -> (String, String) {
     let labels: Vec<String> = pod.labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
     (pod.namespace.clone(), labels.join(","))
+}
+
+/// `C3: namespace x {app=web}: x/a, x/b, x/c, ... (7 pods)`: class `c` by its first pod's
+/// namespace and labels (`ns`, `labels`), and up to three of its members (`rows` of `names`).
+pub(super) fn class_line(
+    out: &mut impl Write,
+    c: usize,
+    (ns, labels): (&str, &str),
+    rows: &[usize],
+    names: &[String],
+) -> std::io::Result<()> {
+    let example: Vec<&str> = rows.iter().take(3).map(|&r| names[r].as_str()).collect();
+    let more = if rows.len() > 3 {
+        format!(", ... ({} pods)", rows.len())
+    } else {
+        String::new()
+    };
+    writeln!(
+        out,
+        "C{c}: namespace {ns} {{{labels}}}: {}{more}",
+        example.join(", ")
+    )
 }
 
 /// Classes, why same-labelled classes differ, then per probe which classes each reaches.
@@ -51,18 +72,8 @@ pub fn summary(
     }
     let mut by_labels: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
     for (&c, rows) in &members {
-        let (ns, labels) = describe(engine, m, rows[0]);
-        let example: Vec<&str> = rows.iter().take(3).map(|&r| v.names[r].as_str()).collect();
-        let more = if rows.len() > 3 {
-            format!(", ... ({} pods)", rows.len())
-        } else {
-            String::new()
-        };
-        writeln!(
-            out,
-            "C{c}: namespace {ns} {{{labels}}}: {}{more}",
-            example.join(", ")
-        )?;
+        let (ns, labels) = namespace_and_labels(&engine.cluster().pods[m.pods[rows[0]]]);
+        class_line(out, c, (&ns, &labels), rows, v.names)?;
         by_labels.entry((ns, labels)).or_default().push(c);
     }
     let twins: Vec<(&(String, String), &Vec<usize>)> =
