@@ -125,3 +125,28 @@ fn unknown_service_fields_are_notices() {
         loaded.diagnostics
     );
 }
+
+/// An EndpointSlice port outside 1–65535 is stored by the API server; it is read as no
+/// port (no traffic is sent to it), with a notice at its line.
+#[test]
+fn a_slice_port_out_of_range_is_no_port_with_a_notice() {
+    let yaml = slice(
+        "addressType: IPv4\nendpoints: []\nports:\n- {name: a, port: 65536}\n- {name: b, port: 80}\n",
+    );
+    let loaded = load_sources([("e.yaml", yaml.as_str())], LoadOptions::default()).unwrap();
+    let ports: Vec<Option<u16>> = loaded.cluster.endpoint_slices[0]
+        .ports
+        .iter()
+        .map(|p| p.port.map(|p| p.get()))
+        .collect();
+    assert_eq!(ports, [None, Some(80)]);
+    let notice = loaded
+        .diagnostics
+        .iter()
+        .find(|d| d.field == "ports[0].port");
+    assert!(
+        notice.is_some_and(|d| d.line == 10 && d.message.contains("not a port number")),
+        "{:?}",
+        loaded.diagnostics
+    );
+}
