@@ -13,6 +13,7 @@ pub mod decision_log;
 pub mod decisions;
 pub mod dialed;
 pub mod http;
+pub mod learned;
 pub mod metrics;
 pub mod nflog;
 pub mod reconcile;

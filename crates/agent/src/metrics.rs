@@ -52,6 +52,11 @@ pub struct Metrics {
     decision_log_dropped: Counter,
     decisions: Family<Labels, Gauge>,
     source_unavailable: Family<Labels, Gauge>,
+    dns_replies: Family<Labels, Counter>,
+    dns_learned: Counter,
+    dns_evicted: Counter,
+    dns_addresses: Gauge,
+    dns_hold_seconds: Histogram,
     /// Whether the first ruleset is in the kernel.
     loaded: AtomicBool,
     /// Why the first ruleset is not loaded yet.
@@ -85,6 +90,12 @@ impl Metrics {
             decision_log_dropped: Counter::default(),
             decisions: Family::default(),
             source_unavailable: Family::default(),
+            dns_replies: Family::default(),
+            dns_learned: Counter::default(),
+            dns_evicted: Counter::default(),
+            dns_addresses: Gauge::default(),
+            // 10 µs .. ~160 ms
+            dns_hold_seconds: Histogram::new(exponential_buckets(0.000_01, 2.0, 15)),
             loaded: AtomicBool::new(false),
             waiting: Mutex::new("waiting for the first full listing".into()),
             source_problems: Mutex::new(BTreeMap::new()),
@@ -142,7 +153,51 @@ impl Metrics {
             "1 while a part of the source cannot read its input (every object it sent stays in force), by part",
             m.source_unavailable.clone(),
         );
+        registry.register(
+            "dns_replies",
+            "DNS replies from trusted resolvers read by the agent, by outcome (learned: a name some domainNames peer matches; ignored: no peer matches it; undecodable)",
+            m.dns_replies.clone(),
+        );
+        registry.register(
+            "dns_learned_addresses",
+            "Addresses learned for domain names (an address counts again once it expired)",
+            m.dns_learned.clone(),
+        );
+        registry.register(
+            "dns_evicted_addresses",
+            "Learned addresses forgotten because their DNS answer's TTL (clamped) ran out",
+            m.dns_evicted.clone(),
+        );
+        registry.register(
+            "dns_known_addresses",
+            "Addresses known for domain names now",
+            m.dns_addresses.clone(),
+        );
+        registry.register(
+            "dns_hold_seconds",
+            "Time a held DNS reply spent in the agent: from its log message read to its answer's addresses in the kernel and the reply sent on",
+            m.dns_hold_seconds.clone(),
+        );
         Metrics { registry, ..m }
+    }
+
+    /// Counts a DNS reply read, by outcome (`learned`, `ignored`, `undecodable`).
+    pub fn dns_reply(&self, outcome: &str) {
+        self.dns_replies
+            .get_or_create(&vec![("outcome".into(), outcome.into())])
+            .inc();
+    }
+
+    /// Records addresses newly learned, forgotten, and known now.
+    pub fn dns_addresses(&self, learned: usize, evicted: usize, known: usize) {
+        self.dns_learned.inc_by(learned as u64);
+        self.dns_evicted.inc_by(evicted as u64);
+        self.dns_addresses.set(known as i64);
+    }
+
+    /// Records how long a held reply stayed in the agent.
+    pub fn dns_held(&self, seconds: f64) {
+        self.dns_hold_seconds.observe(seconds);
     }
 
     /// Records the store's object counts and problems.

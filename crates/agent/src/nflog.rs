@@ -58,6 +58,9 @@ pub struct LoggedPacket {
     /// when it differs from the packet's (the packet was translated, as a Service address is
     /// by kube-proxy's DNAT): the address, and the port when the protocol has ports.
     pub original_dst: Option<(IpAddr, Option<u16>)>,
+    /// The packet as copied, from its IP header on (the first [`COPY_RANGE`] bytes, or
+    /// as many as the reader was bound to copy).
+    pub payload: Vec<u8>,
 }
 
 /// Why the nflog reader failed.
@@ -111,6 +114,12 @@ impl Nflog {
     /// Binds `group` in the current network namespace, copying the first [`COPY_RANGE`]
     /// bytes of each logged packet.
     pub fn bind(group: u16) -> Result<Nflog, NflogError> {
+        Nflog::bind_copying(group, COPY_RANGE)
+    }
+
+    /// Binds `group`, copying the first `range` bytes of each logged packet (the rule's
+    /// `snaplen` may copy fewer).
+    pub fn bind_copying(group: u16, range: u32) -> Result<Nflog, NflogError> {
         let mut socket = Socket::new(NETLINK_NETFILTER).map_err(NflogError::Socket)?;
         socket.bind_auto().map_err(NflogError::Socket)?;
         socket
@@ -130,7 +139,7 @@ impl Nflog {
         nflog
             .configure(vec![
                 ConfigCmd::Bind.into(),
-                ConfigMode::new_packet(COPY_RANGE).into(),
+                ConfigMode::new_packet(range).into(),
             ])
             .map_err(bind_err)?;
         // Best effort: without the kernel's conntrack netlink support the log still works,
@@ -367,6 +376,7 @@ fn packet(message: NetlinkMessage<NetfilterMessage>) -> Result<Option<LoggedPack
         original_dst: original
             .filter(|o| o.dst != h.dst || (h.dport.is_some() && o.dport != h.dport))
             .map(|o| (o.dst, o.dport.filter(|_| h.dport.is_some()))),
+        payload,
     }))
 }
 

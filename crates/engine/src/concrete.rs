@@ -23,6 +23,17 @@ pub struct PeerAddrs {
     pub addrs: Arc<BTreeSet<IpAddr>>,
     /// CIDRs, each minus its exceptions.
     pub blocks: Vec<(IpNet, Vec<IpNet>)>,
+    /// `domainNames` peers without a DNS map: the addresses their names resolve to are
+    /// learned at run time (by the node agent), so [`PeerAddrs::contains`] knows none of
+    /// them and a data plane matches them against a set it fills.
+    pub domains: Vec<LearnedDomains>,
+}
+
+/// The patterns of one `domainNames` peer whose addresses are learned at run time.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LearnedDomains {
+    /// The peer's patterns, as written and in order.
+    pub patterns: Arc<Vec<palisade_model::DomainPattern>>,
 }
 
 impl PeerAddrs {
@@ -34,9 +45,10 @@ impl PeerAddrs {
     }
     /// Whether no address is covered.
     pub fn is_empty(&self) -> bool {
-        !self.any && self.addrs.is_empty() && self.blocks.is_empty()
+        !self.any && self.addrs.is_empty() && self.blocks.is_empty() && self.domains.is_empty()
     }
-    /// Whether `ip` is covered.
+    /// Whether `ip` is covered (addresses learned for [`PeerAddrs::domains`] are not known
+    /// here: they never are).
     pub fn contains(&self, ip: &IpAddr) -> bool {
         self.any
             || self.addrs.contains(ip)
@@ -357,6 +369,7 @@ impl Engine {
                                 any: false,
                                 addrs: self.union_addrs(pods, cache),
                                 blocks: blocks.collect(),
+                                domains: Vec::new(),
                             }
                         }
                     }
@@ -448,6 +461,7 @@ impl Engine {
                         any: false,
                         addrs: self.union_addrs(pods, cache),
                         blocks: blocks.flatten().collect(),
+                        domains: Vec::new(),
                     };
                 }
                 let mut addrs = Vec::new();
@@ -481,11 +495,19 @@ impl Engine {
                     any: false,
                     addrs: address_set(addrs),
                     blocks,
+                    domains: Vec::new(),
                 }
             };
             // Peers relative to the subject's namespace are per namespace; the others are
             // shared.
             let namespace = related.then(|| self.pod_ns[subject]);
+            let compute = || {
+                let mut peers = compute();
+                if self.cluster.dns.is_none() {
+                    peers.domains = learned_domains(&rule.peers);
+                }
+                peers
+            };
             let peers = cache.peers(PolicySlot::Admin(i), dir, index, namespace, compute);
             let ports = rule.ports.as_ref().map(|entries| {
                 entries
@@ -528,6 +550,22 @@ impl Engine {
             _ => false,
         }
     }
+}
+
+/// The `domainNames` peers among `peers`, one entry per distinct pattern list.
+fn learned_domains(peers: &[AdminPeer]) -> Vec<LearnedDomains> {
+    let mut out: Vec<LearnedDomains> = peers
+        .iter()
+        .filter_map(|p| match p {
+            AdminPeer::DomainNames(patterns) => Some(LearnedDomains {
+                patterns: Arc::new(patterns.clone()),
+            }),
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Side programs by class: see [`Engine::side_classes`].

@@ -66,7 +66,7 @@ mod verdict;
 mod whynot;
 
 pub use bitset::BitSet;
-pub use concrete::{ConcreteRule, PeerAddrs, PortAlt, SideClasses, SideProgram};
+pub use concrete::{ConcreteRule, LearnedDomains, PeerAddrs, PortAlt, SideClasses, SideProgram};
 pub use domains::DomainHit;
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use explain::{

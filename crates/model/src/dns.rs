@@ -11,7 +11,7 @@ use crate::diag::{Diagnostic, Severity};
 
 /// One `domainNames` entry: an exact name, or `*.` and a base name matching one or more
 /// labels in front of it (not the base name itself). Matching ignores case and a trailing dot.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct DomainPattern {
     /// As written in the policy.
     pub text: String,

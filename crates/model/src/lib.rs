@@ -34,7 +34,7 @@ pub use convert::core::{LEGACY_ISOLATION_ANNOTATION, NAMESPACE_NAME_LABEL};
 pub use convert::stand_in::StandIn;
 pub use convert::workload::{WorkloadKind, workload_of};
 pub use diag::{Diagnostic, Severity};
-pub use dns::{DnsMap, DomainPattern};
+pub use dns::{DnsEntry, DnsMap, DomainPattern};
 pub use load::{
     Decoded, Invalid, LoadError, LoadOptions, Loaded, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES,
     STDIN_NAME, decode_texts, load_paths, load_sources, load_str, read_paths,

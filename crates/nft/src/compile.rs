@@ -241,8 +241,10 @@ pub(crate) fn assemble(
             v6: s.v6,
             interval: s.interval,
             elements: Arc::unwrap_or_clone(s.nets),
+            learned: None,
         })
         .collect();
+    rs.sets.extend(learned_sets(sides, &used));
     rs.sets.sort_unstable_by(|x, y| x.name.cmp(&y.name));
     rs.logs = b.logs.entries;
     (rs, built)
@@ -513,6 +515,50 @@ impl Builder<'_> {
         let admin = self.content_chain('a', main);
         vec![entry(Verdict::Jump(admin)), entry(Verdict::Goto(np))]
     }
+}
+
+/// The name of the set of addresses learned for a `domainNames` peer with `patterns`, per
+/// family: `d4`/`d6` and a digest of the patterns (normalized, sorted), so every rule with
+/// the same names shares one set, whichever policy it is in.
+pub fn learned_set_name(patterns: &[palisade_model::DomainPattern], v6: bool) -> String {
+    let mut keys: Vec<String> = patterns
+        .iter()
+        .map(|p| {
+            if p.wildcard {
+                format!("*.{}", p.base)
+            } else {
+                p.base.clone()
+            }
+        })
+        .collect();
+    keys.sort();
+    keys.dedup();
+    format!("d{}{}", if v6 { 6 } else { 4 }, digest(&keys.join(",")))
+}
+
+/// The learned sets the rules of `sides` name, each once, with the patterns it stands for.
+fn learned_sets(sides: &[Classes; 2], used: &BTreeSet<&str>) -> Vec<NamedSet> {
+    let mut out: BTreeMap<String, NamedSet> = BTreeMap::new();
+    let programs = sides.iter().flat_map(|c| &c.programs);
+    for d in programs
+        .flat_map(|p| &p.admin)
+        .flat_map(|r| &r.peers.domains)
+    {
+        for v6 in [false, true] {
+            let name = learned_set_name(&d.patterns, v6);
+            if used.contains(name.as_str()) && !out.contains_key(&name) {
+                let set = NamedSet {
+                    name: name.clone(),
+                    v6,
+                    interval: false,
+                    elements: Vec::new(),
+                    learned: Some(d.patterns.clone()),
+                };
+                out.insert(name, set);
+            }
+        }
+    }
+    out.into_values().collect()
 }
 
 /// Address lists longer than this become named sets shared across chains.
@@ -837,6 +883,21 @@ fn expand(
                     None => groups.push((a.protocol, a.only_to.clone(), vec![a.range])),
                 }
             }
+        }
+    }
+    // Names learned at run time: one set per family, of the addresses they resolve to.
+    for d in &r.peers.domains {
+        for v6 in [false, true] {
+            let set = learned_set_name(&d.patterns, v6);
+            pieces.push((
+                Some(v6),
+                vec![Match::Set {
+                    field: peer,
+                    v6,
+                    set,
+                    negate: false,
+                }],
+            ));
         }
     }
     for (family, peer_matches) in &pieces {

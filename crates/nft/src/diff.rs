@@ -78,7 +78,7 @@ impl<'r> Delta<'r> {
                 d.new_sets.push(set);
                 continue;
             };
-            if was.elements != set.elements {
+            if set.learned.is_none() && was.elements != set.elements {
                 let change = element_change(&set.name, &was.ranges(), &set.ranges());
                 d.set_elements.push((set, change));
             }

@@ -277,6 +277,7 @@ impl SameSets {
             && a.rule == b.rule
             && a.peers.any == b.peers.any
             && a.peers.blocks == b.peers.blocks
+            && a.peers.domains == b.peers.domains
             && self.sets(&a.peers.addrs, &b.peers.addrs)
     }
 

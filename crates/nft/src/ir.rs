@@ -107,6 +107,12 @@ pub struct NamedSet {
     /// Non-overlapping prefixes (host prefixes for single addresses). An interval set holds
     /// them as [`NamedSet::ranges`].
     pub elements: Vec<IpNet>,
+    /// A set of learned addresses (`flags timeout`): the addresses names matching these
+    /// `domainNames` patterns resolve to. The node agent adds them to the kernel, each with
+    /// the timeout of its DNS answer, as pods receive the answers. A compiled ruleset holds
+    /// none; `elements` may carry the addresses learned so far for a [`crate::Lookup`] (the
+    /// agent fills them before it cuts connections), and loads and updates never write them.
+    pub learned: Option<std::sync::Arc<Vec<palisade_model::DomainPattern>>>,
 }
 
 impl NamedSet {
@@ -291,6 +297,7 @@ mod tests {
                 .iter()
                 .map(|n| n.parse().unwrap_or_else(|e| panic!("{n}: {e}")))
                 .collect(),
+            learned: None,
         }
     }
 

@@ -36,14 +36,16 @@ mod stats;
 // The kernel half.
 mod kernel;
 
-pub use compile::{CompileError, compile, compile_after};
+pub use compile::{CompileError, compile, compile_after, learned_set_name};
 pub use diff::{UpdateStats, update_script};
 pub use incremental::{Compiled, Path};
 pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 pub use kernel::{
-    DIAL_GROUP, DIAL_TABLE, KernelError, KernelFailure, NewConnections, apply, check,
-    cut_forbidden, install_dial_log, load_in_stages, logged_packets, netfilter_messages,
-    new_connections, remove, remove_dial_log, transition, update,
+    COPIED_PREFIX, DIAL_GROUP, DIAL_TABLE, DNS_GROUP, DNS_TABLE, HELD_PREFIX, KernelError,
+    KernelFailure, LearnedElement, NewConnections, RESENT_MARK, add_learned, apply, check,
+    cut_forbidden, hold_replies, install_dial_log, install_dns_capture, load_in_stages,
+    logged_packets, netfilter_messages, new_connections, remove, remove_dial_log,
+    remove_dns_capture, transition, update,
 };
 pub use lookup::{Lookup, NftVerdict, Packet};
 pub use render::{LOG_GROUP, TABLE};

@@ -149,6 +149,11 @@ pub(crate) fn set_body(set: &crate::ir::NamedSet, sep: &str) -> String {
     if set.interval {
         parts.push("flags interval".into());
     }
+    if set.learned.is_some() {
+        // Learned elements come and go with their DNS answers, not with the ruleset.
+        parts.push("flags timeout".into());
+        return parts.join(sep);
+    }
     parts.push(format!("elements = {{ {} }}", elements_text(&set.ranges())));
     parts.join(sep)
 }

@@ -95,6 +95,7 @@ mod tests {
                     .iter()
                     .map(|n| n.parse().unwrap_or_else(|e| panic!("{e}")))
                     .collect(),
+                learned: None,
             }],
             egress: vec![(ip("10.0.0.1"), "a1".into())],
             ingress: vec![(ip("10.0.0.1"), "a1".into())],

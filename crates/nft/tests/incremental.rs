@@ -309,6 +309,7 @@ fn edges(s4: &[&str], s6: &[&str], h4: &[&str], to_b: bool) -> Ruleset {
         v6,
         interval,
         elements: nets(l),
+        learned: None,
     };
     let chain = |name: &str| palisade_nft::Chain {
         name: name.into(),

@@ -77,6 +77,8 @@ const SET_USERDATA: u16 = 13;
 /// `NFT_SET_INTERVAL`, `NFT_SET_MAP`.
 const SET_INTERVAL: u32 = 4;
 const SET_MAP: u32 = 8;
+/// `NFT_SET_TIMEOUT`: elements may carry a timeout.
+const SET_TIMEOUT: u32 = 0x10;
 /// The data type of a verdict map (`NFT_DATA_VERDICT`).
 const DATA_TYPE_VERDICT: u32 = 0xffff_ff00;
 /// nft's data types `ipv4_addr`, `ipv6_addr` and `inet_service`.
@@ -106,6 +108,7 @@ pub(crate) const ANONYMOUS_NAME: &str = "__set%d";
 const ELEM_KEY: u16 = 1;
 const ELEM_DATA: u16 = 2;
 const ELEM_FLAGS: u16 = 3;
+const ELEM_TIMEOUT: u16 = 4;
 const ELEM_USERDATA: u16 = 6;
 /// `NFT_SET_ELEM_INTERVAL_END`.
 const INTERVAL_END: u32 = 1;
@@ -134,6 +137,8 @@ pub(crate) struct Element {
     open: bool,
     /// A map element's verdict: jump to this chain.
     jump: Option<String>,
+    /// The element's timeout, in milliseconds (a set with `flags timeout`).
+    timeout_ms: Option<u64>,
 }
 
 impl Element {
@@ -143,6 +148,24 @@ impl Element {
             end: false,
             open: false,
             jump: None,
+            timeout_ms: None,
+        }
+    }
+
+    /// A host address that the kernel removes after `timeout`.
+    pub fn expiring(ip: IpAddr, timeout: std::time::Duration) -> Self {
+        Element::host(ip).with_timeout(timeout)
+    }
+
+    /// This element, removed by the kernel after `timeout` (a set with `flags timeout`).
+    pub fn with_timeout(self, timeout: std::time::Duration) -> Self {
+        Element {
+            timeout_ms: Some(
+                u64::try_from(timeout.as_millis())
+                    .unwrap_or(u64::MAX)
+                    .max(1),
+            ),
+            ..self
         }
     }
 
@@ -168,9 +191,11 @@ impl Element {
     }
 
     /// The elements of `ranges` in `set` (an interval set stores each range as its start
-    /// and the address after it).
+    /// and the address after it); none for a learned set, whose elements the agent adds.
     pub fn of_set(set: &NamedSet, ranges: &[AddrRange]) -> Vec<Self> {
-        if set.interval {
+        if set.learned.is_some() {
+            Vec::new()
+        } else if set.interval {
             ranges
                 .iter()
                 .flat_map(|r| Element::span(octets(r.first), octets(r.last)))
@@ -262,9 +287,14 @@ impl Batch {
 
     /// Adds `elements` to the set or map `set`.
     pub fn add_elements(&mut self, set: &str, elements: &[Element]) {
-        self.elements(
-            NFT_MSG_NEWSETELEM,
-            NLM_F_CREATE,
+        self.add_elements_in(table_name(), set, elements);
+    }
+
+    /// Adds `elements` to the set `set` of another `inet` table, `table`.
+    pub fn add_elements_in(&mut self, table: &str, set: &str, elements: &[Element]) {
+        self.elements_in(
+            table,
+            (NFT_MSG_NEWSETELEM, NLM_F_CREATE),
             "add element",
             set,
             elements,
@@ -272,9 +302,20 @@ impl Batch {
     }
 
     fn elements(&mut self, ty: u16, flags: u16, verb: &str, set: &str, elements: &[Element]) {
+        self.elements_in(table_name(), (ty, flags), verb, set, elements);
+    }
+
+    fn elements_in(
+        &mut self,
+        table: &str,
+        (ty, flags): (u16, u16),
+        verb: &str,
+        set: &str,
+        elements: &[Element],
+    ) {
         for chunk in elements.chunks(ELEMENTS_PER_MESSAGE) {
-            self.message(ty, flags, format!("{verb} {TABLE} {set}"), |m| {
-                m.string(ELEM_LIST_TABLE, table_name());
+            self.message(ty, flags, format!("{verb} inet {table} {set}"), |m| {
+                m.string(ELEM_LIST_TABLE, table);
                 m.string(ELEM_LIST_SET, set);
                 m.nest(ELEM_LIST_ELEMENTS, |list| {
                     for e in chunk {
@@ -305,7 +346,12 @@ impl Batch {
             format!("add set {TABLE} {}", set.name),
             &set.name,
             SetKind {
-                flags: if set.interval { SET_INTERVAL } else { 0 },
+                flags: if set.interval { SET_INTERVAL } else { 0 }
+                    | if set.learned.is_some() {
+                        SET_TIMEOUT
+                    } else {
+                        0
+                    },
                 userdata: &ADDRESS_SET_USERDATA,
                 ..SetKind::addresses(set.v6)
             },
@@ -710,6 +756,9 @@ fn element(a: &mut Attrs, e: &Element) {
     }
     if e.open {
         a.bytes(ELEM_USERDATA, &OPEN_INTERVAL_USERDATA);
+    }
+    if let Some(ms) = e.timeout_ms {
+        a.bytes(ELEM_TIMEOUT, &ms.to_be_bytes());
     }
 }
 

@@ -8,6 +8,7 @@ mod batch;
 mod conntrack;
 mod counters;
 mod dialed;
+mod dns;
 mod error;
 mod expr;
 mod load;
@@ -18,5 +19,9 @@ pub use apply::{apply, check, load_in_stages, remove, transition, update};
 pub use conntrack::{NewConnections, cut_forbidden, new_connections};
 pub use counters::logged_packets;
 pub use dialed::{DIAL_GROUP, DIAL_TABLE, install_dial_log, remove_dial_log};
+pub use dns::{
+    COPIED_PREFIX, DNS_GROUP, DNS_TABLE, HELD_PREFIX, LearnedElement, RESENT_MARK, add_learned,
+    hold_replies, install_dns_capture, remove_dns_capture,
+};
 pub use error::{KernelError, KernelFailure};
 pub use netlink::netfilter_messages;
