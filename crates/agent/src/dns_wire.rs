@@ -351,8 +351,9 @@ fn read_name(msg: &[u8], start: usize) -> Result<(String, usize), WireError> {
     let mut at = start;
     // Where the name continues in place, once a pointer has been followed.
     let mut after = None;
-    // Pointers must point strictly before the lowest pointer followed so far, so a name
-    // ends after at most one pass over the message.
+    // RFC 1035 §4.1.4: a pointer replaces a name's end "with a pointer to a prior
+    // occurance of the same name". Each pointer must point strictly before the name's
+    // start and before the previous pointer's target, so no loop can form.
     let mut bound = start;
     let mut octets = 1;
     loop {
@@ -402,6 +403,7 @@ struct Record {
     data: Data,
 }
 
+/// What an answer record says about its owner.
 enum Data {
     Address(IpAddr),
     Cname(String),
