@@ -12,6 +12,7 @@
 pub mod decision_log;
 pub mod decisions;
 pub mod dialed;
+pub mod dns_wire;
 pub mod http;
 pub mod learned;
 pub mod metrics;
