@@ -158,6 +158,22 @@ pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option
     Some(line)
 }
 
+/// The domain name through which a `domainNames` rule decided `packet`, by the names the
+/// agent learned: `{"pattern", "name", "address"}`.
+pub fn domain(
+    state: &Snapshot,
+    packet: &LoggedPacket,
+    names: &palisade_model::DnsMap,
+) -> Option<Value> {
+    let engine = state.engine.as_ref()?;
+    let decision = state.ruleset.as_ref()?.logged_decision(&packet.prefix)?;
+    let Decision::Rule(m) = &decision.decision else {
+        return None;
+    };
+    let hit = engine.domain_hit_in(names, m, packet.dst)?;
+    serde_json::to_value(hit).ok()
+}
+
 /// The Service a connection addressed to `ip`:`port` was sent to: one whose cluster IP or
 /// external address `ip` is, else, when `ip` is a node's, one with that `nodePort`.
 fn service_addressed(
@@ -262,6 +278,7 @@ pub async fn run(
     mut out: Box<dyn std::io::Write + Send>,
     settings: Settings,
     metrics: Arc<Metrics>,
+    names: Option<crate::learner::LearnedNames>,
 ) -> Result<(), crate::nflog::NflogError> {
     let mut stream = crate::nflog::Nflog::bind(palisade_nft::LOG_GROUP)?.spawn()?;
     // Where connections were dialed to, before DNAT: names the Service of a denial on
@@ -315,9 +332,17 @@ pub async fn run(
                 for p in &mut packets {
                     p.original_dst = p.original_dst.or_else(|| dialed.original(p));
                 }
+                let names = names.as_ref().map(|n| n.borrow().clone());
+                let with_domain = |p: &LoggedPacket| {
+                    let mut l = line(&state, p, time)?;
+                    if let Some(d) = names.as_ref().and_then(|n| domain(&state, p, n)) {
+                        l["domain"] = d;
+                    }
+                    Some(l)
+                };
                 packets
                     .iter()
-                    .filter_map(|p| Some((p.src, line(&state, p, time)?)))
+                    .filter_map(|p| Some((p.src, with_domain(p)?)))
                     .filter(|(_, l)| settings.wants(l))
                     .filter_map(|(src, l)| admit(src).then_some(l))
                     .collect()

@@ -79,6 +79,7 @@ mod tests {
             sport: Some(40000),
             dport: Some(dport),
             original_dst: None,
+            payload: Vec::new(),
         }
     }
 

@@ -80,6 +80,7 @@ fn respond(
             )
         }
         (true, "/healthz") if health => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        (true, "/learned") if health => (StatusCode::OK, "text/plain", metrics.learned()),
         (true, "/readyz") if health && metrics.ready() => (
             StatusCode::OK,
             "text/plain",

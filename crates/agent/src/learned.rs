@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use palisade_model::{DnsEntry, DnsMap};
-use palisade_nft::{LearnedElement, NamedSet};
+use palisade_nft::{LearnedElement, NamedSet, Ruleset};
 
 /// The range a DNS answer's TTL is clamped to before its addresses are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +164,29 @@ impl Learned {
         }
         map
     }
+}
+
+/// `rs` with the addresses `map` gives in its learned sets (for a lookup: loads never write
+/// them); `None` when it has no learned set.
+pub fn with_addresses(rs: &Ruleset, map: &DnsMap) -> Option<Ruleset> {
+    if !rs.sets.iter().any(|s| s.learned.is_some()) {
+        return None;
+    }
+    let mut filled = rs.clone();
+    for set in &mut filled.sets {
+        let Some(patterns) = &set.learned else {
+            continue;
+        };
+        let mut ips: Vec<IpAddr> = patterns
+            .iter()
+            .flat_map(|p| map.resolve(p).map(|(_, ip)| ip))
+            .filter(|ip| ip.is_ipv6() == set.v6)
+            .collect();
+        ips.sort();
+        ips.dedup();
+        set.elements = ips.into_iter().map(ipnet::IpNet::from).collect();
+    }
+    Some(filled)
 }
 
 /// A DNS map as a hosts-style file (`ADDRESS NAME`, one per line, sorted), which

@@ -65,6 +65,8 @@ pub struct Metrics {
     source_problems: Mutex<BTreeMap<String, String>>,
     /// The invalid inputs, one line each.
     problems: Mutex<String>,
+    /// The names learned from DNS replies, as a hosts-style file (`/learned`).
+    learned: Mutex<String>,
 }
 
 impl Default for Metrics {
@@ -100,6 +102,7 @@ impl Metrics {
             waiting: Mutex::new("waiting for the first full listing".into()),
             source_problems: Mutex::new(BTreeMap::new()),
             problems: Mutex::new(String::new()),
+            learned: Mutex::new(String::new()),
             registry: Registry::default(),
         };
         registry.register("objects", "Objects in force, by kind", m.objects.clone());
@@ -193,6 +196,16 @@ impl Metrics {
         self.dns_learned.inc_by(learned as u64);
         self.dns_evicted.inc_by(evicted as u64);
         self.dns_addresses.set(known as i64);
+    }
+
+    /// Replaces the names learned from DNS replies (a hosts-style file).
+    pub fn set_learned(&self, hosts: String) {
+        *lock(&self.learned) = hosts;
+    }
+
+    /// The names learned from DNS replies, as a hosts-style file `--dns` reads.
+    pub fn learned(&self) -> String {
+        lock(&self.learned).clone()
     }
 
     /// Records how long a held reply stayed in the agent.

@@ -97,6 +97,9 @@ pub struct Reconciler {
     snapshots: watch::Sender<Arc<Snapshot>>,
     /// Where the enforced admin policies are published for `--report-status`.
     status: Option<watch::Sender<Desired>>,
+    /// The names learned from DNS replies, when the agent learns them: the connection cut
+    /// counts their addresses as in the learned sets.
+    learned: Option<crate::learner::LearnedNames>,
 }
 
 /// What one reconcile did, and where its time went.
@@ -133,7 +136,16 @@ impl Reconciler {
             touched: Touched::default(),
             snapshots: watch::Sender::new(Arc::default()),
             status: None,
+            learned: None,
         }
+    }
+
+    /// Counts, when cutting connections, the addresses learned from DNS replies as members
+    /// of the learned sets (else every connection a `domainNames` rule admitted would look
+    /// forbidden).
+    pub fn with_learned(mut self, names: crate::learner::LearnedNames) -> Self {
+        self.learned = Some(names);
+        self
     }
 
     /// Applies rulesets to `kernel` instead of this network namespace's nftables.
@@ -298,7 +310,12 @@ impl Reconciler {
     /// Deletes the tracked connections the ruleset in force forbids.
     fn cut_forbidden(&mut self, outcome: &mut Outcome) {
         let t = Instant::now();
-        if let Some(ruleset) = self.ruleset().cloned() {
+        if let Some(mut ruleset) = self.ruleset().cloned() {
+            if let Some(names) = &self.learned
+                && let Some(filled) = crate::learned::with_addresses(&ruleset, &names.borrow())
+            {
+                ruleset = Arc::new(filled);
+            }
             match self
                 .kernel
                 .cut_forbidden(&ruleset, self.config.netns.as_deref())

@@ -37,6 +37,8 @@ pub struct AgentOptions {
     pub decision_log: Option<PathBuf>,
     /// What the decision log writes.
     pub decision_log_settings: crate::decision_log::Settings,
+    /// Learning the addresses of `domainNames` peers from DNS replies (`--dns-resolver`).
+    pub dns: Option<crate::learner::Settings>,
 }
 
 /// Why the agent stopped.
@@ -71,6 +73,9 @@ pub enum AgentError {
     /// SIGTERM could not be handled.
     #[error("cannot handle SIGTERM: {0}")]
     Signal(#[source] std::io::Error),
+    /// Learning domain names could not start.
+    #[error("--dns-resolver: {0}")]
+    Dns(#[from] crate::learner::LearnError),
     /// The reconcile loop stopped.
     #[error("reconcile loop stopped: {0}")]
     Reconcile(String),
@@ -118,6 +123,10 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     );
     let mut reconciler = Reconciler::new(options.config.clone(), metrics.clone());
     let snapshots = reconciler.snapshots();
+    let learning = options.dns.as_ref().map(|_| crate::learner::channel());
+    if let Some((_, names)) = &learning {
+        reconciler = reconciler.with_learned(names.clone());
+    }
     if options.report_status {
         let (Some(client), Some(node)) = (client, options.config.node.clone()) else {
             return Err(AgentError::Source(
@@ -133,6 +142,19 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         Store::default(),
         reconciler,
     ));
+    let names = match (options.dns.clone(), learning) {
+        (Some(settings), Some((publish, names))) => {
+            crate::learner::start(
+                settings,
+                snapshots.clone(),
+                metrics.clone(),
+                options.config.netns.clone(),
+                publish,
+            )?;
+            Some(names)
+        }
+        _ => None,
+    };
     let refresh = refresh_counters(
         snapshots.clone(),
         metrics.clone(),
@@ -170,7 +192,8 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         let (snapshots, metrics) = (snapshots.clone(), metrics.clone());
         let settings = options.decision_log_settings;
         tokio::spawn(async move {
-            if let Err(e) = crate::decision_log::run(snapshots, out, settings, metrics).await {
+            if let Err(e) = crate::decision_log::run(snapshots, out, settings, metrics, names).await
+            {
                 tracing::error!(error = %e, "decision log stopped");
             }
         });

@@ -56,6 +56,7 @@ fn packet(prefix: &str) -> LoggedPacket {
         sport: Some(40000),
         dport: Some(80),
         original_dst: None,
+        payload: Vec::new(),
     }
 }
 

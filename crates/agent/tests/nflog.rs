@@ -109,6 +109,7 @@ fn traffic(ip: IpAddr) -> Vec<LoggedPacket> {
         sport: Some(sport),
         dport: Some(dport),
         original_dst: None,
+        payload: Vec::new(),
     };
     vec![
         packet("pal-7", Protocol::Tcp, tcp_sport, 5000),
@@ -116,8 +117,19 @@ fn traffic(ip: IpAddr) -> Vec<LoggedPacket> {
     ]
 }
 
+/// The packets as text, without the bytes copied (the headers they were read from).
 fn sorted(v: Vec<LoggedPacket>) -> BTreeSet<String> {
-    v.into_iter().map(|p| format!("{p:?}")).collect()
+    v.into_iter()
+        .map(|p| {
+            format!(
+                "{:?}",
+                LoggedPacket {
+                    payload: Vec::new(),
+                    ..p
+                }
+            )
+        })
+        .collect()
 }
 
 #[test]

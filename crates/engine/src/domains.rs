@@ -3,7 +3,7 @@
 
 use std::net::IpAddr;
 
-use palisade_model::{AdminPeer, Direction};
+use palisade_model::{AdminPeer, Direction, DnsMap};
 
 use crate::eval::Flow;
 use crate::state::Engine;
@@ -35,10 +35,15 @@ impl Engine {
     /// The domain name through which the egress rule `m` matched `flow`, when the rule has
     /// a `domainNames` peer that holds the destination (none without a DNS map).
     pub fn domain_hit(&self, m: &RuleMatch, flow: &Flow) -> Option<DomainHit> {
+        self.domain_hit_in(self.cluster.dns.as_deref()?, m, flow.dst.ip)
+    }
+
+    /// The domain name through which the egress rule `m` matched a connection to `dst`,
+    /// by the answers of `dns` (the names a node agent learned, say).
+    pub fn domain_hit_in(&self, dns: &DnsMap, m: &RuleMatch, dst: IpAddr) -> Option<DomainHit> {
         if m.direction != Direction::Egress {
             return None;
         }
-        let dns = self.cluster.dns.as_ref()?;
         let policy = self
             .cluster
             .admin_policies
@@ -50,7 +55,7 @@ impl Engine {
         rule.peers.iter().find_map(|peer| match peer {
             AdminPeer::DomainNames(patterns) => patterns.iter().find_map(|p| {
                 dns.resolve(p)
-                    .find(|(_, ip)| *ip == flow.dst.ip)
+                    .find(|(_, ip)| *ip == dst)
                     .map(|(name, address)| DomainHit {
                         pattern: p.text.clone(),
                         name: name.to_string(),

@@ -38,7 +38,7 @@ fn a_domain_peer_compiles_to_an_empty_learned_set_per_family() {
     let learned: Vec<_> = rs.sets.iter().filter(|s| s.learned.is_some()).collect();
     assert_eq!(learned.len(), 2, "{:#?}", rs.sets);
     assert!(learned.iter().all(|s| s.elements.is_empty()));
-    let name = palisade_nft::learned_set_name(&learned[0].learned.as_ref().unwrap(), false);
+    let name = palisade_nft::learned_set_name(learned[0].learned.as_ref().unwrap(), false);
     assert!(learned.iter().any(|s| s.name == name && !s.v6));
     let text = rs.render();
     assert!(

@@ -56,6 +56,20 @@ pub struct Args {
     /// many); the lines dropped are counted in `palisade_decision_log_dropped_lines_total`.
     #[arg(long, value_name = "N", default_value_t = 10.0)]
     decision_log_rate: f64,
+    /// Learn the addresses of ClusterNetworkPolicy `domainNames` peers from the DNS replies
+    /// pods receive from this resolver (the cluster DNS Service address, or a node-local
+    /// cache; repeatable). Only replies to queries sent to these addresses on UDP port 53
+    /// are read. Without it, `domainNames` peers admit nothing.
+    #[arg(long, value_name = "ADDRESS")]
+    dns_resolver: Vec<std::net::IpAddr>,
+    /// The range a DNS answer's TTL is clamped to, in seconds: MIN-MAX.
+    #[arg(long, value_name = "MIN-MAX", default_value = "30-300", value_parser = parse_ttl_range)]
+    dns_ttl: palisade_agent::learned::TtlRange,
+    /// Let DNS replies pass at once and learn from a copy, instead of holding each reply
+    /// until its addresses are allowed (a connection right after the lookup may then be
+    /// dropped once and retried).
+    #[arg(long, requires = "dns_resolver")]
+    dns_no_hold: bool,
     /// Log format.
     #[arg(long, value_enum, default_value = "text")]
     log_format: LogFormat,
@@ -81,6 +95,23 @@ fn remove_conditions(
     runtime.block_on(async {
         let client = palisade_follow::source::kube::client(kubeconfig, context).await?;
         Ok(palisade_agent::status::remove_all(&client, node).await?)
+    })
+}
+
+/// `MIN-MAX` seconds, 1 ≤ MIN ≤ MAX.
+fn parse_ttl_range(s: &str) -> Result<palisade_agent::learned::TtlRange, String> {
+    let err = || format!("{s:?}: expected MIN-MAX in seconds, 1 <= MIN <= MAX (e.g. 30-300)");
+    let (min, max) = s.split_once('-').ok_or_else(err)?;
+    let (min, max): (u64, u64) = (
+        min.trim().parse().map_err(|_| err())?,
+        max.trim().parse().map_err(|_| err())?,
+    );
+    if min == 0 || min > max {
+        return Err(err());
+    }
+    Ok(palisade_agent::learned::TtlRange {
+        min: std::time::Duration::from_secs(min),
+        max: std::time::Duration::from_secs(max),
     })
 }
 
@@ -113,7 +144,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         // Only `--uninstall` goes without a source (clap enforces it).
         palisade_nft::remove(None)?;
         eprintln!(
-            "removed the nftables tables inet palisade and inet palisade_dialed (if they were there)"
+            "removed the nftables tables inet palisade, inet palisade_dialed and inet palisade_dns (if they were there)"
         );
         if let (true, Some(node)) = (args.report_status, args.node.as_deref()) {
             let removed =
@@ -149,6 +180,11 @@ pub fn run(args: Args) -> Result<(), CliError> {
             level: args.decision_log_level,
             per_source_per_second: args.decision_log_rate,
         },
+        dns: (!args.dns_resolver.is_empty()).then_some(palisade_agent::learner::Settings {
+            resolvers: args.dns_resolver,
+            ttl: args.dns_ttl,
+            hold: !args.dns_no_hold,
+        }),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -91,7 +91,8 @@ pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), Kern
 /// Removes the table (if present).
 pub fn remove(netns: Option<&str>) -> Result<(), KernelError> {
     nft(&format!("add table {TABLE}\ndelete table {TABLE}\n"), netns)?;
-    crate::kernel::dialed::remove_dial_log(netns)
+    crate::kernel::dialed::remove_dial_log(netns)?;
+    crate::kernel::dns::remove_dns_capture(netns)
 }
 
 /// Changes the loaded `old` ruleset into `new` in one transaction (a full replace when the
