@@ -9,7 +9,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -28,11 +28,14 @@ const HOLD_INTERVAL: Duration = Duration::from_millis(50);
 /// One helper command, as started inside a pod namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Helper {
-    /// `serve --ports 80/TCP,81/UDP [--ready-file PATH]`: TCP and UDP echo on the ports;
-    /// creates the ready file once listening, then runs until killed.
+    /// `serve --ports 80/TCP,81/UDP [--addresses IP,IP] [--ready-file PATH]`: TCP and UDP
+    /// echo on the ports, of the addresses or of the wildcard address; creates the ready
+    /// file once listening, then runs until killed.
     Serve {
         /// Ports and protocols to serve.
         ports: Vec<(u16, Protocol)>,
+        /// The addresses to bind; empty: the wildcard address.
+        addresses: Vec<IpAddr>,
         /// File to create once every port is bound.
         ready_file: Option<PathBuf>,
     },
@@ -75,9 +78,17 @@ impl Helper {
     pub fn args(&self) -> Vec<OsString> {
         let mut out: Vec<OsString> = vec![self.name().into()];
         match self {
-            Helper::Serve { ports, ready_file } => {
+            Helper::Serve {
+                ports,
+                addresses,
+                ready_file,
+            } => {
                 let spec: Vec<String> = ports.iter().map(|(n, p)| format!("{n}/{p}")).collect();
                 out.extend(["--ports".into(), spec.join(",").into()]);
+                if !addresses.is_empty() {
+                    let ips: Vec<String> = addresses.iter().map(IpAddr::to_string).collect();
+                    out.extend(["--addresses".into(), ips.join(",").into()]);
+                }
                 if let Some(path) = ready_file {
                     out.extend(["--ready-file".into(), path.clone().into_os_string()]);
                 }
@@ -110,13 +121,27 @@ impl Helper {
         let name = text(name)?;
         match name {
             "serve" => {
-                let flags = Flags::parse(rest, &["--ports", "--ready-file"])?;
+                let flags = Flags::parse(rest, &["--ports", "--addresses", "--ready-file"])?;
                 let ports = match flags.get("--ports") {
                     Some(spec) => parse_ports(text(spec)?)?,
                     None => Vec::new(),
                 };
+                let addresses = match flags.get("--addresses") {
+                    Some(spec) => text(spec)?
+                        .split(',')
+                        .map(|a| {
+                            a.parse()
+                                .map_err(|e| usage(&format!("--addresses IP,IP ({a:?}: {e})")))
+                        })
+                        .collect::<Result<_, _>>()?,
+                    None => Vec::new(),
+                };
                 let ready_file = flags.get("--ready-file").map(PathBuf::from);
-                Ok(Helper::Serve { ports, ready_file })
+                Ok(Helper::Serve {
+                    ports,
+                    addresses,
+                    ready_file,
+                })
             }
             "probe-batch" => {
                 let targets = rest
@@ -161,7 +186,11 @@ impl Helper {
     /// Runs the helper in the current process, writing its report to `out`.
     pub fn run(&self, out: &mut impl Write) -> Result<(), LabError> {
         match self {
-            Helper::Serve { ports, ready_file } => serve(ports, ready_file.as_deref()),
+            Helper::Serve {
+                ports,
+                addresses,
+                ready_file,
+            } => serve(ports, addresses, ready_file.as_deref()),
             Helper::ProbeBatch { targets } => {
                 for r in probe_batch(targets) {
                     writeln!(out, "{r}")?;
@@ -264,10 +293,15 @@ mod tests {
     fn every_helper_reads_back_what_it_writes() {
         round_trip(Helper::Serve {
             ports: vec![(80, Protocol::Tcp), (81, Protocol::Udp)],
+            addresses: vec![],
             ready_file: Some(PathBuf::from("/run/x/ready")),
         });
         round_trip(Helper::Serve {
             ports: vec![(80, Protocol::Tcp)],
+            addresses: vec![
+                "192.0.2.10".parse().expect("an address"),
+                "192.0.2.20".parse().expect("an address"),
+            ],
             ready_file: None,
         });
         round_trip(Helper::ProbeBatch {
@@ -300,6 +334,10 @@ mod tests {
             ),
             (&["serve", "--port", "80/TCP"][..], "unknown flag"),
             (&["serve", "--ports"][..], "flag without value"),
+            (
+                &["serve", "--ports", "80/TCP", "--addresses", "192.0.2.10,x"][..],
+                "an address that is none",
+            ),
             (&["probe-batch", "10.0.0.1/TCP"][..], "target without port"),
             (&["hold", "--to", "10.0.0.1:80"][..], "no --millis"),
             (
