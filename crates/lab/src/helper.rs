@@ -1,5 +1,5 @@
 //! The processes the lab starts inside pod namespaces: a responder, a prober, a held
-//! connection and a connect benchmark.
+//! connection, a connect benchmark and a DNS lookup followed by a connection.
 //!
 //! A lab re-executes a program as `<exe> lab <helper> ARGS...` under `ip netns exec`; that
 //! program hands its arguments to [`run_if_helper`]. [`Helper`] is the one definition of
@@ -17,6 +17,7 @@ use std::time::Duration;
 use palisade_model::Protocol;
 
 use crate::LabError;
+use crate::lookup::{DEFAULT_CONNECT_TIMEOUT, LookupRequest};
 use crate::probe::{Target, connect_bench, hold, probe_batch, serve};
 
 /// The first argument of every helper command line (`<exe> lab <helper> ...`).
@@ -61,6 +62,10 @@ pub enum Helper {
         /// How long to measure.
         duration: Duration,
     },
+    /// `lookup --server ADDR:PORT --name NAME --type A|AAAA [--connect PORT/PROTOCOL]
+    /// [--timeout-ms N]`: one DNS query (one retry), then at once a connection to the first
+    /// address; prints one [`LookupReport`](crate::LookupReport) line.
+    Lookup(LookupRequest),
 }
 
 impl Helper {
@@ -71,6 +76,7 @@ impl Helper {
             Helper::ProbeBatch { .. } => "probe-batch",
             Helper::Hold { .. } => "hold",
             Helper::ConnectBench { .. } => "connect-bench",
+            Helper::Lookup(_) => "lookup",
         }
     }
 
@@ -104,6 +110,23 @@ impl Helper {
                     duration.as_millis().to_string().into(),
                 ]);
             }
+            Helper::Lookup(r) => {
+                out.extend([
+                    "--server".into(),
+                    r.server.to_string().into(),
+                    "--name".into(),
+                    r.name.clone().into(),
+                    "--type".into(),
+                    r.record_type.to_string().into(),
+                ]);
+                if let Some((port, protocol)) = r.connect {
+                    out.extend(["--connect".into(), format!("{port}/{protocol}").into()]);
+                }
+                out.extend([
+                    "--timeout-ms".into(),
+                    r.connect_timeout.as_millis().to_string().into(),
+                ]);
+            }
         }
         out
     }
@@ -115,9 +138,9 @@ impl Helper {
         S: Into<OsString>,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        let (name, rest) = args
-            .split_first()
-            .ok_or_else(|| usage("a helper name (serve, probe-batch, hold, connect-bench)"))?;
+        let (name, rest) = args.split_first().ok_or_else(|| {
+            usage("a helper name (serve, probe-batch, hold, connect-bench, lookup)")
+        })?;
         let name = text(name)?;
         match name {
             "serve" => {
@@ -166,8 +189,9 @@ impl Helper {
                     Helper::ConnectBench { to, duration }
                 })
             }
+            "lookup" => parse_lookup(rest).map(Helper::Lookup),
             other => Err(LabError::Usage(format!(
-                "unknown lab helper {other:?} (serve, probe-batch, hold, connect-bench)"
+                "unknown lab helper {other:?} (serve, probe-batch, hold, connect-bench, lookup)"
             ))),
         }
     }
@@ -200,6 +224,13 @@ impl Helper {
             Helper::Hold { to, duration } => hold(*to, *duration, HOLD_INTERVAL, out),
             Helper::ConnectBench { to, duration } => {
                 writeln!(out, "{}", connect_bench(*to, *duration)?)?;
+                Ok(())
+            }
+            Helper::Lookup(request) => {
+                let report = crate::lookup::run(request)?;
+                let line = serde_json::to_string(&report)
+                    .map_err(|e| LabError::Usage(format!("lookup report: {e}")))?;
+                writeln!(out, "{line}")?;
                 Ok(())
             }
         }
@@ -236,6 +267,43 @@ fn usage(want: &str) -> LabError {
 fn text(s: &OsStr) -> Result<&str, LabError> {
     s.to_str()
         .ok_or_else(|| LabError::Usage(format!("{s:?} is not UTF-8")))
+}
+
+/// The arguments of the lookup helper.
+fn parse_lookup(rest: &[OsString]) -> Result<LookupRequest, LabError> {
+    let flags = Flags::parse(
+        rest,
+        &["--server", "--name", "--type", "--connect", "--timeout-ms"],
+    )?;
+    let server = text(flags.required("--server")?)?
+        .parse()
+        .map_err(|e| usage(&format!("--server ADDR:PORT ({e})")))?;
+    let name = text(flags.required("--name")?)?.to_string();
+    let record_type = text(flags.required("--type")?)?
+        .parse()
+        .map_err(|e: String| usage(&format!("--type ({e})")))?;
+    let connect = match flags.get("--connect") {
+        Some(spec) => match parse_ports(text(spec)?)?.as_slice() {
+            [one] => Some(*one),
+            _ => return Err(usage("--connect PORT/PROTOCOL (one)")),
+        },
+        None => None,
+    };
+    let connect_timeout = match flags.get("--timeout-ms") {
+        Some(ms) => Duration::from_millis(
+            text(ms)?
+                .parse()
+                .map_err(|e| usage(&format!("--timeout-ms N ({e})")))?,
+        ),
+        None => DEFAULT_CONNECT_TIMEOUT,
+    };
+    Ok(LookupRequest {
+        server,
+        name,
+        record_type,
+        connect,
+        connect_timeout,
+    })
 }
 
 /// `80/TCP,81/UDP`.
@@ -320,6 +388,43 @@ mod tests {
             to,
             duration: Duration::from_millis(1500),
         });
+        let server: SocketAddr = "192.0.2.10:53".parse().expect("valid address");
+        round_trip(Helper::Lookup(LookupRequest {
+            server,
+            name: "allowed.example.org".into(),
+            record_type: crate::RecordType::A,
+            connect: Some((80, Protocol::Tcp)),
+            connect_timeout: Duration::from_millis(150),
+        }));
+        round_trip(Helper::Lookup(LookupRequest {
+            server,
+            name: "v6.example.org".into(),
+            record_type: crate::RecordType::Aaaa,
+            connect: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }));
+    }
+
+    #[test]
+    fn a_lookup_without_a_timeout_connects_within_300_ms() {
+        let args = [
+            "lookup",
+            "--server",
+            "192.0.2.10:53",
+            "--name",
+            "a.example",
+            "--type",
+            "A",
+            "--connect",
+            "80/UDP",
+        ];
+        match Helper::parse(args) {
+            Ok(Helper::Lookup(r)) => {
+                assert_eq!(r.connect_timeout, Duration::from_millis(300));
+                assert_eq!(r.connect, Some((80, Protocol::Udp)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -340,6 +445,48 @@ mod tests {
             ),
             (&["probe-batch", "10.0.0.1/TCP"][..], "target without port"),
             (&["hold", "--to", "10.0.0.1:80"][..], "no --millis"),
+            (
+                &["lookup", "--server", "192.0.2.10:53", "--name", "a"][..],
+                "lookup without --type",
+            ),
+            (
+                &[
+                    "lookup",
+                    "--server",
+                    "192.0.2.10",
+                    "--name",
+                    "a",
+                    "--type",
+                    "A",
+                ][..],
+                "server without port",
+            ),
+            (
+                &[
+                    "lookup",
+                    "--server",
+                    "192.0.2.10:53",
+                    "--name",
+                    "a",
+                    "--type",
+                    "MX",
+                ][..],
+                "record type other than A or AAAA",
+            ),
+            (
+                &[
+                    "lookup",
+                    "--server",
+                    "192.0.2.10:53",
+                    "--name",
+                    "a",
+                    "--type",
+                    "A",
+                    "--connect",
+                    "80/TCP,81/TCP",
+                ][..],
+                "two connect targets",
+            ),
             (
                 &[
                     "hold",

@@ -67,6 +67,7 @@ mod compare;
 mod enforce;
 mod helper;
 mod layout;
+mod lookup;
 mod net;
 mod probe;
 mod services;
@@ -80,6 +81,9 @@ use palisade_model::Protocol;
 
 pub use compare::{Disagreement, Observation, Observed, observe};
 pub use helper::{Helper, PREFIX as HELPER_PREFIX, run_if_helper};
+pub use lookup::{
+    Answer, DEFAULT_CONNECT_TIMEOUT, LookupReport, LookupRequest, RecordType, lookup,
+};
 pub use probe::{ConnectStats, ProbeResult, Target, connect_bench, hold, probe_batch, serve};
 pub use services::{
     NAT_TABLE, PinnedPort, ServiceObservation, ServiceVia, observe_services, pinned_ports, rounds,
