@@ -64,6 +64,7 @@
 //! ```
 
 mod compare;
+mod dns;
 mod enforce;
 mod helper;
 mod layout;
@@ -80,6 +81,7 @@ use std::path::PathBuf;
 use palisade_model::Protocol;
 
 pub use compare::{Disagreement, Observation, Observed, observe};
+pub use dns::{DnsRecords, DnsServer};
 pub use helper::{Helper, PREFIX as HELPER_PREFIX, run_if_helper};
 pub use lookup::{
     Answer, DEFAULT_CONNECT_TIMEOUT, LookupReport, LookupRequest, RecordType, lookup,
