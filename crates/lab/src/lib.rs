@@ -27,6 +27,10 @@
 //! Services: the lab plays kube-proxy ([`NAT_TABLE`] in every node, one endpoint per
 //! Service port at a time), and [`observe_services`] probes every endpoint through the
 //! Service address against [`palisade_engine::Engine::evaluate_service_port`].
+//! DNS: [`DnsServer`] runs `dnsmasq` in a lab namespace answering only the records given;
+//! [`Lab::add_external_address`] gives the external host more addresses; [`lookup`] runs
+//! the [`Helper::Lookup`] in a pod's namespace: a name looked up and its first address
+//! connected to at once, reported as a [`LookupReport`].
 //!
 //! Building and probing a lab needs root (network namespaces, `ip`, `nft`, `conntrack`):
 //!
