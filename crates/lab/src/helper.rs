@@ -1,5 +1,5 @@
 //! The processes the lab starts inside pod namespaces: a responder, a prober, a held
-//! connection and a connect benchmark.
+//! connection, a connect benchmark and a DNS lookup followed by a connection.
 //!
 //! A lab re-executes a program as `<exe> lab <helper> ARGS...` under `ip netns exec`; that
 //! program hands its arguments to [`run_if_helper`]. [`Helper`] is the one definition of
@@ -9,7 +9,7 @@
 
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
@@ -17,6 +17,7 @@ use std::time::Duration;
 use palisade_model::Protocol;
 
 use crate::LabError;
+use crate::lookup::{DEFAULT_CONNECT_TIMEOUT, LookupRequest};
 use crate::probe::{Target, connect_bench, hold, probe_batch, serve};
 
 /// The first argument of every helper command line (`<exe> lab <helper> ...`).
@@ -28,11 +29,14 @@ const HOLD_INTERVAL: Duration = Duration::from_millis(50);
 /// One helper command, as started inside a pod namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Helper {
-    /// `serve --ports 80/TCP,81/UDP [--ready-file PATH]`: TCP and UDP echo on the ports;
-    /// creates the ready file once listening, then runs until killed.
+    /// `serve --ports 80/TCP,81/UDP [--addresses IP,IP] [--ready-file PATH]`: TCP and UDP
+    /// echo on the ports, of the addresses or of the wildcard address; creates the ready
+    /// file once listening, then runs until killed.
     Serve {
         /// Ports and protocols to serve.
         ports: Vec<(u16, Protocol)>,
+        /// The addresses to bind; empty: the wildcard address.
+        addresses: Vec<IpAddr>,
         /// File to create once every port is bound.
         ready_file: Option<PathBuf>,
     },
@@ -58,6 +62,10 @@ pub enum Helper {
         /// How long to measure.
         duration: Duration,
     },
+    /// `lookup --server ADDR:PORT --name NAME --type A|AAAA [--connect PORT/PROTOCOL]
+    /// [--timeout-ms N]`: one DNS query (one retry), then at once a connection to the first
+    /// address; prints one [`LookupReport`](crate::LookupReport) line.
+    Lookup(LookupRequest),
 }
 
 impl Helper {
@@ -68,6 +76,7 @@ impl Helper {
             Helper::ProbeBatch { .. } => "probe-batch",
             Helper::Hold { .. } => "hold",
             Helper::ConnectBench { .. } => "connect-bench",
+            Helper::Lookup(_) => "lookup",
         }
     }
 
@@ -75,9 +84,17 @@ impl Helper {
     pub fn args(&self) -> Vec<OsString> {
         let mut out: Vec<OsString> = vec![self.name().into()];
         match self {
-            Helper::Serve { ports, ready_file } => {
+            Helper::Serve {
+                ports,
+                addresses,
+                ready_file,
+            } => {
                 let spec: Vec<String> = ports.iter().map(|(n, p)| format!("{n}/{p}")).collect();
                 out.extend(["--ports".into(), spec.join(",").into()]);
+                if !addresses.is_empty() {
+                    let ips: Vec<String> = addresses.iter().map(IpAddr::to_string).collect();
+                    out.extend(["--addresses".into(), ips.join(",").into()]);
+                }
                 if let Some(path) = ready_file {
                     out.extend(["--ready-file".into(), path.clone().into_os_string()]);
                 }
@@ -93,6 +110,23 @@ impl Helper {
                     duration.as_millis().to_string().into(),
                 ]);
             }
+            Helper::Lookup(r) => {
+                out.extend([
+                    "--server".into(),
+                    r.server.to_string().into(),
+                    "--name".into(),
+                    r.name.clone().into(),
+                    "--type".into(),
+                    r.record_type.to_string().into(),
+                ]);
+                if let Some((port, protocol)) = r.connect {
+                    out.extend(["--connect".into(), format!("{port}/{protocol}").into()]);
+                }
+                out.extend([
+                    "--timeout-ms".into(),
+                    r.connect_timeout.as_millis().to_string().into(),
+                ]);
+            }
         }
         out
     }
@@ -104,19 +138,33 @@ impl Helper {
         S: Into<OsString>,
     {
         let args: Vec<OsString> = args.into_iter().map(Into::into).collect();
-        let (name, rest) = args
-            .split_first()
-            .ok_or_else(|| usage("a helper name (serve, probe-batch, hold, connect-bench)"))?;
+        let (name, rest) = args.split_first().ok_or_else(|| {
+            usage("a helper name (serve, probe-batch, hold, connect-bench, lookup)")
+        })?;
         let name = text(name)?;
         match name {
             "serve" => {
-                let flags = Flags::parse(rest, &["--ports", "--ready-file"])?;
+                let flags = Flags::parse(rest, &["--ports", "--addresses", "--ready-file"])?;
                 let ports = match flags.get("--ports") {
                     Some(spec) => parse_ports(text(spec)?)?,
                     None => Vec::new(),
                 };
+                let addresses = match flags.get("--addresses") {
+                    Some(spec) => text(spec)?
+                        .split(',')
+                        .map(|a| {
+                            a.parse()
+                                .map_err(|e| usage(&format!("--addresses IP,IP ({a:?}: {e})")))
+                        })
+                        .collect::<Result<_, _>>()?,
+                    None => Vec::new(),
+                };
                 let ready_file = flags.get("--ready-file").map(PathBuf::from);
-                Ok(Helper::Serve { ports, ready_file })
+                Ok(Helper::Serve {
+                    ports,
+                    addresses,
+                    ready_file,
+                })
             }
             "probe-batch" => {
                 let targets = rest
@@ -141,8 +189,9 @@ impl Helper {
                     Helper::ConnectBench { to, duration }
                 })
             }
+            "lookup" => parse_lookup(rest).map(Helper::Lookup),
             other => Err(LabError::Usage(format!(
-                "unknown lab helper {other:?} (serve, probe-batch, hold, connect-bench)"
+                "unknown lab helper {other:?} (serve, probe-batch, hold, connect-bench, lookup)"
             ))),
         }
     }
@@ -161,7 +210,11 @@ impl Helper {
     /// Runs the helper in the current process, writing its report to `out`.
     pub fn run(&self, out: &mut impl Write) -> Result<(), LabError> {
         match self {
-            Helper::Serve { ports, ready_file } => serve(ports, ready_file.as_deref()),
+            Helper::Serve {
+                ports,
+                addresses,
+                ready_file,
+            } => serve(ports, addresses, ready_file.as_deref()),
             Helper::ProbeBatch { targets } => {
                 for r in probe_batch(targets) {
                     writeln!(out, "{r}")?;
@@ -171,6 +224,13 @@ impl Helper {
             Helper::Hold { to, duration } => hold(*to, *duration, HOLD_INTERVAL, out),
             Helper::ConnectBench { to, duration } => {
                 writeln!(out, "{}", connect_bench(*to, *duration)?)?;
+                Ok(())
+            }
+            Helper::Lookup(request) => {
+                let report = crate::lookup::run(request)?;
+                let line = serde_json::to_string(&report)
+                    .map_err(|e| LabError::Usage(format!("lookup report: {e}")))?;
+                writeln!(out, "{line}")?;
                 Ok(())
             }
         }
@@ -207,6 +267,43 @@ fn usage(want: &str) -> LabError {
 fn text(s: &OsStr) -> Result<&str, LabError> {
     s.to_str()
         .ok_or_else(|| LabError::Usage(format!("{s:?} is not UTF-8")))
+}
+
+/// The arguments of the lookup helper.
+fn parse_lookup(rest: &[OsString]) -> Result<LookupRequest, LabError> {
+    let flags = Flags::parse(
+        rest,
+        &["--server", "--name", "--type", "--connect", "--timeout-ms"],
+    )?;
+    let server = text(flags.required("--server")?)?
+        .parse()
+        .map_err(|e| usage(&format!("--server ADDR:PORT ({e})")))?;
+    let name = text(flags.required("--name")?)?.to_string();
+    let record_type = text(flags.required("--type")?)?
+        .parse()
+        .map_err(|e: String| usage(&format!("--type ({e})")))?;
+    let connect = match flags.get("--connect") {
+        Some(spec) => match parse_ports(text(spec)?)?.as_slice() {
+            [one] => Some(*one),
+            _ => return Err(usage("--connect PORT/PROTOCOL (one)")),
+        },
+        None => None,
+    };
+    let connect_timeout = match flags.get("--timeout-ms") {
+        Some(ms) => Duration::from_millis(
+            text(ms)?
+                .parse()
+                .map_err(|e| usage(&format!("--timeout-ms N ({e})")))?,
+        ),
+        None => DEFAULT_CONNECT_TIMEOUT,
+    };
+    Ok(LookupRequest {
+        server,
+        name,
+        record_type,
+        connect,
+        connect_timeout,
+    })
 }
 
 /// `80/TCP,81/UDP`.
@@ -264,10 +361,15 @@ mod tests {
     fn every_helper_reads_back_what_it_writes() {
         round_trip(Helper::Serve {
             ports: vec![(80, Protocol::Tcp), (81, Protocol::Udp)],
+            addresses: vec![],
             ready_file: Some(PathBuf::from("/run/x/ready")),
         });
         round_trip(Helper::Serve {
             ports: vec![(80, Protocol::Tcp)],
+            addresses: vec![
+                "192.0.2.10".parse().expect("an address"),
+                "192.0.2.20".parse().expect("an address"),
+            ],
             ready_file: None,
         });
         round_trip(Helper::ProbeBatch {
@@ -286,6 +388,43 @@ mod tests {
             to,
             duration: Duration::from_millis(1500),
         });
+        let server: SocketAddr = "192.0.2.10:53".parse().expect("valid address");
+        round_trip(Helper::Lookup(LookupRequest {
+            server,
+            name: "allowed.example.org".into(),
+            record_type: crate::RecordType::A,
+            connect: Some((80, Protocol::Tcp)),
+            connect_timeout: Duration::from_millis(150),
+        }));
+        round_trip(Helper::Lookup(LookupRequest {
+            server,
+            name: "v6.example.org".into(),
+            record_type: crate::RecordType::Aaaa,
+            connect: None,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+        }));
+    }
+
+    #[test]
+    fn a_lookup_without_a_timeout_connects_within_300_ms() {
+        let args = [
+            "lookup",
+            "--server",
+            "192.0.2.10:53",
+            "--name",
+            "a.example",
+            "--type",
+            "A",
+            "--connect",
+            "80/UDP",
+        ];
+        match Helper::parse(args) {
+            Ok(Helper::Lookup(r)) => {
+                assert_eq!(r.connect_timeout, Duration::from_millis(300));
+                assert_eq!(r.connect, Some((80, Protocol::Udp)));
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -300,8 +439,54 @@ mod tests {
             ),
             (&["serve", "--port", "80/TCP"][..], "unknown flag"),
             (&["serve", "--ports"][..], "flag without value"),
+            (
+                &["serve", "--ports", "80/TCP", "--addresses", "192.0.2.10,x"][..],
+                "an address that is none",
+            ),
             (&["probe-batch", "10.0.0.1/TCP"][..], "target without port"),
             (&["hold", "--to", "10.0.0.1:80"][..], "no --millis"),
+            (
+                &["lookup", "--server", "192.0.2.10:53", "--name", "a"][..],
+                "lookup without --type",
+            ),
+            (
+                &[
+                    "lookup",
+                    "--server",
+                    "192.0.2.10",
+                    "--name",
+                    "a",
+                    "--type",
+                    "A",
+                ][..],
+                "server without port",
+            ),
+            (
+                &[
+                    "lookup",
+                    "--server",
+                    "192.0.2.10:53",
+                    "--name",
+                    "a",
+                    "--type",
+                    "MX",
+                ][..],
+                "record type other than A or AAAA",
+            ),
+            (
+                &[
+                    "lookup",
+                    "--server",
+                    "192.0.2.10:53",
+                    "--name",
+                    "a",
+                    "--type",
+                    "A",
+                    "--connect",
+                    "80/TCP,81/TCP",
+                ][..],
+                "two connect targets",
+            ),
             (
                 &[
                     "hold",

@@ -27,6 +27,10 @@
 //! Services: the lab plays kube-proxy ([`NAT_TABLE`] in every node, one endpoint per
 //! Service port at a time), and [`observe_services`] probes every endpoint through the
 //! Service address against [`palisade_engine::Engine::evaluate_service_port`].
+//! DNS: [`DnsServer`] runs `dnsmasq` in a lab namespace answering only the records given;
+//! [`Lab::add_external_address`] gives the external host more addresses; [`lookup`] runs
+//! the [`Helper::Lookup`] in a pod's namespace: a name looked up and its first address
+//! connected to at once, reported as a [`LookupReport`].
 //!
 //! Building and probing a lab needs root (network namespaces, `ip`, `nft`, `conntrack`):
 //!
@@ -64,9 +68,11 @@
 //! ```
 
 mod compare;
+mod dns;
 mod enforce;
 mod helper;
 mod layout;
+mod lookup;
 mod net;
 mod probe;
 mod services;
@@ -79,7 +85,11 @@ use std::path::PathBuf;
 use palisade_model::Protocol;
 
 pub use compare::{Disagreement, Observation, Observed, observe};
+pub use dns::{DnsRecords, DnsServer};
 pub use helper::{Helper, PREFIX as HELPER_PREFIX, run_if_helper};
+pub use lookup::{
+    Answer, DEFAULT_CONNECT_TIMEOUT, LookupReport, LookupRequest, RecordType, lookup,
+};
 pub use probe::{ConnectStats, ProbeResult, Target, connect_bench, hold, probe_batch, serve};
 pub use services::{
     NAT_TABLE, PinnedPort, ServiceObservation, ServiceVia, observe_services, pinned_ports, rounds,

@@ -27,6 +27,42 @@ pub(crate) fn list_netns() -> Result<Vec<String>, LabError> {
         .collect())
 }
 
+/// The IPv4 addresses of device `dev` in namespace `ns`.
+pub(crate) fn addresses(ns: &str, dev: &str) -> Result<Vec<IpAddr>, LabError> {
+    let out = output(&["ip", "-n", ns, "-o", "-4", "addr", "show", "dev", dev])?;
+    // `2: dev    inet 192.0.2.10/32 scope global dev\ ...`
+    Ok(out
+        .lines()
+        .filter_map(|l| {
+            let mut words = l.split_whitespace();
+            words.find(|w| *w == "inet")?;
+            words.next()?.split('/').next()?.parse().ok()
+        })
+        .collect())
+}
+
+/// The processes in namespace `ns`.
+pub(crate) fn pids(ns: &str) -> Result<Vec<u32>, LabError> {
+    let out = output(&["ip", "netns", "pids", ns])?;
+    Ok(out
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect())
+}
+
+/// Runs a command and returns its output, failing with its error output.
+fn output(args: &[&str]) -> Result<String, LabError> {
+    let out = Command::new(args[0]).args(&args[1..]).output()?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(LabError::Command {
+            command: args.join(" "),
+            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+        })
+    }
+}
+
 /// The node namespace, forwarding.
 pub(crate) fn node(ns: &str) -> Result<(), LabError> {
     run(&["ip", "netns", "add", ns])?;

@@ -18,15 +18,29 @@ const TCP_TIMEOUT: Duration = Duration::from_millis(700);
 const UDP_WAIT: Duration = Duration::from_millis(250);
 const UDP_ATTEMPTS: usize = 3;
 
-/// Serves every `(port, protocol)`: TCP connections are echoed until closed, UDP datagrams
-/// echoed back. SCTP is not served (this kernel has none). Creates `ready` once bound, then
-/// runs until killed.
-pub fn serve(ports: &[(u16, Protocol)], ready: Option<&Path>) -> Result<(), LabError> {
+/// Serves every `(port, protocol)` on each of `addresses` (none: the wildcard address):
+/// TCP connections are echoed until closed, UDP datagrams echoed back (from the address they
+/// came to only when bound to it). SCTP is not served (this kernel has none). Creates
+/// `ready` once bound, then runs until killed.
+pub fn serve(
+    ports: &[(u16, Protocol)],
+    addresses: &[IpAddr],
+    ready: Option<&Path>,
+) -> Result<(), LabError> {
+    let wildcard = [IpAddr::from([0, 0, 0, 0])];
+    let addresses = if addresses.is_empty() {
+        &wildcard[..]
+    } else {
+        addresses
+    };
     let mut handles = Vec::new();
-    for &(port, protocol) in ports {
+    for (&(port, protocol), &ip) in ports
+        .iter()
+        .flat_map(|p| addresses.iter().map(move |a| (p, a)))
+    {
         match protocol {
             Protocol::Tcp => {
-                let l = TcpListener::bind(("0.0.0.0", port))?;
+                let l = TcpListener::bind((ip, port))?;
                 handles.push(std::thread::spawn(move || {
                     for stream in l.incoming().flatten() {
                         std::thread::spawn(move || echo(stream));
@@ -34,7 +48,7 @@ pub fn serve(ports: &[(u16, Protocol)], ready: Option<&Path>) -> Result<(), LabE
                 }));
             }
             Protocol::Udp => {
-                let s = UdpSocket::bind(("0.0.0.0", port))?;
+                let s = UdpSocket::bind((ip, port))?;
                 handles.push(std::thread::spawn(move || {
                     let mut buf = [0u8; 1500];
                     while let Ok((n, from)) = s.recv_from(&mut buf) {

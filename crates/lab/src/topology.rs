@@ -1,7 +1,7 @@
 //! Building and removing a lab's namespaces and processes, and running probes in them.
 
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -74,42 +74,117 @@ impl Lab {
             net::attach(&node.netns, &p.netns, &veth, p.ip, node.ip())?;
         }
         // The external host hangs off the fabric, or off the one node.
-        let outside = match (&self.fabric_netns, self.nodes.first()) {
-            (Some(fabric), _) => fabric.as_str(),
-            (None, Some(node)) => node.netns.as_str(),
-            (None, None) => {
-                return Err(LabError::Layout(format!("lab {} has no node", self.name)));
-            }
-        };
-        let veth = format!("{}v{}", self.name, self.pods.len());
-        net::attach(outside, &self.external.netns, &veth, self.external.ip, None)
+        let outside = self.outside()?;
+        net::attach(
+            outside,
+            &self.external.netns,
+            &self.external_veth(),
+            self.external.ip,
+            None,
+        )
     }
 
-    /// Starts a responder in every endpoint that serves ports and waits until each listens.
-    fn start_responders(&mut self, exe: &Path) -> Result<(), LabError> {
-        let ready = state_dir().join(format!("{}.ready", self.name));
-        std::fs::create_dir_all(&ready)?;
-        let serving: Vec<LabEndpoint> = self
-            .endpoints()
-            .filter(|e| !e.ports.is_empty())
-            .cloned()
-            .collect();
-        for e in &serving {
-            let helper = Helper::Serve {
-                ports: e.ports.clone(),
-                ready_file: Some(ready.join(&e.netns)),
-            };
-            let child = helper
-                .command(exe, &e.netns)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()?;
-            self.pids.push(child.id());
-            self.save()?;
+    /// The namespace the external host hangs off: the fabric, or the one node.
+    fn outside(&self) -> Result<&str, LabError> {
+        match (&self.fabric_netns, self.nodes.first()) {
+            (Some(fabric), _) => Ok(fabric),
+            (None, Some(node)) => Ok(&node.netns),
+            (None, None) => Err(LabError::Layout(format!("lab {} has no node", self.name))),
         }
+    }
+
+    /// The name of the external host's veth pair (after the pods').
+    fn external_veth(&self) -> String {
+        format!("{}v{}", self.name, self.pods.len())
+    }
+
+    /// Gives the external host one more IPv4 address, routed like its own, with its
+    /// responder on it: the external namespace holds it as a /32 beside its address, and
+    /// the namespace it hangs off (the one node, or the fabric, where every node's default
+    /// route leads) routes it there.
+    ///
+    /// The responder `up` started listens on the wildcard address: TCP would answer on the
+    /// new address, but a UDP echo would leave from the host's first address and miss its
+    /// prober. So the responder is restarted (`exe` as in [`Lab::up`]) bound to each
+    /// address of the external host, and UDP answers from the address it was asked at.
+    pub fn add_external_address(&mut self, exe: &Path, ip: IpAddr) -> Result<(), LabError> {
+        if !ip.is_ipv4() {
+            return Err(LabError::Layout(format!(
+                "external address {ip}: the lab routes IPv4 only"
+            )));
+        }
+        if self.endpoints().any(|e| e.ip == ip) {
+            return Err(LabError::Layout(format!(
+                "external address {ip}: already an address of lab {}",
+                self.name
+            )));
+        }
+        let outside = self.outside()?;
+        let veth = self.external_veth();
+        let cidr = format!("{ip}/32");
+        let (pod_side, node_side) = (format!("{veth}p"), format!("{veth}n"));
+        net::run(&[
+            "ip",
+            "-n",
+            &self.external.netns,
+            "addr",
+            "add",
+            &cidr,
+            "dev",
+            &pod_side,
+        ])?;
+        net::run(&[
+            "ip", "-n", outside, "route", "add", &cidr, "dev", &node_side,
+        ])?;
+        if self.external.ports.is_empty() {
+            return Ok(());
+        }
+        let addresses = net::addresses(&self.external.netns, &pod_side)?;
+        let running = net::pids(&self.external.netns)?;
+        for pid in self.pids.iter().filter(|p| running.contains(p)) {
+            net::run(&["kill", "-9", &pid.to_string()])?;
+        }
+        self.pids.retain(|p| !running.contains(p));
+        let external = self.external.clone();
+        self.start_responder(exe, &external, addresses)?;
+        self.wait_ready(&[external])
+    }
+
+    /// The directory of the responders' ready files.
+    fn ready_dir(&self) -> PathBuf {
+        state_dir().join(format!("{}.ready", self.name))
+    }
+
+    /// Starts the responder of `e`, on `addresses` (empty: the wildcard address), and
+    /// records its process.
+    fn start_responder(
+        &mut self,
+        exe: &Path,
+        e: &LabEndpoint,
+        addresses: Vec<IpAddr>,
+    ) -> Result<(), LabError> {
+        let ready_file = self.ready_dir().join(&e.netns);
+        let _ = std::fs::remove_file(&ready_file);
+        let helper = Helper::Serve {
+            ports: e.ports.clone(),
+            addresses,
+            ready_file: Some(ready_file),
+        };
+        let child = helper
+            .command(exe, &e.netns)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        self.pids.push(child.id());
+        self.save()
+    }
+
+    /// Waits until the responder of every endpoint of `serving` listens.
+    fn wait_ready(&self, serving: &[LabEndpoint]) -> Result<(), LabError> {
+        let ready = self.ready_dir();
         let deadline = Instant::now() + Duration::from_secs(20);
-        for e in &serving {
+        for e in serving {
             while !ready.join(&e.netns).exists() {
                 if Instant::now() > deadline {
                     return Err(LabError::Timeout(format!(
@@ -121,6 +196,20 @@ impl Lab {
             }
         }
         Ok(())
+    }
+
+    /// Starts a responder in every endpoint that serves ports and waits until each listens.
+    fn start_responders(&mut self, exe: &Path) -> Result<(), LabError> {
+        std::fs::create_dir_all(self.ready_dir())?;
+        let serving: Vec<LabEndpoint> = self
+            .endpoints()
+            .filter(|e| !e.ports.is_empty())
+            .cloned()
+            .collect();
+        for e in &serving {
+            self.start_responder(exe, e, Vec::new())?;
+        }
+        self.wait_ready(&serving)
     }
 
     /// Probes `targets` from each source namespace concurrently (one [`Helper::ProbeBatch`]

@@ -5,7 +5,9 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     palisade_lab::run_if_helper(std::env::args_os()).unwrap_or_else(|| {
-        eprintln!("usage: palisade-lab-helper lab serve|probe-batch|hold|connect-bench ARGS...");
+        eprintln!(
+            "usage: palisade-lab-helper lab serve|probe-batch|hold|connect-bench|lookup ARGS..."
+        );
         ExitCode::from(2)
     })
 }

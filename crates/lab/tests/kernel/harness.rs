@@ -70,6 +70,24 @@ pub const THREE_NODES: Placement = Placement {
     nodes: &["n1", "n2", "n3"],
 };
 
+/// One pod, x/a, serving 80 on TCP and UDP, on one node (`tests/fixtures/clusters`).
+pub const ONE_POD: Placement = Placement {
+    file: "tests/fixtures/clusters/one-pod.yaml",
+    nodes: &[],
+};
+
+/// True when `dnsmasq` is installed; otherwise reports `test` unavailable (a failure
+/// under `CI=true`).
+pub fn require_dnsmasq(test: &str) -> bool {
+    match palisade_lab::DnsServer::program() {
+        Ok(_) => true,
+        Err(e) => {
+            palisade_test_support::unavailable(test, &e.to_string());
+            false
+        }
+    }
+}
+
 /// Pods backing Services on two nodes, with clients (`tests/fixtures/services`).
 pub const SERVICES: Placement = Placement {
     file: "tests/fixtures/services/cluster.yaml",
