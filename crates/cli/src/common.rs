@@ -139,7 +139,7 @@ impl Input {
                 .filter(|p| has_domain_names(p))
             {
                 once(&format!(
-                    "{}:{}: notice: {} {}: its domainNames peers match nothing without a DNS map (--dns FILE); they fail closed",
+                    "{}:{}: notice: {} {}: its domainNames peers match nothing without a DNS map (--dns FILE); they fail closed (the node agent learns their addresses with --dns-resolver)",
                     p.origin.file,
                     p.origin.line,
                     p.kind.as_str(),

@@ -70,6 +70,11 @@ impl AgentLab {
     }
 
     fn start(&mut self) {
+        self.start_with(&[]);
+    }
+
+    /// Starts the agents with more flags.
+    fn start_with(&mut self, flags: &[&str]) {
         for (node, netns) in &self.nodes {
             let log = std::fs::OpenOptions::new()
                 .create(true)
@@ -90,6 +95,7 @@ impl AgentLab {
             if let Some(node) = node {
                 cmd.args(["--node", node]);
             }
+            cmd.args(flags);
             let child = cmd.stdout(Stdio::null()).stderr(log).spawn().unwrap();
             self.agents.push(child);
         }
@@ -955,4 +961,192 @@ fn agents_enforce_services_after_dnat() {
             && err.contains("Service probes"),
         "{err}"
     );
+}
+
+/// Domain names with the agent learning DNS replies: a pod's first connection right after
+/// its lookup is allowed (the reply is held until the address is in the kernel), a name
+/// the policy does not allow is not, the decision log names the domain, the kernel equals
+/// the evaluator given the names the agent learned, a changed answer moves the permission,
+/// TTL expiry closes it, and a stopped agent stops holding replies.
+#[test]
+fn domain_names_are_enforced_from_the_replies_pods_receive() {
+    use palisade_lab::{DnsRecords, DnsServer, Lab, LookupRequest, RecordType, lookup};
+    use palisade_model::Protocol;
+    if !require_root("domain_names_are_enforced_from_the_replies_pods_receive") {
+        return;
+    }
+    const FIXTURE: &str = "crates/cli/tests/fixtures/domains/lab";
+    let name = format!("n{:x}", std::process::id());
+    let mut lab = AgentLab::up(&name, &format!("{FIXTURE}/cluster.yaml"), &[]);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for file in ["cluster.yaml", "policy.yaml"] {
+        lab.write(
+            file,
+            &std::fs::read_to_string(root.join(FIXTURE).join(file)).unwrap(),
+        );
+    }
+    // Addresses outside: .20-.27 serve names under stripe.test, .30 the forbidden one.
+    let mut outside = Lab::load(&name).unwrap();
+    let addr = |last: u8| std::net::IpAddr::from([192, 0, 2, last]);
+    let allowed: Vec<u8> = (20..28).collect();
+    for last in allowed.iter().copied().chain([30]) {
+        outside
+            .add_external_address(Path::new(EXE), addr(last))
+            .unwrap();
+    }
+    let mut records = DnsRecords::new();
+    for (i, last) in allowed.iter().enumerate() {
+        records.insert(format!("a{i}.stripe.test"), vec![addr(*last)]);
+    }
+    records.insert("evil.test".into(), vec![addr(30)]);
+    let resolver = addr(10);
+    // Answers live 8 s: long enough to compare every address before any expires.
+    let mut dns = DnsServer::start(
+        Path::new(EXE),
+        &outside.external.netns,
+        resolver,
+        &records,
+        8,
+    )
+    .unwrap();
+    lab.start_with(&[
+        "--dns-resolver",
+        "192.0.2.10",
+        "--dns-ttl",
+        "1-8",
+        "--decision-log-level",
+        "all",
+    ]);
+    let pod = outside.pod("pay/pay-0").unwrap().netns.clone();
+    let look = |name: &str| {
+        lookup(
+            Path::new(EXE),
+            &pod,
+            &LookupRequest {
+                server: std::net::SocketAddr::new(resolver, 53),
+                name: name.into(),
+                record_type: RecordType::A,
+                connect: Some((443, Protocol::Tcp)),
+                connect_timeout: Duration::from_millis(300),
+            },
+        )
+        .unwrap()
+    };
+    // A connection without a lookup: only what was learned and not expired is reachable.
+    let reach = |ip: std::net::IpAddr| {
+        Command::new("ip")
+            .args(["netns", "exec", &pod, "timeout", "0.3", "bash", "-c"])
+            .arg(format!("echo > /dev/tcp/{ip}/443"))
+            .status()
+            .unwrap()
+            .success()
+    };
+    assert!(!reach(addr(20)), "reachable before any lookup");
+
+    // Each name's first connection, right after its reply: allowed, never retried (a dropped
+    // SYN is retried after 1 s, beyond the 300 ms the lookup helper waits).
+    for i in 0..allowed.len() {
+        let r = look(&format!("a{i}.stripe.test"));
+        assert_eq!(r.answers.len(), 1, "{r:?}\n{}", dns.log());
+        assert_eq!(
+            r.connected,
+            Some(true),
+            "first connection after the lookup: {r:?}\nagent: {}",
+            lab.agent_log()
+        );
+    }
+    let evil = look("evil.test");
+    assert_eq!(evil.answers.len(), 1, "{evil:?}");
+    assert_eq!(evil.connected, Some(false), "{evil:?}");
+    assert!(lab.metric("palisade_dns_learned_addresses_total") >= allowed.len() as f64);
+    assert!(lab.metric("palisade_dns_hold_seconds_count") >= allowed.len() as f64 + 1.0);
+
+    // The decision log names the domain of an allowed connection (nflog hands the kernel's
+    // log lines over within a second).
+    let start = Instant::now();
+    let named = loop {
+        let decisions = std::fs::read_to_string(lab.decisions(&lab.nodes[0].1)).unwrap_or_default();
+        let found = decisions
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|l| l["dstIP"] == "192.0.2.20" && l["verdict"] == "allow");
+        if let Some(l) = found {
+            break l;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "no allow line to 192.0.2.20 in\n{decisions}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(named["domain"]["pattern"], "*.stripe.test", "{named}");
+    assert_eq!(named["domain"]["name"], "a0.stripe.test", "{named}");
+
+    // Kernel = evaluator, given the names the agent learned (its /learned is a --dns file).
+    let (status, learned) = lab.get("/learned");
+    assert_eq!(status, 200);
+    let hosts = lab.dir.with_extension("learned");
+    std::fs::write(&hosts, &learned).unwrap();
+    for last in allowed.iter().copied().chain([10, 30]) {
+        let ip = addr(last).to_string();
+        let eval = palisade(&[
+            "eval",
+            "-f",
+            FIXTURE,
+            "--dns",
+            hosts.to_str().unwrap(),
+            "--from",
+            "pay/pay-0",
+            "--to",
+            &ip,
+            "--port",
+            "443",
+        ]);
+        let evaluator = String::from_utf8_lossy(&eval.stdout).starts_with("ALLOWED");
+        assert_eq!(
+            reach(addr(last)),
+            evaluator,
+            "{ip}: kernel and evaluator disagree given\n{learned}\n{}",
+            String::from_utf8_lossy(&eval.stdout)
+        );
+    }
+    assert!(learned.contains("192.0.2.20 a0.stripe.test"), "{learned}");
+    assert!(!learned.contains("evil"), "{learned}");
+
+    // A changed answer moves the permission: a0 now resolves to the forbidden address.
+    records.insert("a0.stripe.test".into(), vec![addr(30)]);
+    dns.set_records(&records).unwrap();
+    let moved = look("a0.stripe.test");
+    assert_eq!(
+        moved.answers.first().map(|a| a.ip),
+        Some(addr(30)),
+        "{moved:?}"
+    );
+    assert_eq!(moved.connected, Some(true), "{moved:?}");
+
+    // TTL expiry closes it: 8 s at most, then the next renewal forgets.
+    std::thread::sleep(Duration::from_millis(9500));
+    for last in [20, 30] {
+        assert!(
+            !reach(addr(last)),
+            "192.0.2.{last} still reachable after its TTL"
+        );
+    }
+    assert!(lab.metric("palisade_dns_evicted_addresses_total") >= 1.0);
+
+    // A stopped agent stops holding replies: lookups answer again within the hold time.
+    lab.kill();
+    std::thread::sleep(Duration::from_millis(3500));
+    let after = look("a1.stripe.test");
+    assert_eq!(
+        after.answers.len(),
+        1,
+        "no answer with the agent stopped: {after:?}"
+    );
+    assert_eq!(
+        after.connected,
+        Some(false),
+        "nothing is learned without the agent"
+    );
+    let _ = std::fs::remove_file(&hosts);
 }

@@ -95,7 +95,7 @@ fn without_a_map_the_peer_fails_closed_and_says_so() {
     let o = eval("54.187.174.169", None, false);
     assert!(stdout(&o).starts_with("DENIED"), "{}", stdout(&o));
     assert!(
-        stderr(&o).contains("cluster.yaml:6: notice: ClusterNetworkPolicy stripe: its domainNames peers match nothing without a DNS map (--dns FILE); they fail closed"),
+        stderr(&o).contains("cluster.yaml:6: notice: ClusterNetworkPolicy stripe: its domainNames peers match nothing without a DNS map (--dns FILE); they fail closed (the node agent learns their addresses with --dns-resolver)"),
         "{}",
         stderr(&o)
     );

@@ -125,7 +125,7 @@ fn the_reply_capture_loads_and_holds_while_renewed() {
     assert!(out.status.success(), "{out:?}");
     assert!(text.contains("udp timeout 3s"), "{text}");
     assert!(
-        text.contains("log prefix \"pal-dns-held\" group 102 snaplen 65535 drop"),
+        text.contains("log prefix \"pal-dns-held\" group 102 snaplen 65535 queue-threshold 1 drop"),
         "{text}"
     );
     // Installing again (a restart) replaces it; removing leaves nothing.

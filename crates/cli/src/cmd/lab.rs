@@ -75,6 +75,9 @@ pub enum Args {
     /// New-connection latency from inside a pod namespace (for benchmarks).
     #[command(hide = true)]
     ConnectBench(HelperArgs),
+    /// Look a name up and connect to its first address at once (inside a pod namespace).
+    #[command(hide = true)]
+    Lookup(HelperArgs),
 }
 
 /// A helper's arguments, passed through unparsed.
@@ -168,6 +171,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         Args::ProbeBatch(h) => helper("probe-batch", h),
         Args::Hold(h) => helper("hold", h),
         Args::ConnectBench(h) => helper("connect-bench", h),
+        Args::Lookup(h) => helper("lookup", h),
     }
 }
 

@@ -36,7 +36,9 @@ pub const COPIED_PREFIX: &str = "pal-dns-copied";
 /// The packet mark of a reply the agent sends on after learning from it.
 pub const RESENT_MARK: u32 = 0x0050_0000;
 
-/// The table's `nft -f` text for the resolver addresses `resolvers`.
+/// The table's `nft -f` text for the resolver addresses `resolvers`. Each reply is sent to
+/// the reader at once (`queue-threshold 1`; nflog otherwise batches up to 100 packets or
+/// one second).
 fn script(resolvers: &[IpAddr]) -> String {
     let list = |v6: bool| {
         let items: Vec<String> = resolvers
@@ -68,9 +70,9 @@ fn script(resolvers: &[IpAddr]) -> String {
             );
             s += &format!(
                 "add rule {DNS_TABLE} {chain} {reply} meta l4proto @holding \
-                 log prefix \"{HELD_PREFIX}\" group {DNS_GROUP} snaplen 65535 drop\n\
+                 log prefix \"{HELD_PREFIX}\" group {DNS_GROUP} snaplen 65535 queue-threshold 1 drop\n\
                  add rule {DNS_TABLE} {chain} {reply} \
-                 log prefix \"{COPIED_PREFIX}\" group {DNS_GROUP} snaplen 65535\n"
+                 log prefix \"{COPIED_PREFIX}\" group {DNS_GROUP} snaplen 65535 queue-threshold 1\n"
             );
         }
     }
@@ -136,7 +138,7 @@ mod tests {
         assert!(s.contains("hook output priority -10"), "{s}");
         assert!(s.contains("meta mark 0x500000 accept"), "{s}");
         assert!(
-            s.contains("ct original ip daddr { 10.96.0.10 } meta l4proto @holding log prefix \"pal-dns-held\" group 102 snaplen 65535 drop"),
+            s.contains("ct original ip daddr { 10.96.0.10 } meta l4proto @holding log prefix \"pal-dns-held\" group 102 snaplen 65535 queue-threshold 1 drop"),
             "{s}"
         );
         assert!(s.contains("ct original ip6 daddr { fd00::a }"), "{s}");
