@@ -174,6 +174,9 @@ fn values_reach_the_daemonset() {
             "logFormat=text",
             "decisionLog.level=all",
             "decisionLog.ratePerSource=2.5",
+            "domainNames.resolvers={10.96.0.10,169.254.20.10}",
+            "domainNames.ttl=10-60",
+            "domainNames.holdReplies=false",
             "metrics.address=::",
             "metrics.port=29464",
             "health.port=29465",
@@ -208,7 +211,18 @@ fn values_reach_the_daemonset() {
             "all",
             "--decision-log-rate",
             "2.5",
+            "--dns-resolver",
+            "10.96.0.10",
+            "--dns-resolver",
+            "169.254.20.10",
+            "--dns-ttl",
+            "10-60",
+            "--dns-no-hold",
         ]
+    );
+    assert_eq!(
+        c["securityContext"]["capabilities"]["add"],
+        json!(["NET_ADMIN", "NET_RAW"])
     );
     assert_eq!(c["ports"][0]["containerPort"], 29464);
     assert_eq!(c["readinessProbe"]["httpGet"]["port"], 29465);
@@ -221,6 +235,12 @@ fn values_reach_the_daemonset() {
     assert!(!a.iter().any(|a| a.starts_with("--decision-log")), "{a:?}");
     assert!(!a.iter().any(|a| a == "--metrics-listen"), "{a:?}");
     assert!(ds["spec"]["template"]["spec"]["containers"][0]["ports"].is_null());
+    // No resolvers: no DNS flag, and no raw sockets.
+    assert!(!a.iter().any(|a| a.starts_with("--dns")), "{a:?}");
+    assert_eq!(
+        ds["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["add"],
+        json!(["NET_ADMIN"])
+    );
 
     // reportStatus: the flag, `update` on the two status subresources and nothing more,
     // and the cleanup step removing the node's conditions with the same identity.

@@ -31,11 +31,12 @@ privileged: false
 allowPrivilegeEscalation: false
 readOnlyRootFilesystem: true
 # nftables and netlink need the root user inside the node's network
-# namespace; the capability set is what limits it.
+# namespace; the capability set is what limits it. Learning domain names adds raw
+# sockets (NET_RAW), to send held DNS replies on.
 runAsUser: 0
 capabilities:
   drop: [ALL]
-  add: [NET_ADMIN]
+  add: [NET_ADMIN{{ if .Values.domainNames.resolvers }}, NET_RAW{{ end }}]
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
