@@ -201,7 +201,11 @@ impl Learner {
         if packet.prefix == palisade_nft::HELD_PREFIX {
             match self.resender.send(&mut packet.payload) {
                 Ok(()) => self.metrics.dns_held(read.elapsed().as_secs_f64()),
-                Err(e) => tracing::warn!(error = %e, "a held DNS reply could not be sent on"),
+                Err(e) => {
+                    // A reply larger than the path MTU to the pod (EMSGSIZE) is one case.
+                    self.metrics.dns_reply("unsent");
+                    tracing::warn!(error = %e, bytes = packet.payload.len(), "a held DNS reply could not be sent on");
+                }
             }
         }
     }

@@ -158,7 +158,7 @@ impl Metrics {
         );
         registry.register(
             "dns_replies",
-            "DNS replies from trusted resolvers read by the agent, by outcome (learned: a name some domainNames peer matches; ignored: no peer matches it; undecodable)",
+            "DNS replies from trusted resolvers read by the agent, by outcome (learned: a name some domainNames peer matches; ignored: no peer matches it; undecodable; unsent: held and not sent on, also counted under its first outcome)",
             m.dns_replies.clone(),
         );
         registry.register(
