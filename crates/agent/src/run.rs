@@ -142,6 +142,7 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
         Store::default(),
         reconciler,
     ));
+    let holding = options.dns.as_ref().is_some_and(|d| d.hold);
     let names = match (options.dns.clone(), learning) {
         (Some(settings), Some((publish, names))) => {
             crate::learner::start(
@@ -200,9 +201,21 @@ pub async fn run(options: AgentOptions) -> Result<(), AgentError> {
     }
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(AgentError::Signal)?;
+    let release = || {
+        // Replies pass at once rather than wait out the hold (3 s) for a stopped agent.
+        if holding && let Err(e) = palisade_nft::release_replies(options.config.netns.as_deref()) {
+            tracing::warn!(error = %e, "could not stop holding DNS replies; they pass within 3 s");
+        }
+    };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("interrupted; the ruleset stays in force"),
-        _ = term.recv() => tracing::info!("terminated; the ruleset stays in force"),
+        _ = tokio::signal::ctrl_c() => {
+            release();
+            tracing::info!("interrupted; the ruleset stays in force");
+        }
+        _ = term.recv() => {
+            release();
+            tracing::info!("terminated; the ruleset stays in force");
+        }
         r = &mut loop_thread => return Err(AgentError::Reconcile(format!("{r:?}"))),
         r = &mut http => return Err(AgentError::Reconcile(format!("HTTP server: {r:?}"))),
         r = &mut metrics_http => {

@@ -260,3 +260,87 @@ fn a_translated_connection_is_read_back_with_the_address_it_was_sent_to() {
     }
     palisade_nft::remove_dial_log(Some(&ns.0)).unwrap();
 }
+
+/// An IPv4 or IPv6 packet from `src`:53 to `dst`:`dport` carrying `payload`, with a wrong
+/// UDP checksum (as a reply copied on a veth may have one).
+fn udp_packet(src: IpAddr, dst: IpAddr, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let udp_len = 8 + payload.len();
+    let mut udp = Vec::new();
+    udp.extend(53u16.to_be_bytes());
+    udp.extend(dport.to_be_bytes());
+    udp.extend((udp_len as u16).to_be_bytes());
+    udp.extend(0x1234u16.to_be_bytes());
+    udp.extend(payload);
+    let mut p = Vec::new();
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            p.extend([0x45, 0]);
+            p.extend(((20 + udp_len) as u16).to_be_bytes());
+            p.extend([0, 0, 0, 0, 64, 17, 0, 0]);
+            p.extend(s.octets());
+            p.extend(d.octets());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            p.extend([0x60, 0, 0, 0]);
+            p.extend((udp_len as u16).to_be_bytes());
+            p.extend([17, 64]);
+            p.extend(s.octets());
+            p.extend(d.octets());
+        }
+        _ => panic!("one family"),
+    }
+    p.extend(udp);
+    p
+}
+
+/// A held reply is sent on as it was logged, its checksum mended, marked so the capture
+/// table lets it pass: over IPv4 and IPv6, a UDP socket receives it from port 53.
+#[test]
+fn held_replies_are_sent_on_marked_with_their_checksum_mended() {
+    if !palisade_test_support::require_root(
+        "held_replies_are_sent_on_marked_with_their_checksum_mended",
+    ) {
+        return;
+    }
+    let ns = Netns::new("resend");
+    ns.nft(&format!(
+        "table inet palresendtest {{\n chain out {{\n  type filter hook output priority 0; policy accept;\n  meta mark {:#x} udp sport 53 counter\n }}\n}}\n",
+        palisade_nft::RESENT_MARK
+    ));
+    let resender = palisade_agent::resend::Resender::open(Some(&ns.0)).unwrap();
+    for ip in ["127.0.0.1", "::1"] {
+        let ip: IpAddr = ip.parse().unwrap();
+        let socket = ns.enter(|| UdpSocket::bind(SocketAddr::new(ip, 0)).unwrap());
+        socket
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let mut packet = udp_packet(ip, ip, port, b"held reply");
+        resender.send(&mut packet).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, from) = socket
+            .recv_from(&mut buf)
+            .unwrap_or_else(|e| panic!("{ip}: nothing received: {e}"));
+        assert_eq!(&buf[..n], b"held reply");
+        assert_eq!(from, SocketAddr::new(ip, 53));
+    }
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.0,
+            "nft",
+            "list",
+            "chain",
+            "inet",
+            "palresendtest",
+            "out",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("counter packets 2 "),
+        "both sent marked:\n{text}"
+    );
+}

@@ -112,6 +112,15 @@ impl AgentLab {
         }
     }
 
+    /// Stops the agents as the kubelet does (SIGTERM), and waits for them to exit.
+    fn terminate(&mut self) {
+        for mut child in self.agents.drain(..) {
+            let pid = child.id().to_string();
+            let _ = Command::new("kill").args(["-TERM", &pid]).status();
+            let _ = child.wait();
+        }
+    }
+
     fn kill(&mut self) {
         for mut child in self.agents.drain(..) {
             // `ip netns exec` execs the agent: this is the agent's own pid.
@@ -1070,7 +1079,19 @@ fn domain_names_are_enforced_from_the_replies_pods_receive() {
     }
     assert!(lab.metric("palisade_dns_evicted_addresses_total") >= 1.0);
 
-    // A stopped agent stops holding replies: lookups answer again within the hold time.
+    // An agent stopped on purpose releases the replies at once: the next lookup is
+    // answered on its first attempt.
+    lab.terminate();
+    let after = look("a2.stripe.test");
+    assert_eq!(after.answers.len(), 1, "{after:?}");
+    assert_eq!(
+        after.attempts, 1,
+        "a reply still held after SIGTERM: {after:?}"
+    );
+
+    // A killed agent stops holding replies within the hold time (3 s).
+    lab.start_with(DOMAIN_FLAGS);
+    assert_eq!(look("a3.stripe.test").connected, Some(true));
     lab.kill();
     std::thread::sleep(Duration::from_millis(3500));
     let after = look("a1.stripe.test");
@@ -1129,19 +1150,22 @@ fn domain_lab(
         8,
     )
     .unwrap();
-    let mut all = vec![
-        "--dns-resolver",
-        "192.0.2.10",
-        "--dns-ttl",
-        "1-8",
-        "--decision-log-level",
-        "all",
-    ];
+    let mut all = DOMAIN_FLAGS.to_vec();
     all.extend(flags);
     lab.start_with(&all);
     let pod = outside.pod("pay/pay-0").unwrap().netns.clone();
     (lab, Outside { pod }, dns, records)
 }
+
+/// The agent's flags in [`domain_lab`].
+const DOMAIN_FLAGS: &[&str] = &[
+    "--dns-resolver",
+    "192.0.2.10",
+    "--dns-ttl",
+    "1-8",
+    "--decision-log-level",
+    "all",
+];
 
 /// The last octet of the address `evil.test` resolves to (no policy admits it).
 const EVIL: u8 = 100;

@@ -44,7 +44,7 @@ pub use kernel::{
     COPIED_PREFIX, DIAL_GROUP, DIAL_TABLE, DNS_GROUP, DNS_TABLE, HELD_PREFIX, KernelError,
     KernelFailure, LearnedElement, NewConnections, RESENT_MARK, add_learned, apply, check,
     cut_forbidden, hold_replies, install_dial_log, install_dns_capture, load_in_stages,
-    logged_packets, netfilter_messages, new_connections, remove, remove_dial_log,
+    logged_packets, netfilter_messages, new_connections, release_replies, remove, remove_dial_log,
     remove_dns_capture, transition, update,
 };
 pub use lookup::{Lookup, NftVerdict, Packet};

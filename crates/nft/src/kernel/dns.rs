@@ -102,6 +102,11 @@ pub fn hold_replies(duration: Duration, netns: Option<&str>) -> Result<(), Kerne
     batch.send(netns)
 }
 
+/// Stops holding replies at once (an agent that stops on purpose): they pass from now on.
+pub fn release_replies(netns: Option<&str>) -> Result<(), KernelError> {
+    run_script(&format!("flush set {DNS_TABLE} holding\n"), netns)
+}
+
 /// The name of the capture table (without its family).
 const DNS_TABLE_NAME: &str = "palisade_dns";
 

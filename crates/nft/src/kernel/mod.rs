@@ -21,7 +21,7 @@ pub use counters::logged_packets;
 pub use dialed::{DIAL_GROUP, DIAL_TABLE, install_dial_log, remove_dial_log};
 pub use dns::{
     COPIED_PREFIX, DNS_GROUP, DNS_TABLE, HELD_PREFIX, LearnedElement, RESENT_MARK, add_learned,
-    hold_replies, install_dns_capture, remove_dns_capture,
+    hold_replies, install_dns_capture, release_replies, remove_dns_capture,
 };
 pub use error::{KernelError, KernelFailure};
 pub use netlink::netfilter_messages;
