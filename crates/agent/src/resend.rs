@@ -5,7 +5,6 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
 
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
@@ -34,22 +33,10 @@ impl Resender {
                 v6: socket(Domain::IPV6)?,
             })
         };
-        let Some(name) = netns else {
-            return open();
-        };
-        let ns = std::fs::File::open(std::path::Path::new("/run/netns").join(name))
-            .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name:?}: {e}")))?;
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                rustix::thread::move_into_link_name_space(
-                    ns.as_fd(),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )?;
-                open()
-            })
-            .join()
-            .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
-        })
+        match netns {
+            Some(name) => palisade_nft::in_netns(name, open),
+            None => open(),
+        }
     }
 
     /// Sends `packet` (an IP packet carrying UDP, whole) to its destination.

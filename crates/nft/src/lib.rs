@@ -43,7 +43,7 @@ pub use ir::{AddrRange, Chain, Field, LoggedDecision, Match, NamedSet, Rule, Rul
 pub use kernel::{
     COPIED_PREFIX, DIAL_GROUP, DIAL_TABLE, DNS_GROUP, DNS_TABLE, HELD_PREFIX, KernelError,
     KernelFailure, LearnedElement, NewConnections, RESENT_MARK, add_learned, apply, check,
-    cut_forbidden, hold_replies, install_dial_log, install_dns_capture, load_in_stages,
+    cut_forbidden, hold_replies, in_netns, install_dial_log, install_dns_capture, load_in_stages,
     logged_packets, netfilter_messages, new_connections, release_replies, remove, remove_dial_log,
     remove_dns_capture, transition, update,
 };

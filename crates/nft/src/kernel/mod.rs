@@ -24,4 +24,4 @@ pub use dns::{
     hold_replies, install_dns_capture, release_replies, remove_dns_capture,
 };
 pub use error::{KernelError, KernelFailure};
-pub use netlink::netfilter_messages;
+pub use netlink::{in_netns, netfilter_messages};

@@ -18,9 +18,16 @@ pub(crate) fn socket(netns: Option<&str>) -> io::Result<Socket> {
         socket.connect(&SocketAddr::new(0, 0))?;
         Ok(socket)
     }
-    let Some(name) = netns else {
-        return here();
-    };
+    match netns {
+        Some(name) => in_netns(name, here),
+        None => here(),
+    }
+}
+
+/// Runs `open` in the network namespace `name` (under `/run/netns`) on a short-lived thread
+/// and returns what it opened: sockets stay in the namespace they were created in, and the
+/// calling thread never changes namespace.
+pub fn in_netns<T: Send>(name: &str, open: impl FnOnce() -> io::Result<T> + Send) -> io::Result<T> {
     let ns = std::fs::File::open(std::path::Path::new("/run/netns").join(name))
         .map_err(|e| io::Error::new(e.kind(), format!("network namespace {name:?}: {e}")))?;
     std::thread::scope(|s| {
@@ -29,7 +36,7 @@ pub(crate) fn socket(netns: Option<&str>) -> io::Result<Socket> {
                 ns.as_fd(),
                 Some(rustix::thread::LinkNameSpaceType::Network),
             )?;
-            here()
+            open()
         })
         .join()
         .unwrap_or_else(|_| Err(io::Error::other("the namespace thread panicked")))
