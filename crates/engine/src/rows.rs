@@ -312,36 +312,18 @@ impl<'e> Rows<'e> {
 
     /// Per probe, the rows `[probe][class]` of the peer classes each class's side allows in `dir`.
     pub fn sides(&self, dir: Direction) -> Vec<Vec<BitSet>> {
+        use rayon::prelude::*;
         let n = self.len();
-        let threads = std::thread::available_parallelism()
-            .map_or(1, usize::from)
-            .min(n.max(1));
-        let per_class: Vec<Vec<BitSet>> = std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads)
-                .map(|t| {
-                    s.spawn(move || {
-                        let mut scratch = Scratch {
-                            peers: BitSet::new(n),
-                            ports: BitSet::new(n),
-                        };
-                        (t..n)
-                            .step_by(threads)
-                            .map(|c| self.side(c, dir, &mut scratch))
-                            .collect::<Vec<_>>()
-                    })
-                })
-                .collect();
-            let mut done: Vec<std::vec::IntoIter<Vec<BitSet>>> = workers
-                .into_iter()
-                .map(|w| match w.join() {
-                    Ok(rows) => rows.into_iter(),
-                    Err(panic) => std::panic::resume_unwind(panic),
-                })
-                .collect();
-            (0..n)
-                .map(|c| done[c % threads].next().unwrap_or_default())
-                .collect()
-        });
+        let per_class: Vec<Vec<BitSet>> = (0..n)
+            .into_par_iter()
+            .map_init(
+                || Scratch {
+                    peers: BitSet::new(n),
+                    ports: BitSet::new(n),
+                },
+                |scratch, c| self.side(c, dir, scratch),
+            )
+            .collect();
         let mut out: Vec<Vec<BitSet>> = (0..self.probes.len())
             .map(|_| Vec::with_capacity(n))
             .collect();

@@ -620,43 +620,22 @@ fn compare_all(
     families: &[Family],
     touched: &[bool],
 ) -> Vec<Changed> {
-    let workers = std::thread::available_parallelism().map_or(1, usize::from);
+    use rayon::prelude::*;
     let cuts = [old.policy_port_cuts(), new.policy_port_cuts()];
     let cuts = &cuts;
-    let mut by_group: Vec<(usize, Vec<Changed>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..workers)
-            .map(|w| {
-                s.spawn(move || {
-                    let mut verdicts = Verdicts::default();
-                    (w..groups.len())
-                        .step_by(workers)
-                        .map(|gi| {
-                            let changed = cells_from((old, new), (actors, groups), touched, gi)
-                                .into_iter()
-                                .filter_map(|(cell, reps)| {
-                                    let changes = compare(
-                                        (old, new),
-                                        cuts,
-                                        (actors, families),
-                                        reps,
-                                        &mut verdicts,
-                                    );
-                                    (!changes.is_empty()).then_some((cell, changes))
-                                })
-                                .collect();
-                            (gi, changed)
-                        })
-                        .collect::<Vec<_>>()
+    let by_group: Vec<Vec<Changed>> = (0..groups.len())
+        .into_par_iter()
+        .map_init(Verdicts::default, |verdicts, gi| {
+            cells_from((old, new), (actors, groups), touched, gi)
+                .into_iter()
+                .filter_map(|(cell, reps)| {
+                    let changes = compare((old, new), cuts, (actors, families), reps, verdicts);
+                    (!changes.is_empty()).then_some((cell, changes))
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
-    by_group.sort_by_key(|(gi, _)| *gi);
-    by_group.into_iter().flat_map(|(_, cells)| cells).collect()
+                .collect()
+        })
+        .collect();
+    by_group.into_iter().flatten().collect()
 }
 
 /// Verdicts shared by the change groups that have equal ones.
