@@ -141,8 +141,28 @@ impl Lab {
         }
         let addresses = net::addresses(&self.external.netns, &pod_side)?;
         let running = net::pids(&self.external.netns)?;
-        for pid in self.pids.iter().filter(|p| running.contains(p)) {
+        let killed: Vec<u32> = self
+            .pids
+            .iter()
+            .copied()
+            .filter(|p| running.contains(p))
+            .collect();
+        for pid in &killed {
             net::run(&["kill", "-9", &pid.to_string()])?;
+        }
+        // A killed responder holds its ports until it is gone: the new one could not bind.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while net::pids(&self.external.netns)?
+            .iter()
+            .any(|p| killed.contains(p))
+        {
+            if Instant::now() > deadline {
+                return Err(LabError::Timeout(format!(
+                    "the responder in {} did not exit",
+                    self.external.netns
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
         self.pids.retain(|p| !running.contains(p));
         let external = self.external.clone();
