@@ -104,6 +104,18 @@ impl RateLimit {
 /// The JSON line for a logged packet, or `None` when its prefix is not one of the ruleset
 /// in force (a packet logged just before an update).
 pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option<Value> {
+    line_naming(state, packet, time, None)
+}
+
+/// [`line`], naming with `names` (the names the agent learned from DNS replies) the domain
+/// through which a `domainNames` rule decided the packet: `"domain": {"pattern", "name",
+/// "address"}`.
+pub fn line_naming(
+    state: &Snapshot,
+    packet: &LoggedPacket,
+    time: SystemTime,
+    names: Option<&palisade_model::DnsMap>,
+) -> Option<Value> {
     let ruleset = state.ruleset.as_ref()?;
     let engine = state.engine.as_ref()?;
     let decision = ruleset.logged_decision(&packet.prefix)?;
@@ -126,6 +138,11 @@ pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option
             "name": m.policy.reference.name,
         });
         line["rule"] = json!({"index": m.index, "name": m.rule_name()});
+        if let Some(hit) = names.and_then(|n| engine.domain_hit_in(n, m, packet.dst))
+            && let Ok(hit) = serde_json::to_value(hit)
+        {
+            line["domain"] = hit;
+        }
     }
     line["decision"] = serde_json::to_value(&decision.decision).unwrap_or(Value::Null);
     if let Some((ip, port)) = packet.original_dst
@@ -156,22 +173,6 @@ pub fn line(state: &Snapshot, packet: &LoggedPacket, time: SystemTime) -> Option
         }
     }
     Some(line)
-}
-
-/// The domain name through which a `domainNames` rule decided `packet`, by the names the
-/// agent learned: `{"pattern", "name", "address"}`.
-pub fn domain(
-    state: &Snapshot,
-    packet: &LoggedPacket,
-    names: &palisade_model::DnsMap,
-) -> Option<Value> {
-    let engine = state.engine.as_ref()?;
-    let decision = state.ruleset.as_ref()?.logged_decision(&packet.prefix)?;
-    let Decision::Rule(m) = &decision.decision else {
-        return None;
-    };
-    let hit = engine.domain_hit_in(names, m, packet.dst)?;
-    serde_json::to_value(hit).ok()
 }
 
 /// The Service a connection addressed to `ip`:`port` was sent to: one whose cluster IP or
@@ -333,16 +334,9 @@ pub async fn run(
                     p.original_dst = p.original_dst.or_else(|| dialed.original(p));
                 }
                 let names = names.as_ref().map(|n| n.borrow().clone());
-                let with_domain = |p: &LoggedPacket| {
-                    let mut l = line(&state, p, time)?;
-                    if let Some(d) = names.as_ref().and_then(|n| domain(&state, p, n)) {
-                        l["domain"] = d;
-                    }
-                    Some(l)
-                };
                 packets
                     .iter()
-                    .filter_map(|p| Some((p.src, with_domain(p)?)))
+                    .filter_map(|p| Some((p.src, line_naming(&state, p, time, names.as_deref())?)))
                     .filter(|(_, l)| settings.wants(l))
                     .filter_map(|(src, l)| admit(src).then_some(l))
                     .collect()

@@ -7,15 +7,7 @@ use crate::LabError;
 
 /// Runs a command, failing with its error output.
 pub(crate) fn run(args: &[&str]) -> Result<(), LabError> {
-    let out = Command::new(args[0]).args(&args[1..]).output()?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(LabError::Command {
-            command: args.join(" "),
-            message: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
+    output(args).map(drop)
 }
 
 /// Network namespaces that exist.

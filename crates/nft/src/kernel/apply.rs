@@ -88,9 +88,14 @@ pub fn load_in_stages(ruleset: &Ruleset, netns: Option<&str>) -> Result<(), Kern
     )
 }
 
+/// Deletes `table` (`family name`) in one transaction; nothing when it is not there.
+pub(crate) fn delete_table(table: &str, netns: Option<&str>) -> Result<(), KernelError> {
+    nft(&format!("add table {table}\ndelete table {table}\n"), netns)
+}
+
 /// Removes the table (if present).
 pub fn remove(netns: Option<&str>) -> Result<(), KernelError> {
-    nft(&format!("add table {TABLE}\ndelete table {TABLE}\n"), netns)?;
+    delete_table(TABLE, netns)?;
     crate::kernel::dialed::remove_dial_log(netns)?;
     crate::kernel::dns::remove_dns_capture(netns)
 }

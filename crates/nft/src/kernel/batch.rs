@@ -290,7 +290,7 @@ impl Batch {
         self.add_elements_in(table_name(), set, elements);
     }
 
-    /// Adds `elements` to the set `set` of another `inet` table, `table`.
+    /// Adds `elements` to the set `set` of another `inet` table, `table` (`inet NAME`).
     pub fn add_elements_in(&mut self, table: &str, set: &str, elements: &[Element]) {
         self.elements_in(
             table,
@@ -302,7 +302,7 @@ impl Batch {
     }
 
     fn elements(&mut self, ty: u16, flags: u16, verb: &str, set: &str, elements: &[Element]) {
-        self.elements_in(table_name(), (ty, flags), verb, set, elements);
+        self.elements_in(TABLE, (ty, flags), verb, set, elements);
     }
 
     fn elements_in(
@@ -314,8 +314,8 @@ impl Batch {
         elements: &[Element],
     ) {
         for chunk in elements.chunks(ELEMENTS_PER_MESSAGE) {
-            self.message(ty, flags, format!("{verb} inet {table} {set}"), |m| {
-                m.string(ELEM_LIST_TABLE, table);
+            self.message(ty, flags, format!("{verb} {table} {set}"), |m| {
+                m.string(ELEM_LIST_TABLE, name_of(table));
                 m.string(ELEM_LIST_SET, set);
                 m.nest(ELEM_LIST_ELEMENTS, |list| {
                     for e in chunk {
@@ -732,7 +732,12 @@ impl SetKind<'_> {
 
 /// `palisade` of `inet palisade`.
 fn table_name() -> &'static str {
-    TABLE.split_once(' ').map_or(TABLE, |(_, name)| name)
+    name_of(TABLE)
+}
+
+/// The name of a table written `family name`.
+fn name_of(table: &str) -> &str {
+    table.split_once(' ').map_or(table, |(_, name)| name)
 }
 
 /// A verdict nest (`NFTA_DATA_VERDICT`): code, and the target chain of a jump or goto.

@@ -5,7 +5,7 @@
 //! address its connection was dialed to, and names the Service. This works on every kernel,
 //! with or without conntrack entries in nflog messages.
 
-use crate::kernel::apply::run_script;
+use crate::kernel::apply::{delete_table, run_script};
 use crate::kernel::error::KernelError;
 
 /// The nflog group the first packets of new connections are logged to.
@@ -37,10 +37,7 @@ pub fn install_dial_log(netns: Option<&str>) -> Result<(), KernelError> {
 
 /// Removes the dial log (nothing when it is not there).
 pub fn remove_dial_log(netns: Option<&str>) -> Result<(), KernelError> {
-    run_script(
-        &format!("add table {DIAL_TABLE}\ndelete table {DIAL_TABLE}\n"),
-        netns,
-    )
+    delete_table(DIAL_TABLE, netns)
 }
 
 #[cfg(test)]

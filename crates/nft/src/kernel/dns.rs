@@ -17,7 +17,7 @@
 use std::net::IpAddr;
 use std::time::Duration;
 
-use crate::kernel::apply::run_script;
+use crate::kernel::apply::{delete_table, run_script};
 use crate::kernel::batch::{Batch, Element};
 use crate::kernel::error::KernelError;
 
@@ -87,10 +87,7 @@ pub fn install_dns_capture(resolvers: &[IpAddr], netns: Option<&str>) -> Result<
 
 /// Removes the capture (nothing when it is not there).
 pub fn remove_dns_capture(netns: Option<&str>) -> Result<(), KernelError> {
-    run_script(
-        &format!("add table {DNS_TABLE}\ndelete table {DNS_TABLE}\n"),
-        netns,
-    )
+    delete_table(DNS_TABLE, netns)
 }
 
 /// Holds replies for `duration` from now (renewed by calling again).
@@ -98,7 +95,7 @@ pub fn hold_replies(duration: Duration, netns: Option<&str>) -> Result<(), Kerne
     // The key is the protocol every captured reply has: UDP.
     let udp = Element::key(vec![17]);
     let mut batch = Batch::new();
-    batch.add_elements_in(DNS_TABLE_NAME, "holding", &[udp.with_timeout(duration)]);
+    batch.add_elements_in(DNS_TABLE, "holding", &[udp.with_timeout(duration)]);
     batch.send(netns)
 }
 
@@ -106,9 +103,6 @@ pub fn hold_replies(duration: Duration, netns: Option<&str>) -> Result<(), Kerne
 pub fn release_replies(netns: Option<&str>) -> Result<(), KernelError> {
     run_script(&format!("flush set {DNS_TABLE} holding\n"), netns)
 }
-
-/// The name of the capture table (without its family).
-const DNS_TABLE_NAME: &str = "palisade_dns";
 
 /// One learned address: the set of the `inet palisade` table it goes to, and how long it
 /// stays there.
