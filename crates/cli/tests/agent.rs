@@ -748,6 +748,41 @@ fn agent_flags_are_checked() {
         &["agent", "--source", "dir:.", "--decision-log-level", "some"],
         &["agent", "--uninstall", "--source", "kube"],
         &["agent"],
+        &[
+            "agent",
+            "--source",
+            "dir:.",
+            "--dns-resolver",
+            "10.96.0.10",
+            "--dns-ttl",
+            "0-5",
+        ],
+        &[
+            "agent",
+            "--source",
+            "dir:.",
+            "--dns-resolver",
+            "10.96.0.10",
+            "--dns-ttl",
+            "9-5",
+        ],
+        &[
+            "agent",
+            "--source",
+            "dir:.",
+            "--dns-resolver",
+            "10.96.0.10",
+            "--dns-ttl",
+            "30",
+        ],
+        &[
+            "agent",
+            "--source",
+            "dir:.",
+            "--dns-resolver",
+            "dns.example",
+        ],
+        &["agent", "--source", "dir:.", "--dns-no-hold"],
     ] {
         let o = palisade(args);
         assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
@@ -1004,6 +1039,8 @@ fn domain_names_are_enforced_from_the_replies_pods_receive() {
     assert_eq!(evil.answers.len(), 1, "{evil:?}");
     assert_eq!(evil.connected, Some(false), "{evil:?}");
     assert!(lab.metric("palisade_dns_learned_addresses_total") >= allowed.len() as f64);
+    // evil.test's reply: read, matched by no pattern, learned from nothing.
+    assert!(lab.metric("palisade_dns_replies_total{outcome=\"ignored\"}") >= 1.0);
     assert!(lab.metric("palisade_dns_hold_seconds_count") >= allowed.len() as f64 + 1.0);
 
     // The decision log names the domain of an allowed connection (nflog hands the kernel's
