@@ -37,7 +37,7 @@ pub struct LearnedDomains {
 }
 
 impl PeerAddrs {
-    fn any() -> PeerAddrs {
+    pub(crate) fn any() -> PeerAddrs {
         PeerAddrs {
             any: true,
             ..PeerAddrs::default()
@@ -281,7 +281,7 @@ impl Engine {
     }
 
     /// Whether pod `i` owns `ip` (no node, and no earlier pod, has it).
-    fn owns(&self, i: PodId, ip: &IpAddr) -> bool {
+    pub(crate) fn owns(&self, i: PodId, ip: &IpAddr) -> bool {
         self.ip_owner.get(ip) == Some(&Owner::Pod(i))
     }
 
@@ -338,6 +338,39 @@ impl Engine {
             .collect()
     }
 
+    /// The addresses of NetworkPolicy `i`'s rule `index` in `dir` (`c`): they do not
+    /// depend on the subject pod, so they are computed once per cache.
+    pub(crate) fn np_peers(
+        &self,
+        i: u32,
+        dir: Direction,
+        index: usize,
+        c: &NpRule,
+        cache: &ProgramCache,
+    ) -> PeerAddrs {
+        cache.peers(PolicySlot::Network(i), dir, index, None, || {
+            match &c.peers {
+                None => PeerAddrs::any(),
+                Some(list) => {
+                    let pods = list.iter().filter_map(|peer| match peer {
+                        NpPeer::Pods(set) => Some(set),
+                        NpPeer::IpBlock(_) => None,
+                    });
+                    let blocks = list.iter().filter_map(|peer| match peer {
+                        NpPeer::IpBlock(b) => Some((b.cidr, b.except.clone())),
+                        NpPeer::Pods(_) => None,
+                    });
+                    PeerAddrs {
+                        any: false,
+                        addrs: self.union_addrs(pods, cache),
+                        blocks: blocks.collect(),
+                        domains: Vec::new(),
+                    }
+                }
+            }
+        })
+    }
+
     fn np_rules(
         &self,
         i: u32,
@@ -352,28 +385,7 @@ impl Engine {
             .zip(model.rules(dir))
             .enumerate()
             .filter_map(|(index, (c, _m)): (usize, (&NpRule, _))| {
-                // NetworkPolicy peers do not depend on the subject pod: computed once.
-                let peers = cache.peers(PolicySlot::Network(i), dir, index, None, || {
-                    match &c.peers {
-                        None => PeerAddrs::any(),
-                        Some(list) => {
-                            let pods = list.iter().filter_map(|peer| match peer {
-                                NpPeer::Pods(set) => Some(set),
-                                NpPeer::IpBlock(_) => None,
-                            });
-                            let blocks = list.iter().filter_map(|peer| match peer {
-                                NpPeer::IpBlock(b) => Some((b.cidr, b.except.clone())),
-                                NpPeer::Pods(_) => None,
-                            });
-                            PeerAddrs {
-                                any: false,
-                                addrs: self.union_addrs(pods, cache),
-                                blocks: blocks.collect(),
-                                domains: Vec::new(),
-                            }
-                        }
-                    }
-                });
+                let peers = self.np_peers(i, dir, index, c, cache);
                 let ports = c.ports.as_ref().map(|entries| {
                     entries
                         .iter()
@@ -410,6 +422,90 @@ impl Engine {
             .collect()
     }
 
+    /// The addresses of admin policy `i`'s rule `index` in `dir` for `subject` (only
+    /// peers relative to the subject's namespace look at it: without a subject they hold
+    /// no pod). Shared by the subjects (of a namespace, for relative peers) of one cache.
+    pub(crate) fn admin_peers(
+        &self,
+        i: u32,
+        dir: Direction,
+        index: usize,
+        subject: Option<PodId>,
+        cache: &ProgramCache,
+    ) -> PeerAddrs {
+        let rule = &self.cluster.admin_policies[i as usize].rules(dir)[index];
+        let c = &self.admins[i as usize].rules(dir)[index];
+        let related = c
+            .peers
+            .iter()
+            .any(|p| matches!(p, AdminPeerC::Related { .. }));
+        let compute =
+            || {
+                if c.peers
+                    .iter()
+                    .all(|p| !matches!(p, AdminPeerC::Related { .. } | AdminPeerC::Nodes(_)))
+                {
+                    let pods = c.peers.iter().filter_map(|peer| match peer {
+                        AdminPeerC::Pods(set) => Some(set),
+                        _ => None,
+                    });
+                    let blocks = c.peers.iter().filter_map(|peer| match peer {
+                        AdminPeerC::Networks(nets) => Some(nets.iter().map(|n| (*n, Vec::new()))),
+                        _ => None,
+                    });
+                    return PeerAddrs {
+                        any: false,
+                        addrs: self.union_addrs(pods, cache),
+                        blocks: blocks.flatten().collect(),
+                        domains: Vec::new(),
+                    };
+                }
+                let mut addrs = Vec::new();
+                let mut blocks = Vec::new();
+                for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
+                    match peer {
+                        AdminPeerC::Pods(set) => addrs.extend(self.pod_addrs(set.iter(), cache)),
+                        AdminPeerC::Related { .. } => {
+                            let members = self.subjects.iter().filter(|&q| {
+                                subject.is_some_and(|s| self.related_peer_has(model_peer, s, q))
+                            });
+                            addrs.extend(self.pod_addrs(members, cache));
+                        }
+                        AdminPeerC::Nodes(sel) => {
+                            for (n, node) in self.cluster.nodes.iter().enumerate() {
+                                if sel.matches(&node.labels) {
+                                    addrs.extend(node.addresses.iter().filter(|ip| {
+                                        self.ip_owner.get(ip) == Some(&Owner::Node(n))
+                                    }));
+                                }
+                            }
+                        }
+                        AdminPeerC::Networks(nets) => {
+                            blocks.extend(nets.iter().map(|n| (*n, Vec::new())))
+                        }
+                        AdminPeerC::Unsupported => {}
+                    }
+                }
+                PeerAddrs {
+                    any: false,
+                    addrs: address_set(addrs),
+                    blocks,
+                    domains: Vec::new(),
+                }
+            };
+        // Peers relative to the subject's namespace are per namespace; the others are
+        // shared.
+        let namespace = subject.filter(|_| related).map(|s| self.pod_ns[s]);
+        let compute = || {
+            let mut peers = compute();
+            if self.cluster.dns.is_none() {
+                peers.domains = learned_domains(&rule.peers);
+            }
+            peers
+        };
+        cache.peers(PolicySlot::Admin(i), dir, index, namespace, compute)
+    }
+
     fn admin_rules(
         &self,
         i: u32,
@@ -440,75 +536,7 @@ impl Engine {
                 });
                 continue;
             }
-            let related = c
-                .peers
-                .iter()
-                .any(|p| matches!(p, AdminPeerC::Related { .. }));
-            let compute = || {
-                if c.peers
-                    .iter()
-                    .all(|p| !matches!(p, AdminPeerC::Related { .. } | AdminPeerC::Nodes(_)))
-                {
-                    let pods = c.peers.iter().filter_map(|peer| match peer {
-                        AdminPeerC::Pods(set) => Some(set),
-                        _ => None,
-                    });
-                    let blocks = c.peers.iter().filter_map(|peer| match peer {
-                        AdminPeerC::Networks(nets) => Some(nets.iter().map(|n| (*n, Vec::new()))),
-                        _ => None,
-                    });
-                    return PeerAddrs {
-                        any: false,
-                        addrs: self.union_addrs(pods, cache),
-                        blocks: blocks.flatten().collect(),
-                        domains: Vec::new(),
-                    };
-                }
-                let mut addrs = Vec::new();
-                let mut blocks = Vec::new();
-                for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
-                    match peer {
-                        AdminPeerC::Pods(set) => addrs.extend(self.pod_addrs(set.iter(), cache)),
-                        AdminPeerC::Related { .. } => {
-                            let members = self
-                                .subjects
-                                .iter()
-                                .filter(|&q| self.related_peer_has(model_peer, subject, q));
-                            addrs.extend(self.pod_addrs(members, cache));
-                        }
-                        AdminPeerC::Nodes(sel) => {
-                            for (n, node) in self.cluster.nodes.iter().enumerate() {
-                                if sel.matches(&node.labels) {
-                                    addrs.extend(node.addresses.iter().filter(|ip| {
-                                        self.ip_owner.get(ip) == Some(&Owner::Node(n))
-                                    }));
-                                }
-                            }
-                        }
-                        AdminPeerC::Networks(nets) => {
-                            blocks.extend(nets.iter().map(|n| (*n, Vec::new())))
-                        }
-                        AdminPeerC::Unsupported => {}
-                    }
-                }
-                PeerAddrs {
-                    any: false,
-                    addrs: address_set(addrs),
-                    blocks,
-                    domains: Vec::new(),
-                }
-            };
-            // Peers relative to the subject's namespace are per namespace; the others are
-            // shared.
-            let namespace = related.then(|| self.pod_ns[subject]);
-            let compute = || {
-                let mut peers = compute();
-                if self.cluster.dns.is_none() {
-                    peers.domains = learned_domains(&rule.peers);
-                }
-                peers
-            };
-            let peers = cache.peers(PolicySlot::Admin(i), dir, index, namespace, compute);
+            let peers = self.admin_peers(i, dir, index, Some(subject), cache);
             let ports = rule.ports.as_ref().map(|entries| {
                 entries
                     .iter()
@@ -601,7 +629,7 @@ type NamedKey = (String, Option<Protocol>);
 
 /// Address sets that do not depend on the subject pod, computed once per compile.
 #[derive(Default)]
-struct ProgramCache {
+pub(crate) struct ProgramCache {
     /// Per pod, whether it owns every one of its addresses (most do: then its addresses
     /// need no lookup in the owner table).
     owns_all: OnceCell<Vec<bool>>,

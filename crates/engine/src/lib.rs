@@ -53,6 +53,7 @@ mod index;
 mod json;
 pub mod lint;
 mod matrix;
+mod new_peers;
 mod ports;
 mod resolved;
 mod rows;
@@ -76,6 +77,7 @@ pub use explain::{
     network_policy_head, network_tier_line,
 };
 pub use matrix::{Distinction, Matrix, Probe};
+pub use new_peers::{NewPeers, Reshaped};
 pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use service_matrix::{NotEvaluable, PortReach, ServiceCell, ServiceColumn, ServiceMatrix};
@@ -83,7 +85,7 @@ pub use services::{
     EndpointSource, EndpointVerdict, PortEndpoints, Reach, ServiceEndpoint, picks_port,
 };
 pub use state::{Engine, Options, PodId, Semantics};
-pub use update::{Change, Touched};
+pub use update::{Change, PeerRule, Touched};
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };

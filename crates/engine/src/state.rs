@@ -207,9 +207,9 @@ pub struct Engine {
     pub(crate) admin_order: Vec<u32>,
     pub(crate) ingress: Vec<Arc<PodPolicies>>,
     pub(crate) egress: Vec<Arc<PodPolicies>>,
-    /// While a pod is upserted: the subjects of the policies whose peer sets it joined or
-    /// left (see [`crate::Touched`]).
-    pub(crate) peers_joined: Option<BitSet>,
+    /// While a pod is upserted: the rules (policy, direction, index) whose peer sets it
+    /// joined or left (see [`crate::Touched`]).
+    pub(crate) peers_moved: Option<Vec<(PolicySlot, palisade_model::Direction, usize)>>,
 }
 
 impl Engine {
@@ -233,7 +233,7 @@ impl Engine {
             admin_order: Vec::new(),
             ingress: Vec::new(),
             egress: Vec::new(),
-            peers_joined: None,
+            peers_moved: None,
         };
         e.index_namespaces_and_nodes();
         for pod in 0..e.cluster.pods.len() {

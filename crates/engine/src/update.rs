@@ -1,14 +1,16 @@
 //! Incremental updates: add, change or remove one object and update only what depends on
 //! it. The result equals a full [`Engine::new`] on the changed cluster (property-tested).
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use palisade_model::{
-    AdminPeer, AdminPolicy, EndpointSlice, Namespace, NetworkPolicy, Node, Pod, PolicyKind, Service,
+    AdminPeer, AdminPolicy, Direction, EndpointSlice, Namespace, NetworkPolicy, Node, Pod,
+    PolicyKind, PolicyRef, Service,
 };
 
 use crate::bitset::BitSet;
-use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PeerSets, PodId, PodPolicies};
+use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PeerSets, PodId, PodPolicies, PolicySlot};
 
 /// One change to the cluster.
 #[derive(Debug, Clone)]
@@ -70,14 +72,35 @@ pub enum Change {
 
 /// What one [`Engine::apply`] may have changed in the pods' side programs
 /// ([`Engine::side_program`]): a data plane that compiled them before may keep the program
-/// of every pod not named here. Pod ids stay valid while `all` is false (a change that
-/// removes or adds a pod, or touches addresses, namespaces or nodes, says `all`).
+/// of every pod [`Touched::contains`] leaves out, and of the pods only
+/// [`Touched::peer_subjects`] names it may keep everything but the addresses of the
+/// rules in [`Touched::peers`] ([`Engine::new_peers`] gives those). Pod ids stay valid
+/// while `all` is false (a change that removes or adds a pod, or touches addresses,
+/// namespaces or nodes, says `all`).
 #[derive(Debug, Clone, Default)]
 pub struct Touched {
     /// Every pod's programs may have changed (and pod ids may have moved).
     pub all: bool,
-    /// The pods whose programs may have changed.
+    /// The pods whose programs may have changed in more than peer addresses (their own
+    /// labels changed, a policy selecting them changed, or a peer set of theirs may have
+    /// become empty or stopped being so).
     pub pods: BitSet,
+    /// The rules whose peers gained or lost a pod.
+    pub peers: BTreeSet<PeerRule>,
+    /// The subjects of the policies of [`Touched::peers`]: their programs may differ in
+    /// those rules' peer addresses.
+    pub peer_subjects: BitSet,
+}
+
+/// One rule of one policy, by the policy's name: stable while other policies come and go.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PeerRule {
+    /// The policy.
+    pub policy: PolicyRef,
+    /// The rule's direction.
+    pub direction: Direction,
+    /// The rule's index among the policy's rules of that direction.
+    pub index: u32,
 }
 
 impl Touched {
@@ -85,12 +108,18 @@ impl Touched {
     pub fn everything() -> Touched {
         Touched {
             all: true,
-            pods: BitSet::default(),
+            ..Touched::default()
         }
     }
 
     /// Whether `pod`'s programs may have changed.
     pub fn contains(&self, pod: PodId) -> bool {
+        self.all || self.pods.contains(pod) || self.peer_subjects.contains(pod)
+    }
+
+    /// Whether `pod`'s programs may have changed in more than the peer addresses of
+    /// [`Touched::peers`].
+    pub fn reshaped(&self, pod: PodId) -> bool {
         self.all || self.pods.contains(pod)
     }
 
@@ -99,6 +128,8 @@ impl Touched {
         self.all |= later.all;
         if !self.all {
             self.pods.union(&later.pods);
+            self.peer_subjects.union(&later.peer_subjects);
+            self.peers.extend(later.peers.iter().cloned());
         }
     }
 }
@@ -108,6 +139,16 @@ fn replace_or_push<T>(list: &mut Vec<T>, at: Option<usize>, item: T) {
     match at {
         Some(i) => list[i] = item,
         None => list.push(item),
+    }
+}
+
+impl Touched {
+    /// The pods `pods` touched, nothing else.
+    fn of(pods: BitSet) -> Touched {
+        Touched {
+            pods,
+            ..Touched::default()
+        }
     }
 }
 
@@ -154,7 +195,7 @@ impl Engine {
                 if let Some(new) = self.nps.last() {
                     pods.union(&new.subject);
                 }
-                return Touched { all: false, pods };
+                return Touched::of(pods);
             }
             Change::RemoveNetworkPolicy { namespace, name } => {
                 if let Some(i) = self
@@ -165,7 +206,7 @@ impl Engine {
                 {
                     let pods = self.nps[i].subject.clone();
                     self.remove_np(i);
-                    return Touched { all: false, pods };
+                    return Touched::of(pods);
                 }
                 return Touched::default();
             }
@@ -181,7 +222,7 @@ impl Engine {
                 if let Some(new) = self.admins.last() {
                     pods.union(&new.subject);
                 }
-                return Touched { all: false, pods };
+                return Touched::of(pods);
             }
             Change::RemoveAdminPolicy { kind, name } => {
                 if let Some(i) = self
@@ -192,7 +233,7 @@ impl Engine {
                 {
                     let pods = self.admin_removal_touches(i);
                     self.remove_admin(i);
-                    return Touched { all: false, pods };
+                    return Touched::of(pods);
                 }
                 return Touched::default();
             }
@@ -223,8 +264,9 @@ impl Engine {
     }
 
     /// [`Engine::upsert_pod`], saying what it touched: for a change of labels only (no
-    /// shared address, no peers relative to the subject's namespace), the pod and the
-    /// subjects of every policy whose peers it joins or leaves; otherwise everything.
+    /// shared address, no peers relative to the subject's namespace), the pod itself, and
+    /// the rules whose peers it joined or left with their policies' subjects; otherwise
+    /// everything.
     fn upsert_pod_touched(&mut self, p: Pod) -> Touched {
         let id = self.pod_id(&p.namespace, &p.name);
         let labels_only = id.is_some_and(|id| {
@@ -232,17 +274,50 @@ impl Engine {
             was.labels = p.labels.clone();
             was == p && !self.shared_address.contains_key(&id)
         }) && !self.has_related_peers();
-        self.peers_joined = Some(BitSet::default());
+        self.peers_moved = Some(Vec::new());
         self.upsert_pod(p);
-        let joined = self.peers_joined.take().unwrap_or_default();
+        let moved = self.peers_moved.take().unwrap_or_default();
         match id {
             Some(id) if labels_only && !self.shared_address.contains_key(&id) => {
-                let mut pods = joined;
-                pods.insert(id);
-                Touched { all: false, pods }
+                let mut touched = Touched::of(BitSet::default());
+                touched.pods.insert(id);
+                for (slot, direction, index) in moved {
+                    self.note_moved_peer(&mut touched, slot, direction, index, id);
+                }
+                touched
             }
             _ => Touched::everything(),
         }
+    }
+
+    /// Adds to `touched` one rule whose peers `pod` joined or left: its policy's subjects
+    /// keep their programs' shape unless the rule's peers could have become empty or
+    /// stopped being so (the rule then leaves or enters their programs).
+    fn note_moved_peer(
+        &self,
+        touched: &mut Touched,
+        slot: PolicySlot,
+        direction: Direction,
+        index: usize,
+        pod: PodId,
+    ) {
+        let (info, subject) = match slot {
+            PolicySlot::Network(i) => (&self.nps[i as usize].info, &self.nps[i as usize].subject),
+            PolicySlot::Admin(i) => (
+                &self.admins[i as usize].info,
+                &self.admins[i as usize].subject,
+            ),
+        };
+        if self.peers_hold_more_than(slot, direction, index, pod) {
+            touched.peer_subjects.union(subject);
+        } else {
+            touched.pods.union(subject);
+        }
+        touched.peers.insert(PeerRule {
+            policy: info.reference.clone(),
+            direction,
+            index: index as u32,
+        });
     }
 
     /// The pods whose policy lists removing admin policy `i` rebuilds (which may reorder
@@ -337,51 +412,63 @@ impl Engine {
             }
         }
         let (mut nb, mut ab) = (bits.into_iter(), admin_bits.into_iter());
-        let mut joined = self.peers_joined.take();
-        for (np, model) in self.nps.iter_mut().zip(&self.cluster.network_policies) {
+        let mut moved: Vec<(PolicySlot, Direction, usize)> = Vec::new();
+        for (i, (np, model)) in self
+            .nps
+            .iter_mut()
+            .zip(&self.cluster.network_policies)
+            .enumerate()
+        {
             np.subject.set(pod, nb.next().unwrap_or(false));
-            let mut moved = false;
-            for (compiled, rules) in [
-                (&mut np.ingress, &model.ingress),
-                (&mut np.egress, &model.egress),
+            for (direction, compiled, rules) in [
+                (Direction::Ingress, &mut np.ingress, &model.ingress),
+                (Direction::Egress, &mut np.egress, &model.egress),
             ] {
-                for (c, m) in compiled.iter_mut().zip(rules) {
+                for (index, (c, m)) in compiled.iter_mut().zip(rules).enumerate() {
                     let n = m.peers.as_ref().map_or(0, Vec::len);
                     let bits: Vec<bool> = (0..n).map(|_| nb.next().unwrap_or(false)).collect();
+                    let mut changed = false;
                     // compiled peers mirror the model's when present (None only for empty lists)
                     for (p, b) in c.peers.iter_mut().flatten().zip(bits) {
                         if let NpPeer::Pods(s) = p
                             && s.contains(pod) != b
                         {
                             Arc::make_mut(s).set(pod, b);
-                            moved = true;
+                            changed = true;
                         }
+                    }
+                    if changed {
+                        moved.push((PolicySlot::Network(i as u32), direction, index));
                     }
                 }
             }
-            if moved && let Some(j) = joined.as_mut() {
-                j.union(&np.subject);
-            }
         }
-        for a in &mut self.admins {
+        for (i, a) in self.admins.iter_mut().enumerate() {
             a.subject.set(pod, ab.next().unwrap_or(false));
-            let mut moved = false;
-            for r in a.ingress.iter_mut().chain(a.egress.iter_mut()) {
-                for p in &mut r.peers {
-                    if let AdminPeerC::Pods(s) = p {
-                        let b = ab.next().unwrap_or(false);
-                        if s.contains(pod) != b {
-                            Arc::make_mut(s).set(pod, b);
-                            moved = true;
+            for (direction, rules) in [
+                (Direction::Ingress, &mut a.ingress),
+                (Direction::Egress, &mut a.egress),
+            ] {
+                for (index, r) in rules.iter_mut().enumerate() {
+                    let mut changed = false;
+                    for p in &mut r.peers {
+                        if let AdminPeerC::Pods(s) = p {
+                            let b = ab.next().unwrap_or(false);
+                            if s.contains(pod) != b {
+                                Arc::make_mut(s).set(pod, b);
+                                changed = true;
+                            }
                         }
+                    }
+                    if changed {
+                        moved.push((PolicySlot::Admin(i as u32), direction, index));
                     }
                 }
             }
-            if moved && let Some(j) = joined.as_mut() {
-                j.union(&a.subject);
-            }
         }
-        self.peers_joined = joined;
+        if let Some(m) = self.peers_moved.as_mut() {
+            m.extend(moved);
+        }
         self.rebuild_pod_lists(pod);
     }
 

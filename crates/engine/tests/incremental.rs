@@ -147,13 +147,21 @@ proptest! {
             let touched = engine.apply(ch.clone());
             apply_to_cluster(&mut mirror, ch);
             // What `apply` says it left alone is left alone (a data plane keeps it).
+            // What it says it only moved peers of is the old program with those peers anew.
             if !touched.all {
                 let after = programs(&engine);
+                let new_peers = engine.new_peers(&touched);
                 for (b, a) in before.iter().zip(&after) {
                     prop_assert_eq!(b.len(), a.len());
                     for (pod, (b, a)) in b.iter().zip(a).enumerate() {
                         if !touched.contains(pod) {
                             prop_assert_eq!(b, a, "pod {} after {:#?}", pod, ch);
+                        }
+                        if !touched.reshaped(pod) {
+                            let now = new_peers.program(b);
+                            prop_assert!(now.is_ok(), "pod {} reshaped after {:#?}", pod, ch);
+                            let now = now.unwrap().unwrap_or_else(|| b.clone());
+                            prop_assert_eq!(&now, a, "pod {} after {:#?}", pod, ch);
                         }
                     }
                 }
@@ -189,13 +197,24 @@ fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
     });
     let mut e = Engine::new(g.load().unwrap(), Options::default());
     let mut others_changed = 0;
+    let mut peers_only = 0;
     for (a, b) in [(0, 150), (7, 299), (42, 3), (120, 260), (0, 1)] {
         let mut moved = e.cluster().pods[a].clone();
         moved.labels = e.cluster().pods[b].labels.clone();
         let before = all_programs(&e);
         let touched = e.apply(Change::UpsertPod(moved));
         assert!(!touched.all, "a relabel names the pods it touches");
+        assert!(
+            touched.reshaped(a),
+            "the relabelled pod's own programs are computed anew"
+        );
+        for pod in 0..e.cluster().pods.len() {
+            if pod != a && touched.contains(pod) {
+                peers_only += usize::from(!touched.reshaped(pod));
+            }
+        }
         let after = all_programs(&e);
+        let new_peers = e.new_peers(&touched);
         for (bs, xs) in before.iter().zip(&after) {
             for (pod, (was, is)) in bs.iter().zip(xs).enumerate() {
                 if !touched.contains(pod) {
@@ -203,8 +222,16 @@ fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
                 } else if pod != a && was != is {
                     others_changed += 1;
                 }
+                if !touched.reshaped(pod) {
+                    let now = new_peers.program(was).expect("only peers moved");
+                    assert_eq!(&now.unwrap_or_else(|| was.clone()), is, "pod {pod}");
+                }
             }
         }
     }
     assert!(others_changed > 0, "some relabel changed other pods' peers");
+    assert!(
+        peers_only > 0,
+        "other pods' programs changed only in peer addresses"
+    );
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_engine::{
-    ConcreteRule, Decision, EndpointKind, Engine, PodId, SideClasses, SideProgram, Tier,
+    ConcreteRule, Decision, EndpointKind, Engine, PeerAddrs, PodId, SideClasses, SideProgram, Tier,
 };
 use palisade_model::{Action, Direction, Protocol};
 
@@ -192,7 +192,7 @@ pub(crate) fn assemble(
             };
             let id = classes.ids[class];
             let name = format!("{letter}{:012x}", id & 0xffff_ffff_ffff);
-            class_chains.push(b.named_chain(name, record.entry.clone()));
+            class_chains.push(b.named_chain(name, Vec::clone(&record.entry)));
             built.push(record);
         }
         let (map, exempt) = if dir == Direction::Egress {
@@ -287,11 +287,62 @@ struct Builder<'c> {
 #[derive(Debug, Default)]
 pub(crate) struct Built {
     /// The rules of the class's own chain.
-    entry: Vec<Rule>,
+    entry: Arc<Vec<Rule>>,
     /// Every named set its rules use, as asked of the interner.
     sets: Vec<SetUse>,
     /// Every content chain it stored, after shadowed rules were dropped.
-    chains: Vec<Chain>,
+    chains: Arc<Vec<Chain>>,
+}
+
+impl Built {
+    /// What building the class does once some of its rules' peers hold other addresses
+    /// (`moved`: each such rule before and after), if its chains stay as they are: every
+    /// moved peer list is, in each family, a named set before and after, or absent before
+    /// and after. `None` when a chain changes (a list is written inline, before or after,
+    /// or a family comes or goes): the class must be built.
+    pub(crate) fn with_new_peers(
+        &self,
+        moved: &[(&ConcreteRule, &ConcreteRule)],
+        nets: &mut PeerNets,
+    ) -> Option<Built> {
+        let mut now: HashMap<*const BTreeSet<IpAddr>, &Arc<BTreeSet<IpAddr>>> = HashMap::new();
+        for (was, is) in moved {
+            let (before, after) = (nets.of(&(&was.peers).into()), nets.of(&(&is.peers).into()));
+            for family in 0..2 {
+                let (b, a) = (before[family].len(), after[family].len());
+                if !(b == 0 && a == 0 || b > INLINE_MAX && a > INLINE_MAX) {
+                    return None;
+                }
+            }
+            now.insert(Arc::as_ptr(&was.peers.addrs), &is.peers.addrs);
+        }
+        let mut sets = Vec::with_capacity(self.sets.len());
+        for set in &self.sets {
+            match now.get(&Arc::as_ptr(&set.source.addrs)) {
+                None => sets.push(set.clone()),
+                Some(&addrs) => {
+                    let source = SetSource {
+                        addrs: addrs.clone(),
+                        blocks: set.source.blocks.clone(),
+                    };
+                    let elements = nets.of(&source)[usize::from(set.v6)].clone();
+                    if elements.len() <= INLINE_MAX {
+                        return None;
+                    }
+                    sets.push(SetUse {
+                        nets: elements,
+                        source,
+                        ..set.clone()
+                    });
+                }
+            }
+        }
+        Some(Built {
+            entry: self.entry.clone(),
+            sets,
+            chains: self.chains.clone(),
+        })
+    }
 }
 
 /// One named set a class's rules use: what the interner was asked, and the name it gave.
@@ -300,9 +351,63 @@ struct SetUse {
     v6: bool,
     interval: bool,
     nets: Arc<Vec<IpNet>>,
+    /// What the elements were made of.
+    source: SetSource,
     /// The name the set's peers give it ([`Interner::base_name`]).
     base: String,
     name: String,
+}
+
+/// What a set of peer addresses is made of: a rule's peer addresses and CIDRs (or the
+/// pods a named port resolves on).
+#[derive(Debug, Clone)]
+pub(crate) struct SetSource {
+    addrs: Arc<BTreeSet<IpAddr>>,
+    /// CIDRs, each minus its exceptions.
+    blocks: Vec<(IpNet, Vec<IpNet>)>,
+}
+
+impl From<&PeerAddrs> for SetSource {
+    fn from(p: &PeerAddrs) -> SetSource {
+        SetSource {
+            addrs: p.addrs.clone(),
+            blocks: p.blocks.clone(),
+        }
+    }
+}
+
+impl SetSource {
+    /// The prefixes, IPv4 then IPv6, merged (an interval set holds no overlapping
+    /// elements, and consecutive pod addresses become one prefix).
+    fn families(&self) -> [Vec<IpNet>; 2] {
+        let mut nets: Vec<IpNet> = self.addrs.iter().map(|&ip| IpNet::from(ip)).collect();
+        for (cidr, except) in &self.blocks {
+            nets.extend(subtract(*cidr, except));
+        }
+        let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
+            nets.into_iter().partition(|n| matches!(n, IpNet::V4(_)));
+        [IpNet::aggregate(&v4), IpNet::aggregate(&v6)]
+    }
+}
+
+/// A [`SetSource`] by the identity of its addresses and its CIDRs.
+type SourceKey = (*const BTreeSet<IpAddr>, Vec<(IpNet, Vec<IpNet>)>);
+
+/// [`SetSource::families`] computed once per source (by the identity of its addresses,
+/// which stay alive while the cache is used, and its CIDRs).
+#[derive(Default)]
+pub(crate) struct PeerNets {
+    seen: HashMap<SourceKey, [Arc<Vec<IpNet>>; 2]>,
+}
+
+impl PeerNets {
+    fn of(&mut self, source: &SetSource) -> [Arc<Vec<IpNet>>; 2] {
+        let key = (Arc::as_ptr(&source.addrs), source.blocks.clone());
+        self.seen
+            .entry(key)
+            .or_insert_with(|| source.families().map(Arc::new))
+            .clone()
+    }
 }
 
 impl Builder<'_> {
@@ -312,9 +417,9 @@ impl Builder<'_> {
         self.interner.record = Some(Vec::new());
         let entry = self.side(dir, prog);
         Built {
-            entry,
+            entry: Arc::new(entry),
             sets: self.interner.record.take().unwrap_or_default(),
-            chains: self.record.take().unwrap_or_default(),
+            chains: Arc::new(self.record.take().unwrap_or_default()),
         }
     }
 
@@ -329,7 +434,7 @@ impl Builder<'_> {
                 return false;
             }
         }
-        for c in &built.chains {
+        for c in built.chains.iter() {
             if !self.restored_chain(c) {
                 return false;
             }
@@ -611,14 +716,17 @@ impl Interner {
         what: &str,
     ) -> Vec<(bool, Match)> {
         let key = (Arc::as_ptr(addrs), field == Field::Saddr);
+        let source = SetSource {
+            addrs: addrs.clone(),
+            blocks: Vec::new(),
+        };
         let mut seen = self.by_set.get(&key).into_iter().flatten();
         if let Some((_, hit)) = seen.find(|(w, _)| w == what) {
             let hit = hit.clone();
-            self.record_hit(&hit, what);
+            self.record_hit(&hit, what, &source);
             return hit;
         }
-        let nets = addrs.iter().map(|&ip| IpNet::from(ip)).collect();
-        let out = self.prefixes(nets, field, true, what);
+        let out = self.prefixes(&source, field, what);
         self.by_set
             .entry(key)
             .or_default()
@@ -627,7 +735,7 @@ impl Interner {
     }
 
     /// Records the named sets of matches made earlier for `what`, as if named again.
-    fn record_hit(&mut self, hit: &FamilyMatches, what: &str) {
+    fn record_hit(&mut self, hit: &FamilyMatches, what: &str, source: &SetSource) {
         let Some(record) = &mut self.record else {
             return;
         };
@@ -639,6 +747,7 @@ impl Interner {
                     v6: s.v6,
                     interval: s.interval,
                     nets: s.nets.clone(),
+                    source: source.clone(),
                     base: Interner::base_name(s.v6, s.interval, what),
                     name: set.clone(),
                 });
@@ -646,29 +755,15 @@ impl Interner {
         }
     }
 
-    /// `ip saddr|daddr` matches for a union of prefixes, one per family present. With
-    /// `interval` the prefixes are merged (consecutive pod addresses become one prefix), as
-    /// an interval set holds no overlapping elements; without, they are host addresses, for
-    /// a hash set.
-    fn prefixes(
-        &mut self,
-        nets: Vec<IpNet>,
-        field: Field,
-        interval: bool,
-        what: &str,
-    ) -> Vec<(bool, Match)> {
+    /// `ip saddr|daddr` matches for the prefixes of `source`, one per family present:
+    /// inline when short, else a named set (an interval set).
+    fn prefixes(&mut self, source: &SetSource, field: Field, what: &str) -> Vec<(bool, Match)> {
         let mut out = Vec::new();
-        let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
-            nets.into_iter().partition(|n| matches!(n, IpNet::V4(_)));
+        let [v4, v6] = source.families();
         for (v6, nets) in [(false, v4), (true, v6)] {
             if nets.is_empty() {
                 continue;
             }
-            let nets = if interval {
-                IpNet::aggregate(&nets)
-            } else {
-                nets
-            };
             if nets.len() <= INLINE_MAX {
                 out.push((
                     v6,
@@ -681,7 +776,7 @@ impl Interner {
                 ));
                 continue;
             }
-            let set = self.named(v6, interval, Arc::new(nets), what);
+            let set = self.named(v6, true, Arc::new(nets), what, source);
             out.push((
                 v6,
                 Match::Set {
@@ -699,7 +794,14 @@ impl Interner {
     /// set, and a digest of `what`; when that name already holds other addresses (peers
     /// relative to the subject's namespace differ between classes), a digest of the
     /// addresses is appended.
-    fn named(&mut self, v6: bool, interval: bool, nets: Arc<Vec<IpNet>>, what: &str) -> String {
+    fn named(
+        &mut self,
+        v6: bool,
+        interval: bool,
+        nets: Arc<Vec<IpNet>>,
+        what: &str,
+        source: &SetSource,
+    ) -> String {
         let base = Interner::base_name(v6, interval, what);
         let name = self.name_from(&base, v6, interval, nets.clone());
         if let Some(record) = &mut self.record {
@@ -707,6 +809,7 @@ impl Interner {
                 v6,
                 interval,
                 nets,
+                source: source.clone(),
                 base,
                 name: name.clone(),
             });
@@ -861,11 +964,7 @@ fn expand(
             pieces.push((Some(v6), vec![m]));
         }
     } else {
-        let mut nets: Vec<IpNet> = r.peers.addrs.iter().map(|&ip| IpNet::from(ip)).collect();
-        for (cidr, except) in &r.peers.blocks {
-            nets.extend(subtract(*cidr, except));
-        }
-        for (v6, m) in interner.prefixes(nets, peer, true, what) {
+        for (v6, m) in interner.prefixes(&(&r.peers).into(), peer, what) {
             pieces.push((Some(v6), vec![m]));
         }
     }

@@ -1,7 +1,9 @@
 //! Compiling after a change from what the previous compile built: the programs of the
-//! pods the change did not touch ([`Touched`]) are kept, only the touched pods' classes
-//! are asked of the engine, and the chains of every class whose program is unchanged are
-//! replayed instead of built.
+//! pods the change did not touch ([`Touched`]) are kept, only the classes of the pods it
+//! reshaped are asked of the engine, the kept programs whose rules' peers gained or lost
+//! pods get those peers anew ([`palisade_engine::NewPeers`]), and the chains of every
+//! class whose chains stay as they were are replayed instead of built (for a class whose
+//! peers moved, with the new elements of its named sets).
 //!
 //! The full compile stays the reference and the fallback: an incremental compile gives
 //! the ruleset [`crate::compile_after`] gives for the same engine (property-tested), and
@@ -15,9 +17,9 @@ use std::sync::Arc;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use palisade_engine::{ConcreteRule, Engine, PodId, SideProgram, Touched};
+use palisade_engine::{ConcreteRule, Engine, NewPeers, PodId, SideProgram, Touched};
 
-use crate::compile::{Classes, CompileError, Pods, SIDES, assemble};
+use crate::compile::{Built, Classes, CompileError, PeerNets, Pods, SIDES, assemble};
 use crate::ir::Ruleset;
 
 /// A compiled ruleset and what the next compile reuses of it.
@@ -115,7 +117,7 @@ impl Compiled {
         }
         let list = &memo.pods.list;
         let touched_k: Vec<usize> = (0..list.len())
-            .filter(|&k| touched.contains(list[k]))
+            .filter(|&k| touched.reshaped(list[k]))
             .collect();
         let touched_pods: Vec<PodId> = touched_k.iter().map(|&k| list[k]).collect();
         let (egress, ingress) = rayon::join(
@@ -123,11 +125,18 @@ impl Compiled {
             || engine.side_classes(&touched_pods, SIDES[1]),
         );
         let fresh = [Classes::from(egress), Classes::from(ingress)];
-        let mut sides: [Classes; 2] = Default::default();
-        for d in 0..2 {
-            sides[d] = merge(&memo.sides[d], &memo.by_id[d], &touched_k, &fresh[d])
-                .ok_or("a program outside the touched pods changed")?;
-        }
+        let side = |d: usize| {
+            let new_peers = engine.new_peers(touched);
+            merge(
+                &memo.sides[d],
+                &memo.by_id[d],
+                &touched_k,
+                &fresh[d],
+                &new_peers,
+            )
+        };
+        let (egress, ingress) = rayon::join(|| side(0), || side(1));
+        let sides = [egress?, ingress?];
         let exempt = [
             self.ruleset.egress_exempt.clone(),
             self.ruleset.ingress_exempt.clone(),
@@ -176,18 +185,20 @@ impl Memo {
     }
 }
 
-/// One side's classes after a change: the old classes of the untouched pods, the fresh
-/// classes (of the touched pods only) for the touched ones, numbered in pod order as the
-/// full compile numbers them. A fresh class whose program equals the old one of its id
-/// keeps the old program and what building it did. `None` when an untouched pod's class
-/// has another program now (the change touched more than it said), or two fresh classes
-/// share an id.
+/// One side's classes after a change: the old classes of the pods it did not reshape
+/// (their moved peers brought up to date), the fresh classes (of the reshaped pods only)
+/// for the reshaped ones, numbered in pod order as the full compile numbers them. A fresh
+/// class whose program equals the old one of its id brought up to date keeps that
+/// program and what building it did. An error when a pod left out of the fresh classes
+/// has another program now than its old one brought up to date (the change reshaped more
+/// than it said), or two fresh classes share an id.
 fn merge(
     old: &Classes,
     old_by_id: &HashMap<u64, usize>,
     touched_k: &[usize],
     fresh: &Classes,
-) -> Option<Classes> {
+    new_peers: &NewPeers<'_>,
+) -> Result<Classes, &'static str> {
     let mut id_of: Vec<u64> = old.class_of.iter().map(|&c| old.ids[c]).collect();
     let mut is_touched = vec![false; id_of.len()];
     let mut fresh_by_id: HashMap<u64, usize> = HashMap::new();
@@ -195,41 +206,78 @@ fn merge(
         let class = fresh.class_of[i];
         let id = fresh.ids[class];
         if *fresh_by_id.entry(id).or_insert(class) != class {
-            return None;
+            return Err("two classes share an id");
         }
         id_of[k] = id;
         is_touched[k] = true;
     }
     let mut out = Classes::default();
+    // Per class of `out`: whether its program is the old one (brought up to date).
+    let mut kept: Vec<bool> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut same = SameSets::default();
+    let mut nets = PeerNets::default();
     for (k, &id) in id_of.iter().enumerate() {
         let class = match index.get(&id) {
             Some(&c) => c,
             None => {
-                let old_class = old_by_id.get(&id).copied();
-                let (program, built) = match (fresh_by_id.get(&id), old_class) {
-                    (Some(&f), Some(o)) if same.programs(&fresh.programs[f], &old.programs[o]) => {
-                        (old.programs[o].clone(), old.built[o].clone())
+                let now = old_by_id
+                    .get(&id)
+                    .map(|&o| up_to_date(old, o, new_peers, &mut nets));
+                let (program, built, is_kept) = match (fresh_by_id.get(&id), now) {
+                    (Some(&f), Some(Ok((p, b)))) if same.programs(&fresh.programs[f], &p) => {
+                        (p, b, true)
                     }
-                    (Some(&f), _) => (fresh.programs[f].clone(), None),
-                    (None, Some(o)) => (old.programs[o].clone(), old.built[o].clone()),
-                    (None, None) => return None,
+                    (Some(&f), _) => (fresh.programs[f].clone(), None, false),
+                    (None, Some(Ok((p, b)))) => (p, b, true),
+                    (None, Some(Err(why))) => return Err(why),
+                    (None, None) => return Err("an untouched pod's class is gone"),
                 };
                 out.programs.push(program);
                 out.ids.push(id);
                 out.built.push(built);
+                kept.push(is_kept);
                 index.insert(id, out.programs.len() - 1);
                 out.programs.len() - 1
             }
         };
-        // An untouched pod keeps its program: its class must be the old one, unchanged.
-        if !is_touched[k] && out.built[class].is_none() {
-            return None;
+        // A pod not reshaped keeps its program: its class must be the old one.
+        if !is_touched[k] && !kept[class] {
+            return Err("a program outside the touched pods changed");
         }
         out.class_of.push(class);
     }
-    Some(out)
+    Ok(out)
+}
+
+/// Old class `o`'s program with its moved peers as they are now, and what building its
+/// chains does then, unless its chains change (it is built again).
+fn up_to_date(
+    old: &Classes,
+    o: usize,
+    new_peers: &NewPeers<'_>,
+    nets: &mut PeerNets,
+) -> Result<(Arc<SideProgram>, Option<Arc<Built>>), &'static str> {
+    let program = &old.programs[o];
+    let now = match new_peers.program(program) {
+        Ok(None) => return Ok((program.clone(), old.built[o].clone())),
+        Ok(Some(now)) => now,
+        Err(_) => return Err("a rule entered or left a program outside the touched pods"),
+    };
+    let moved: Vec<(&ConcreteRule, &ConcreteRule)> = rules(program)
+        .zip(rules(&now))
+        .filter(|(was, is)| !Arc::ptr_eq(&was.peers.addrs, &is.peers.addrs))
+        .collect();
+    let built = old.built[o]
+        .as_ref()
+        .and_then(|b| b.with_new_peers(&moved, nets))
+        .map(Arc::new);
+    Ok((Arc::new(now), built))
+}
+
+/// A program's rules, tier after tier.
+fn rules(p: &SideProgram) -> impl Iterator<Item = &ConcreteRule> {
+    p.admin.iter().chain(&p.network).chain(&p.baseline)
 }
 
 /// Program equality with each pair of address sets compared once: the programs of one

@@ -105,6 +105,137 @@ fn addresses(e: &Engine) -> Vec<IpAddr> {
     ips
 }
 
+/// One change applied to `engine`, then the ruleset compiled from `compiled` and what the
+/// change touched, checked against the full compile (IR, text, lookup verdicts); the new
+/// compile, or `None` when both compiles refuse (the node is gone).
+fn step(
+    engine: &mut Engine,
+    compiled: &Compiled,
+    node: Option<&str>,
+    ch: Change,
+) -> Result<Option<(Compiled, Path)>, TestCaseError> {
+    let touched = engine.apply(ch.clone());
+    let full = compile_after(engine, node, compiled.ruleset());
+    let next = compiled.next(engine, node, &touched);
+    let (full, (next, path)) = match (full, next) {
+        (Ok(f), Ok(n)) => (f, n),
+        (Err(_), Err(_)) => return Ok(None), // node0 removed: both refuse
+        (f, n) => {
+            prop_assert!(false, "one compile failed: {:?} / {:?}", f.err(), n.err());
+            unreachable!()
+        }
+    };
+    let incremental = next.ruleset();
+    prop_assert_eq!(
+        incremental.render(),
+        full.render(),
+        "{:?} after {:#?}",
+        path,
+        ch
+    );
+    prop_assert_eq!(
+        &incremental.sets,
+        &full.sets,
+        "sets ({:?}) after {:#?}",
+        path,
+        ch
+    );
+    prop_assert_eq!(
+        &incremental.chains,
+        &full.chains,
+        "chains ({:?}) after {:#?}",
+        path,
+        ch
+    );
+    prop_assert_eq!(
+        &incremental.logs,
+        &full.logs,
+        "logs ({:?}) after {:#?}",
+        path,
+        ch
+    );
+    prop_assert!(
+        **incremental == full,
+        "IR differs ({:?}) after {:#?}",
+        path,
+        ch
+    );
+    let ips = addresses(engine);
+    let fresh = compile(engine, node).unwrap();
+    prop_assert_eq!(
+        verdicts(incremental, &ips),
+        verdicts(&fresh, &ips),
+        "{:?} after {:#?}",
+        path,
+        ch
+    );
+    Ok(Some((next, path)))
+}
+
+/// A cluster for relabels: 12 to 23 pods in three namespaces, every address its own
+/// prefix (so a peer of five pods is a named set, one of four an inline list), about half
+/// of them with an IPv6 address as well (so a family can come and go from a peer), and the
+/// random policies and namespaces of [`cluster`].
+fn relabel_cluster() -> impl Strategy<Value = Cluster> {
+    let pods = proptest::collection::vec((0..3u8, labels(), any::<bool>(), 0..2u8), 12..24);
+    (cluster(), pods).prop_map(|(mut c, pods)| {
+        c.pods = pods
+            .into_iter()
+            .enumerate()
+            .map(|(i, (ns, labels, v6, node))| {
+                let i = i as u8;
+                let mut ips = vec![IpAddr::from([10, 100 + ns, 0, 4 * i + 1])];
+                if v6 {
+                    ips.push(IpAddr::from([
+                        0xfd00,
+                        0,
+                        0,
+                        0,
+                        0,
+                        0,
+                        ns.into(),
+                        4 * u16::from(i) + 1,
+                    ]));
+                }
+                Pod {
+                    namespace: format!("ns{ns}"),
+                    name: format!("pod{i}"),
+                    labels,
+                    node_name: Some(format!("node{node}")),
+                    host_network: false,
+                    ips,
+                    ports: vec![ContainerPort {
+                        name: Some("http".into()),
+                        port: Port::new(80).unwrap(),
+                        protocol: Protocol::Tcp,
+                    }],
+                    ready: true,
+                    origin: Origin::default(),
+                }
+            })
+            .collect();
+        c
+    })
+}
+
+/// Mostly relabels (of the pod with this index, modulo their number), with now and then a
+/// policy edit between them.
+#[derive(Debug, Clone)]
+enum Step {
+    /// The pod with this index (modulo their number) takes these labels.
+    Relabel(usize, Labels),
+    /// Another change.
+    Other(Change),
+}
+
+fn relabel_change() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        10 => (0..24usize, labels()).prop_map(|(i, l)| Step::Relabel(i, l)),
+        1 => (0..5usize).prop_flat_map(network_policy).prop_map(|p| Step::Other(Change::UpsertNetworkPolicy(p))),
+        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Step::Other(Change::UpsertAdminPolicy(p))),
+    ]
+}
+
 proptest! {
     #![proptest_config(palisade_test_support::proptest_config(150, 0x1c0_2026))]
 
@@ -121,27 +252,43 @@ proptest! {
         };
         for ch in changes {
             let ch = as_relabel(&engine, ch);
-            let touched = engine.apply(ch.clone());
-            let full = compile_after(&engine, node, compiled.ruleset());
-            let next = compiled.next(&engine, node, &touched);
-            let (full, (next, path)) = match (full, next) {
-                (Ok(f), Ok(n)) => (f, n),
-                (Err(_), Err(_)) => return Ok(()), // node0 removed: both refuse
-                (f, n) => {
-                    prop_assert!(false, "one compile failed: {:?} / {:?}", f.err(), n.err());
-                    unreachable!()
+            match step(&mut engine, &compiled, node, ch)? {
+                Some((next, _)) => compiled = next,
+                None => return Ok(()),
+            }
+        }
+    }
+
+}
+
+proptest! {
+    #![proptest_config(palisade_test_support::proptest_config(40, 0x7e1a_2026))]
+
+    /// Relabels that move pods in and out of peer selections, across the inline/named-set
+    /// boundary and the families, compile as the full compile does.
+    #[test]
+    fn relabels_compile_as_the_full_compile(
+        c in relabel_cluster(),
+        changes in proptest::collection::vec(relabel_change(), 1..16),
+        on_node in any::<bool>(),
+    ) {
+        let node = on_node.then_some("node0");
+        let mut engine = Engine::new(c, Options::default());
+        let Ok(mut compiled) = Compiled::full(&engine, node, None) else {
+            return Ok(());
+        };
+        for ch in changes {
+            let ch = match ch {
+                Step::Relabel(i, labels) => {
+                    let pods = &engine.cluster().pods;
+                    Change::UpsertPod(Pod { labels, ..pods[i % pods.len()].clone() })
                 }
+                Step::Other(ch) => ch,
             };
-            let incremental = next.ruleset();
-            prop_assert_eq!(incremental.render(), full.render(), "{:?} after {:#?}", path, ch);
-            prop_assert_eq!(&incremental.sets, &full.sets, "sets ({:?}) after {:#?}", path, ch);
-            prop_assert_eq!(&incremental.chains, &full.chains, "chains ({:?}) after {:#?}", path, ch);
-            prop_assert_eq!(&incremental.logs, &full.logs, "logs ({:?}) after {:#?}", path, ch);
-            prop_assert!(**incremental == full, "IR differs ({:?}) after {:#?}", path, ch);
-            let ips = addresses(&engine);
-            let fresh = compile(&engine, node).unwrap();
-            prop_assert_eq!(verdicts(incremental, &ips), verdicts(&fresh, &ips), "{:?} after {:#?}", path, ch);
-            compiled = next;
+            match step(&mut engine, &compiled, node, ch)? {
+                Some((next, _)) => compiled = next,
+                None => return Ok(()),
+            }
         }
     }
 }

@@ -1,0 +1,178 @@
+//! Side programs brought up to date after changes that only moved pods in or out of some
+//! rules' peers ([`Touched::peers`]): the rules stay, their peer addresses are recomputed.
+//! A data plane that compiled the old programs then changes only those addresses.
+
+use std::collections::HashMap;
+
+use palisade_model::Direction;
+
+use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideProgram};
+use crate::state::{AdminPeerC, Engine, NpPeer, PodId, PolicySlot};
+use crate::update::{PeerRule, Touched};
+
+/// A program whose rules changed in more than their peer addresses: a rule's peers became
+/// empty (the rule leaves the program), or its peers depend on the subject. The program
+/// must be computed anew ([`Engine::side_classes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reshaped;
+
+impl std::fmt::Display for Reshaped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a rule changed in more than its peer addresses")
+    }
+}
+
+impl std::error::Error for Reshaped {}
+
+/// The peers of [`Touched::peers`] as they are now, for programs computed before.
+pub struct NewPeers<'e> {
+    engine: &'e Engine,
+    /// The moved rules by their policy's name, with the policy's place in the engine.
+    by_name: HashMap<&'e str, Vec<(&'e PeerRule, PolicySlot)>>,
+    cache: ProgramCache,
+}
+
+impl Engine {
+    /// The peers the changes that touched `touched` moved pods in or out of, for
+    /// [`NewPeers::program`].
+    pub fn new_peers<'e>(&'e self, touched: &'e Touched) -> NewPeers<'e> {
+        let mut by_name: HashMap<&str, Vec<(&PeerRule, PolicySlot)>> = HashMap::new();
+        if !touched.peers.is_empty() {
+            let slots = (self.nps.iter().enumerate())
+                .map(|(i, p)| (&p.info.reference, PolicySlot::Network(i as u32)))
+                .chain(
+                    (self.admins.iter().enumerate())
+                        .map(|(i, p)| (&p.info.reference, PolicySlot::Admin(i as u32))),
+                );
+            let policies: HashMap<_, _> = slots.collect();
+            for rule in &touched.peers {
+                // A policy removed since has no subjects left whose programs name it.
+                if let Some(&slot) = policies.get(&rule.policy) {
+                    by_name
+                        .entry(rule.policy.name.as_str())
+                        .or_default()
+                        .push((rule, slot));
+                }
+            }
+        }
+        NewPeers {
+            engine: self,
+            by_name,
+            cache: ProgramCache::default(),
+        }
+    }
+
+    /// Whether rule `index` of `slot` in `direction` covers some address whether or not
+    /// `pod` is among its peers (so `pod` joining or leaving cannot make it appear in or
+    /// vanish from its subjects' programs). False when unsure.
+    pub(crate) fn peers_hold_more_than(
+        &self,
+        slot: PolicySlot,
+        direction: Direction,
+        index: usize,
+        pod: PodId,
+    ) -> bool {
+        let another = |set: &crate::bitset::BitSet| {
+            set.iter()
+                .any(|q| q != pod && (self.cluster.pods[q].ips.iter()).any(|ip| self.owns(q, ip)))
+        };
+        match slot {
+            PolicySlot::Network(i) => {
+                let rule = &self.nps[i as usize].rules(direction)[index];
+                rule.peers.iter().flatten().any(|p| match p {
+                    NpPeer::IpBlock(_) => true,
+                    NpPeer::Pods(s) => another(s),
+                })
+            }
+            PolicySlot::Admin(i) => {
+                let rule = &self.admins[i as usize].rules(direction)[index];
+                let fixed = rule.peers.iter().all(|p| {
+                    matches!(
+                        p,
+                        AdminPeerC::Pods(_) | AdminPeerC::Networks(_) | AdminPeerC::Unsupported
+                    )
+                });
+                fixed
+                    && rule.peers.iter().any(|p| match p {
+                        AdminPeerC::Networks(nets) => !nets.is_empty(),
+                        AdminPeerC::Pods(s) => another(s),
+                        _ => false,
+                    })
+            }
+        }
+    }
+}
+
+impl NewPeers<'_> {
+    /// `program`, computed before the changes, with the moved rules' peers as they are
+    /// now; `None` when it has none of them.
+    pub fn program(&self, program: &SideProgram) -> Result<Option<SideProgram>, Reshaped> {
+        if self.by_name.is_empty() {
+            return Ok(None);
+        }
+        let mut changed = false;
+        let mut tier = |rules: &[ConcreteRule]| -> Result<Vec<ConcreteRule>, Reshaped> {
+            let mut out = Vec::with_capacity(rules.len());
+            for r in rules {
+                match self.peers(r)? {
+                    Some(peers) => {
+                        changed = true;
+                        out.push(ConcreteRule { peers, ..r.clone() });
+                    }
+                    None => out.push(r.clone()),
+                }
+            }
+            Ok(out)
+        };
+        let admin = tier(&program.admin)?;
+        let network = tier(&program.network)?;
+        let baseline = tier(&program.baseline)?;
+        Ok(changed.then(|| SideProgram {
+            admin,
+            network,
+            baseline,
+            ..program.clone()
+        }))
+    }
+
+    /// The peers of `r` now, when it is a moved rule.
+    fn peers(&self, r: &ConcreteRule) -> Result<Option<PeerAddrs>, Reshaped> {
+        let m = &r.rule;
+        let Some(candidates) = self.by_name.get(m.policy.reference.name.as_str()) else {
+            return Ok(None);
+        };
+        let found = candidates.iter().find(|(rule, _)| {
+            rule.policy == m.policy.reference
+                && rule.direction == m.direction
+                && rule.index == m.index
+        });
+        let Some(&(_, slot)) = found else {
+            return Ok(None);
+        };
+        if m.fail_closed {
+            return Ok(None); // a fail-closed rule matches every peer, whoever they are
+        }
+        let (e, dir, index) = (self.engine, m.direction, m.index as usize);
+        let peers = match slot {
+            PolicySlot::Network(i) => {
+                let rule = &e.nps[i as usize].rules(dir)[index];
+                e.np_peers(i, dir, index, rule, &self.cache)
+            }
+            PolicySlot::Admin(i) => {
+                let rule = &e.admins[i as usize].rules(dir)[index];
+                if rule
+                    .peers
+                    .iter()
+                    .any(|p| matches!(p, AdminPeerC::Related { .. }))
+                {
+                    return Err(Reshaped);
+                }
+                e.admin_peers(i, dir, index, None, &self.cache)
+            }
+        };
+        if peers.is_empty() {
+            return Err(Reshaped);
+        }
+        Ok(Some(peers))
+    }
+}
