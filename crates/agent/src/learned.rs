@@ -184,7 +184,7 @@ pub fn with_addresses(rs: &Ruleset, map: &DnsMap) -> Option<Ruleset> {
             .collect();
         ips.sort();
         ips.dedup();
-        set.elements = ips.into_iter().map(ipnet::IpNet::from).collect();
+        set.elements = std::sync::Arc::new(ips.into_iter().map(ipnet::IpNet::from).collect());
     }
     Some(filled)
 }
@@ -216,7 +216,7 @@ mod tests {
             name: name.into(),
             v6,
             interval: false,
-            elements: Vec::new(),
+            elements: Default::default(),
             learned: Some(Arc::new(
                 patterns.iter().map(|p| DomainPattern::parse(p)).collect(),
             )),

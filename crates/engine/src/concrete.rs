@@ -144,28 +144,47 @@ impl Engine {
         let mut index: HashMap<ClassKey<'_>, usize> = HashMap::new();
         let mut out = SideClasses::default();
         for &pod in pods {
-            let p = &self.cluster.pods[pod];
-            let key = ClassKey {
-                namespace: self.pod_ns[pod],
-                labels: &p.labels,
-                ports: if named { Some(&p.ports) } else { None },
-                shared_address: self.shared_address(pod),
-                host_network: p.host_network,
-            };
+            let key = self.class_key(pod, named);
             let next = out.programs.len();
             let class = *index.entry(key.clone()).or_insert(next);
             if class == next {
                 let mut program = self.side_program_with(pod, dir, &cache);
                 program.exempt.clear();
                 out.programs.push(program);
-                out.ids.push(palisade_model::digest::fnv64(&format!(
-                    "{}\n{:?}\n{:?}\n{:?}\n{}",
-                    p.namespace, key.labels, key.ports, key.shared_address, key.host_network
-                )));
+                out.ids.push(self.class_digest(pod, &key));
             }
             out.class_of.push(class);
         }
         out
+    }
+
+    /// The id [`Engine::side_classes`] gives the class of `pod`: pods with one id have one
+    /// program (up to their exemptions).
+    pub fn class_id(&self, pod: PodId) -> u64 {
+        let key = self.class_key(pod, self.uses_named_ports());
+        self.class_digest(pod, &key)
+    }
+
+    fn class_key(&self, pod: PodId, named: bool) -> ClassKey<'_> {
+        let p = &self.cluster.pods[pod];
+        ClassKey {
+            namespace: self.pod_ns[pod],
+            labels: &p.labels,
+            ports: if named { Some(&p.ports) } else { None },
+            shared_address: self.shared_address(pod),
+            host_network: p.host_network,
+        }
+    }
+
+    fn class_digest(&self, pod: PodId, key: &ClassKey<'_>) -> u64 {
+        palisade_model::digest::fnv64(&format!(
+            "{}\n{:?}\n{:?}\n{:?}\n{}",
+            self.cluster.pods[pod].namespace,
+            key.labels,
+            key.ports,
+            key.shared_address,
+            key.host_network
+        ))
     }
 
     /// The peers `pod` always allows in `dir`: its own addresses, and for ingress (when

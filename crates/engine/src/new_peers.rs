@@ -3,12 +3,14 @@
 //! A data plane that compiled the old programs then changes only those addresses.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use palisade_model::Direction;
 
 use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideProgram};
 use crate::state::{AdminPeerC, Engine, NpPeer, PodId, PolicySlot};
 use crate::update::{PeerRule, Touched};
+use crate::verdict::PolicyInfo;
 
 /// A program whose rules changed in more than their peer addresses: a rule's peers became
 /// empty (the rule leaves the program), or its peers depend on the subject. The program
@@ -110,29 +112,42 @@ impl NewPeers<'_> {
         if self.by_name.is_empty() {
             return Ok(None);
         }
-        let mut changed = false;
-        let mut tier = |rules: &[ConcreteRule]| -> Result<Vec<ConcreteRule>, Reshaped> {
-            let mut out = Vec::with_capacity(rules.len());
-            for r in rules {
-                match self.peers(r)? {
-                    Some(peers) => {
-                        changed = true;
-                        out.push(ConcreteRule { peers, ..r.clone() });
+        // Most programs hold none of the moved rules: look before copying anything.
+        let tiers = [&program.admin, &program.network, &program.baseline];
+        let mut moved: [Vec<(usize, PeerAddrs)>; 3] = Default::default();
+        // Rules of one policy come together: its name is looked up once per run of them.
+        let mut last: Option<(*const PolicyInfo, bool)> = None;
+        for (rules, moved) in tiers.iter().zip(&mut moved) {
+            for (i, r) in rules.iter().enumerate() {
+                let policy = Arc::as_ptr(&r.rule.policy);
+                let named = match last {
+                    Some((p, named)) if p == policy => named,
+                    _ => {
+                        let name = r.rule.policy.reference.name.as_str();
+                        let named = self.by_name.contains_key(name);
+                        last = Some((policy, named));
+                        named
                     }
-                    None => out.push(r.clone()),
+                };
+                if !named {
+                    continue;
+                }
+                if let Some(peers) = self.peers(r)? {
+                    moved.push((i, peers));
                 }
             }
-            Ok(out)
-        };
-        let admin = tier(&program.admin)?;
-        let network = tier(&program.network)?;
-        let baseline = tier(&program.baseline)?;
-        Ok(changed.then(|| SideProgram {
-            admin,
-            network,
-            baseline,
-            ..program.clone()
-        }))
+        }
+        if moved.iter().all(Vec::is_empty) {
+            return Ok(None);
+        }
+        let mut now = program.clone();
+        let tiers = [&mut now.admin, &mut now.network, &mut now.baseline];
+        for (rules, moved) in tiers.into_iter().zip(moved) {
+            for (i, peers) in moved {
+                rules[i].peers = peers;
+            }
+        }
+        Ok(Some(now))
     }
 
     /// The peers of `r` now, when it is a moved rule.

@@ -156,7 +156,7 @@ mod tests {
         assert_eq!(content_name('a', &rules()), name);
         let chain = Chain {
             name: name.clone(),
-            rules: rules(),
+            rules: rules().into(),
         };
         assert_eq!(content_name('a', &chain.rules), chain.name);
     }

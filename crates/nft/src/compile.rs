@@ -192,7 +192,7 @@ pub(crate) fn assemble(
             };
             let id = classes.ids[class];
             let name = format!("{letter}{:012x}", id & 0xffff_ffff_ffff);
-            class_chains.push(b.named_chain(name, Vec::clone(&record.entry)));
+            class_chains.push(b.named_chain(name, Arc::clone(&record.entry)));
             built.push(record);
         }
         let (map, exempt) = if dir == Direction::Egress {
@@ -227,7 +227,7 @@ pub(crate) fn assemble(
     let used: BTreeSet<&str> = rs
         .chains
         .iter()
-        .flat_map(|c| &c.rules)
+        .flat_map(|c| c.rules.iter())
         .flat_map(|r| &r.matches)
         .filter_map(|m| match m {
             Match::Set { set, .. } => Some(set.as_str()),
@@ -240,7 +240,7 @@ pub(crate) fn assemble(
             name,
             v6: s.v6,
             interval: s.interval,
-            elements: Arc::unwrap_or_clone(s.nets),
+            elements: s.nets,
             learned: None,
         })
         .collect();
@@ -445,9 +445,9 @@ impl Builder<'_> {
     /// Stores a chain of the reachable ones of `rules` under `prefix` and a digest of them
     /// as IR (a chain with the same rules is stored once); returns its name.
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
-        let rules = shadow::reachable(rules);
+        let rules = Arc::new(shadow::reachable(rules));
         let name = content_name(prefix, &rules);
-        let name = self.store_chain(name, rules.clone());
+        let name = self.store_chain(name, Arc::clone(&rules));
         if let Some(record) = &mut self.record {
             record.push(Chain {
                 name: name.clone(),
@@ -469,14 +469,14 @@ impl Builder<'_> {
             }
             _ => {
                 let digest = c.name.trim_end_matches('x').to_string();
-                self.store_chain(digest, c.rules.clone()) == c.name
+                self.store_chain(digest, Arc::clone(&c.rules)) == c.name
             }
         }
     }
 
     /// Stores `rules` as the chain named `name` (its content digest) unless a chain of
     /// that name has them already; returns the name used.
-    fn store_chain(&mut self, mut name: String, rules: Vec<Rule>) -> String {
+    fn store_chain(&mut self, mut name: String, rules: Arc<Vec<Rule>>) -> String {
         loop {
             match self.chains.get(&name) {
                 Some(c) if c.rules == rules => return name,
@@ -504,7 +504,7 @@ impl Builder<'_> {
 
     /// Stores a class's own chain, `name`, with the entry `rules` [`Builder::side`] gave;
     /// returns its name.
-    fn named_chain(&mut self, mut name: String, rules: Vec<Rule>) -> String {
+    fn named_chain(&mut self, mut name: String, rules: Arc<Vec<Rule>>) -> String {
         while self.chains.contains_key(&name) {
             name.push('x'); // two classes with one digest
         }
@@ -656,7 +656,7 @@ fn learned_sets(sides: &[Classes; 2], used: &BTreeSet<&str>) -> Vec<NamedSet> {
                     name: name.clone(),
                     v6,
                     interval: false,
-                    elements: Vec::new(),
+                    elements: Arc::default(),
                     learned: Some(d.patterns.clone()),
                 };
                 out.insert(name, set);

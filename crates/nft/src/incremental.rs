@@ -11,7 +11,7 @@
 //! outside `Touched` that changed anyway, two classes with one digest), it compiles in
 //! full.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use std::collections::BTreeSet;
@@ -119,20 +119,41 @@ impl Compiled {
         let touched_k: Vec<usize> = (0..list.len())
             .filter(|&k| touched.reshaped(list[k]))
             .collect();
-        let touched_pods: Vec<PodId> = touched_k.iter().map(|&k| list[k]).collect();
-        let (egress, ingress) = rayon::join(
-            || engine.side_classes(&touched_pods, SIDES[0]),
-            || engine.side_classes(&touched_pods, SIDES[1]),
-        );
-        let fresh = [Classes::from(egress), Classes::from(ingress)];
+        let ids: Vec<u64> = touched_k
+            .iter()
+            .map(|&k| engine.class_id(list[k]))
+            .collect();
         let side = |d: usize| {
-            let new_peers = engine.new_peers(touched);
+            // A reshaped pod whose class a pod left alone still has takes that class's
+            // program (brought up to date): pods of one class have one program. Only the
+            // others are asked of the engine.
+            let old = &memo.sides[d];
+            let mut left_alone = HashSet::new();
+            let mut is_touched = vec![false; list.len()];
+            for &k in &touched_k {
+                is_touched[k] = true;
+            }
+            for (k, &class) in old.class_of.iter().enumerate() {
+                if !is_touched[k] {
+                    left_alone.insert(old.ids[class]);
+                }
+            }
+            let asked: Vec<usize> = (0..touched_k.len())
+                .filter(|&i| !left_alone.contains(&ids[i]))
+                .collect();
+            let pods: Vec<PodId> = asked.iter().map(|&i| list[touched_k[i]]).collect();
+            let fresh = Classes::from(engine.side_classes(&pods, SIDES[d]));
+            let reshaped = Reshaped {
+                k: &touched_k,
+                ids: &ids,
+                asked: &asked,
+            };
             merge(
-                &memo.sides[d],
+                old,
                 &memo.by_id[d],
-                &touched_k,
-                &fresh[d],
-                &new_peers,
+                &reshaped,
+                &fresh,
+                &engine.new_peers(touched),
             )
         };
         let (egress, ingress) = rayon::join(|| side(0), || side(1));
@@ -192,24 +213,34 @@ impl Memo {
 /// program and what building it did. An error when a pod left out of the fresh classes
 /// has another program now than its old one brought up to date (the change reshaped more
 /// than it said), or two fresh classes share an id.
+/// The pods a change reshaped: their places in the compiled pods, their class ids now,
+/// and which of them (places in `k`) the fresh classes were computed for.
+struct Reshaped<'a> {
+    k: &'a [usize],
+    ids: &'a [u64],
+    asked: &'a [usize],
+}
+
 fn merge(
     old: &Classes,
     old_by_id: &HashMap<u64, usize>,
-    touched_k: &[usize],
+    touched: &Reshaped<'_>,
     fresh: &Classes,
     new_peers: &NewPeers<'_>,
 ) -> Result<Classes, &'static str> {
     let mut id_of: Vec<u64> = old.class_of.iter().map(|&c| old.ids[c]).collect();
     let mut is_touched = vec![false; id_of.len()];
-    let mut fresh_by_id: HashMap<u64, usize> = HashMap::new();
-    for (i, &k) in touched_k.iter().enumerate() {
-        let class = fresh.class_of[i];
-        let id = fresh.ids[class];
-        if *fresh_by_id.entry(id).or_insert(class) != class {
-            return Err("two classes share an id");
-        }
+    for (&k, &id) in touched.k.iter().zip(touched.ids) {
         id_of[k] = id;
         is_touched[k] = true;
+    }
+    let mut fresh_by_id: HashMap<u64, usize> = HashMap::new();
+    for (j, &i) in touched.asked.iter().enumerate() {
+        let class = fresh.class_of[j];
+        let id = fresh.ids[class];
+        if id != touched.ids[i] || *fresh_by_id.entry(id).or_insert(class) != class {
+            return Err("two classes share an id");
+        }
     }
     let mut out = Classes::default();
     // Per class of `out`: whether its program is the old one (brought up to date).

@@ -1,6 +1,7 @@
 //! The ruleset as data: what `render` writes for `nft -f` and what `lookup` interprets.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_model::Protocol;
@@ -90,8 +91,9 @@ pub struct Rule {
 pub struct Chain {
     /// Name (derived from a digest of the pod, never from user text).
     pub name: String,
-    /// Rules in order; falling off the end returns.
-    pub rules: Vec<Rule>,
+    /// Rules in order; falling off the end returns. Shared between the rulesets of
+    /// successive compiles while the chain stays as it was.
+    pub rules: Arc<Vec<Rule>>,
 }
 
 /// A named address set, shared by every rule with the same peers; named after those peers,
@@ -106,7 +108,8 @@ pub struct NamedSet {
     pub interval: bool,
     /// Non-overlapping prefixes (host prefixes for single addresses). An interval set holds
     /// them as [`NamedSet::ranges`].
-    pub elements: Vec<IpNet>,
+    /// Shared between the rulesets of successive compiles while the set stays as it was.
+    pub elements: Arc<Vec<IpNet>>,
     /// A set of learned addresses (`flags timeout`): the addresses names matching these
     /// `domainNames` patterns resolve to. The node agent adds them to the kernel, each with
     /// the timeout of its DNS answer, as pods receive the answers. A compiled ruleset holds
@@ -296,7 +299,8 @@ mod tests {
             elements: nets
                 .iter()
                 .map(|n| n.parse().unwrap_or_else(|e| panic!("{n}: {e}")))
-                .collect(),
+                .collect::<Vec<_>>()
+                .into(),
             learned: None,
         }
     }
@@ -346,7 +350,8 @@ mod tests {
             elements: vec![
                 "::/1".parse().unwrap_or_else(|e| panic!("{e}")),
                 "8000::/1".parse().unwrap_or_else(|e| panic!("{e}")),
-            ],
+            ]
+            .into(),
             ..v6
         };
         assert_eq!(text(&v6.ranges()), ["::/0"]);

@@ -56,7 +56,7 @@ impl Ruleset {
         s += &base_chains();
         for chain in &self.chains {
             let _ = writeln!(s, "  chain {} {{", chain.name);
-            for r in &chain.rules {
+            for r in chain.rules.iter() {
                 let _ = writeln!(s, "    {}", rule_text(r));
             }
             s += "  }\n";
@@ -91,7 +91,7 @@ impl Ruleset {
         let Some(c) = self.chain(chain) else {
             return;
         };
-        for r in &c.rules {
+        for r in c.rules.iter() {
             let unconditional = r.matches.is_empty();
             let verdict = match &r.verdict {
                 Verdict::Accept => "accept",
@@ -232,7 +232,7 @@ pub(crate) fn address_text(field: Field, v6: bool) -> String {
 
 /// `add rule` lines for the rules of `chain`.
 pub(crate) fn add_rules(s: &mut String, chain: &crate::ir::Chain) {
-    for rule in &chain.rules {
+    for rule in chain.rules.iter() {
         let _ = writeln!(s, "add rule {TABLE} {} {}", chain.name, rule_text(rule));
     }
 }

@@ -84,7 +84,8 @@ mod tests {
                         log: None,
                     };
                     3
-                ],
+                ]
+                .into(),
             }],
             sets: vec![NamedSet {
                 name: "s4".into(),
@@ -94,7 +95,8 @@ mod tests {
                 elements: ["10.0.0.0/24", "10.0.1.0/24", "10.0.3.0/24"]
                     .iter()
                     .map(|n| n.parse().unwrap_or_else(|e| panic!("{e}")))
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
                 learned: None,
             }],
             egress: vec![(ip("10.0.0.1"), "a1".into())],

@@ -87,7 +87,7 @@ fn broken(ruleset: &Ruleset) -> Ruleset {
         .iter_mut()
         .max_by(|a, b| a.name.cmp(&b.name))
         .unwrap();
-    last.rules.push(Rule {
+    std::sync::Arc::make_mut(&mut last.rules).push(Rule {
         matches: vec![],
         verdict: Verdict::Goto("no_such_chain".into()),
         log: None,
@@ -198,7 +198,7 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
         .iter_mut()
         .find(|c| !old.chains.iter().any(|o| o.name == c.name))
         .unwrap();
-    new_chain.rules.insert(
+    std::sync::Arc::make_mut(&mut new_chain.rules).insert(
         0,
         Rule {
             matches: vec![palisade_nft::Match::Addr {

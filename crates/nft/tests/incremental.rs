@@ -308,7 +308,7 @@ fn edges(s4: &[&str], s6: &[&str], h4: &[&str], to_b: bool) -> Ruleset {
         name: name.into(),
         v6,
         interval,
-        elements: nets(l),
+        elements: nets(l).into(),
         learned: None,
     };
     let chain = |name: &str| palisade_nft::Chain {
@@ -317,7 +317,8 @@ fn edges(s4: &[&str], s6: &[&str], h4: &[&str], to_b: bool) -> Ruleset {
             matches: vec![],
             verdict: palisade_nft::Verdict::Return,
             log: None,
-        }],
+        }]
+        .into(),
     };
     let hosts: Vec<std::net::IpAddr> = nets(h4).iter().map(|n| n.addr()).collect();
     let target = if to_b { "b" } else { "a" };
@@ -407,7 +408,7 @@ fn lists() -> Ruleset {
     };
     let tcp = Match::Proto(Protocol::Tcp);
     let mut rs = edges(&["10.0.0.0/8"], &["fd00::/8"], &["1.1.1.1/32"], false);
-    rs.chains[0].rules = vec![
+    rs.chains[0].rules = std::sync::Arc::new(vec![
         rule(
             vec![addr(
                 Field::Saddr,
@@ -483,7 +484,7 @@ fn lists() -> Ruleset {
             vec![addr(Field::Saddr, true, &["2001:db8::/33"], true)],
             None,
         ),
-    ];
+    ]);
     rs
 }
 
@@ -529,7 +530,8 @@ fn a_refused_first_load_leaves_no_table() {
     let mut rs = edges(&["10.0.0.0/8"], &[], &["1.1.1.1/32"], false);
     // A rule continuing in a chain that does not exist: refused at the rule stage, after
     // the sets and their elements were loaded.
-    rs.chains[1].rules[0].verdict = palisade_nft::Verdict::Goto("missing".into());
+    std::sync::Arc::make_mut(&mut rs.chains[1].rules)[0].verdict =
+        palisade_nft::Verdict::Goto("missing".into());
     let ns = Netns::new("nftr");
     assert!(palisade_nft::load_in_stages(&rs, Some(&ns.0)).is_err());
     let out = Command::new("ip")

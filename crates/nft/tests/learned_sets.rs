@@ -57,7 +57,7 @@ fn a_domain_peer_compiles_to_an_empty_learned_set_per_family() {
     assert!(matches!(Lookup::new(&rs).verdict(&p), NftVerdict::Drop(_)));
     let mut filled = rs.clone();
     for s in filled.sets.iter_mut().filter(|s| s.name == name) {
-        s.elements = vec![ip("54.187.174.169").into()];
+        s.elements = vec![ip("54.187.174.169").into()].into();
     }
     assert_eq!(Lookup::new(&filled).verdict(&p), NftVerdict::Accept);
     assert!(matches!(

@@ -93,7 +93,7 @@ fn rules(rs: &Ruleset) -> (Vec<Batch>, String) {
     let mut script = String::new();
     for chain in &rs.chains {
         if chain.rules.iter().all(encodable) {
-            for rule in &chain.rules {
+            for rule in chain.rules.iter() {
                 batches.next().add_rule(&chain.name, rule);
             }
         } else {

@@ -45,7 +45,7 @@ impl Delta<'_> {
                 batch.add_chain(&chain.name);
             }
             for chain in &self.new_chains {
-                for rule in &chain.rules {
+                for rule in chain.rules.iter() {
                     batch.add_rule(&chain.name, rule);
                 }
             }
@@ -60,7 +60,7 @@ impl Delta<'_> {
                 return None;
             }
             batch.flush_chain(&chain.name);
-            for rule in &chain.rules {
+            for rule in chain.rules.iter() {
                 batch.add_rule(&chain.name, rule);
             }
         }
