@@ -16,6 +16,7 @@ mod services;
 mod tables;
 mod walks;
 
+use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
@@ -189,24 +190,18 @@ fn data(engine: &Engine, m: &Matrix, v: &View<'_>) -> Value {
         })
         .collect();
     let probes: Vec<Probe> = v.probes.iter().map(|p| p.probe).collect();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8);
+    // One chunk of rows per worker of rayon's pool (at most 8), merged in row order.
+    let threads = rayon::current_num_threads().clamp(1, 8);
     let per = rows.len().div_ceil(threads).max(1);
-    let chunks: Vec<(Tables, Vec<Vec<Vec<u32>>>)> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..rows.len())
-            .step_by(per)
-            .map(|start| {
-                let range = start..(start + per).min(rows.len());
-                let (rows, cols, probes, applies) = (&rows, &cols, &probes, &applies);
-                s.spawn(move || chunk(engine, (rows, cols), range, probes, applies))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
+    let chunks: Vec<(Tables, Vec<Vec<Vec<u32>>>)> = (0..rows.len())
+        .step_by(per)
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|start| {
+            let range = start..(start + per).min(rows.len());
+            chunk(engine, (&rows, &cols), range, &probes, &applies)
+        })
+        .collect();
     // Merge the chunks' tables, renumbering their sides and kinds, and encode the rows.
     let mut all = Tables::default();
     let mut encoded: Vec<Vec<String>> = vec![Vec::with_capacity(rows.len()); probes.len()];

@@ -15,6 +15,7 @@ use palisade_engine::{
     network_policy_head, network_tier_line,
 };
 use palisade_model::Direction;
+use rayon::prelude::*;
 
 use super::Axis;
 use super::tables::{FastMap, Interner, NA, encode_row};
@@ -131,32 +132,22 @@ pub fn walks(
     let col_subject = subject_of(cols, Direction::Ingress);
 
     // Each thread computes some tables with steps numbered its own way; merged after.
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 8);
-    let parts: Vec<Part> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let tables = &tables;
-                s.spawn(move || {
-                    let mut part = Part::default();
-                    for (i, table) in tables.iter().enumerate().skip(t).step_by(threads) {
-                        let others = match table.dir {
-                            Direction::Egress => cols,
-                            Direction::Ingress => rows,
-                        };
-                        let cells = part.table(engine, table, others, probes);
-                        part.done.push((i, cells));
-                    }
-                    part
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    });
+    let threads = rayon::current_num_threads().clamp(1, 8);
+    let parts: Vec<Part> = (0..threads)
+        .into_par_iter()
+        .map(|t| {
+            let mut part = Part::default();
+            for (i, table) in tables.iter().enumerate().skip(t).step_by(threads) {
+                let others = match table.dir {
+                    Direction::Egress => cols,
+                    Direction::Ingress => rows,
+                };
+                let cells = part.table(engine, table, others, probes);
+                part.done.push((i, cells));
+            }
+            part
+        })
+        .collect();
     let mut step_ids: Interner<(WalkPolicy, Direction, StepCode)> = Interner::default();
     let mut steps = Vec::new();
     let mut encoded = vec![Vec::new(); tables.len()];
