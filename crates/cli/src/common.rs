@@ -88,6 +88,7 @@ impl Input {
     pub fn engine(&self) -> Result<Engine, CliError> {
         let options = LoadOptions {
             skip_invalid: self.skip_invalid,
+            field_lines: false,
         };
         let loaded = if self.is_kube() {
             let texts = self.texts()?;
@@ -106,6 +107,7 @@ impl Input {
     pub fn engine_of_texts(&self, texts: &[(String, String)]) -> Result<Engine, CliError> {
         let options = LoadOptions {
             skip_invalid: self.skip_invalid,
+            field_lines: false,
         };
         let loaded = palisade_model::load_sources(
             texts.iter().map(|(n, t)| (n.as_str(), t.as_str())),

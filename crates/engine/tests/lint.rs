@@ -5,7 +5,7 @@
 
 mod common;
 
-use palisade_engine::lint::{Code, FieldLines, Finding, Severity, sarif};
+use palisade_engine::lint::{Code, Finding, ObjectLines, Severity, sarif};
 use palisade_engine::{Engine, Options};
 use palisade_model::{DnsMap, LoadOptions};
 
@@ -16,8 +16,14 @@ fn lint_with(cluster: bool, policies: &str) -> Vec<Finding> {
     if cluster {
         sources.insert(0, ("cluster.yaml", common::CLUSTER));
     }
-    let loaded = palisade_model::load_sources(sources.clone(), LoadOptions { skip_invalid: true })
-        .unwrap_or_else(|e| panic!("{e}"));
+    let loaded = palisade_model::load_sources(
+        sources.clone(),
+        LoadOptions {
+            skip_invalid: true,
+            field_lines: true,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut findings: Vec<Finding> = loaded
         .diagnostics
         .iter()
@@ -28,8 +34,9 @@ fn lint_with(cluster: bool, policies: &str) -> Vec<Finding> {
     let mut cluster = loaded.cluster;
     let dns = DnsMap::parse("dns", "192.0.2.10 api.example.com\n").unwrap();
     cluster.dns = Some(std::sync::Arc::new(dns));
-    findings.extend(Engine::new(cluster, Options::default()).lint());
-    FieldLines::new(sources).refine(&mut findings);
+    let engine = Engine::new(cluster, Options::default());
+    findings.extend(engine.lint());
+    ObjectLines::new(engine.cluster(), &loaded.set_aside).refine(&mut findings);
     findings
 }
 

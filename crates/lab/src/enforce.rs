@@ -45,6 +45,7 @@ impl Lab {
                     origin: Origin {
                         file: format!("lab {}", self.name).into(),
                         line: 0,
+                        fields: None,
                     },
                 }),
                 Some(n) if n.addresses.contains(&ip) => {}

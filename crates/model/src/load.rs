@@ -9,8 +9,10 @@ use serde_json::Value;
 
 use crate::convert::stand_in::{StandIn, stand_in};
 use crate::convert::{admin, core, netpol, service, workload};
-use crate::diag::{Ctx, Diagnostic, Severity};
-use crate::objects::{Cluster, NetworkPolicyApi, Origin, STAGED_ANNOTATION};
+use crate::diag::{Ctx, Diagnostic, Severity, join};
+use crate::objects::{
+    Cluster, FieldLines, LINT_IGNORE_ANNOTATION, NetworkPolicyApi, Origin, STAGED_ANNOTATION,
+};
 use crate::tree::TreeEntry;
 use crate::types::PolicyKind;
 use crate::yaml::{self, LineMap};
@@ -20,6 +22,10 @@ use crate::yaml::{self, LineMap};
 pub struct LoadOptions {
     /// Skip invalid objects (reporting them) instead of failing.
     pub skip_invalid: bool,
+    /// Keep the lines of the fields of the objects lint reports on ([`Origin::fields`]) and
+    /// the origins of the objects read but not kept ([`Loaded::set_aside`]); other
+    /// commands leave them out, which keeps large clusters cheap.
+    pub field_lines: bool,
 }
 
 /// Why loading failed.
@@ -51,6 +57,10 @@ pub struct Loaded {
     /// object of a kind Palisade does not read, each pod without an address): what a
     /// `--verbose` run lists.
     pub details: Vec<Diagnostic>,
+    /// The origins, with their field lines, of the objects read but not kept that lint
+    /// still places findings on: invalid ones skipped, the second object of one name, and
+    /// objects of other kinds that carry the lint-ignore annotation.
+    pub set_aside: Vec<Origin>,
 }
 
 /// Most bytes read from one source (a file or stdin): four times a 100,000-pod
@@ -78,6 +88,7 @@ pub const MAX_TOTAL_BYTES: u64 = 2 << 30;
 pub fn load_paths(paths: &[PathBuf], options: LoadOptions) -> Result<Loaded, LoadError> {
     let raw = read_raw(paths)?;
     let mut loader = Loader::named(source_name(paths.first()));
+    loader.field_lines = options.field_lines;
     let mut texts = Vec::new();
     for (name, bytes) in raw {
         match String::from_utf8(bytes) {
@@ -243,6 +254,7 @@ pub fn load_sources<'a>(
 ) -> Result<Loaded, LoadError> {
     let sources: Vec<(&str, &str)> = sources.into_iter().collect();
     let mut loader = Loader::named(sources.first().map_or("<input>", |s| s.0).to_string());
+    loader.field_lines = options.field_lines;
     loader.parse_all(sources);
     loader.finish(options)
 }
@@ -327,6 +339,8 @@ pub fn load_str(text: &str) -> Result<Loaded, LoadError> {
 struct Loader {
     /// What to call the input as a whole (the first path), for errors about all of it.
     input: String,
+    /// Keep what lint needs of each object's text ([`LoadOptions::field_lines`]).
+    field_lines: bool,
     cluster: Cluster,
     errors: Vec<Diagnostic>,
     skipped: Vec<Diagnostic>,
@@ -344,6 +358,11 @@ struct Loader {
     skipped_kinds: BTreeMap<String, Vec<Diagnostic>>,
     /// The objects that failed validation.
     invalid: Vec<Invalid>,
+    /// Each pod's lines of `status.podIPs` and `status.hostIP`, by where it was read: the
+    /// pods the loader warns about keep them (see [`Loader::keep_warned_lines`]).
+    pod_lines: HashMap<(Arc<str>, usize), [usize; 2]>,
+    /// Where the objects read but not kept were ([`Loaded::set_aside`]).
+    set_aside: Vec<Origin>,
 }
 
 /// One object to decode: a document, or an item of a `List` in one.
@@ -364,13 +383,19 @@ struct DecodedItem {
     result: ItemResult,
     /// Set when `result` has an error.
     invalid: Option<Invalid>,
+    /// The line of `metadata.name`, for the error about a second object of one name.
+    name_line: usize,
+    /// A pod's lines of `status.podIPs` and `status.hostIP`, for the warnings about them.
+    pod_lines: Option<[usize; 2]>,
 }
 
 /// Decodes the objects of one document of `file` (the document itself, or a `List`'s items).
-fn decode_document(file: &Arc<str>, document: yaml::Document) -> Vec<DecodedItem> {
+/// With `keep`, the items keep the lines lint needs ([`LoadOptions::field_lines`]).
+fn decode_document(file: &Arc<str>, document: yaml::Document, keep: bool) -> Vec<DecodedItem> {
     let origin = Origin {
         file: file.clone(),
         line: document.line,
+        fields: None,
     };
     let mut items = Vec::new();
     flatten(
@@ -381,17 +406,54 @@ fn decode_document(file: &Arc<str>, document: yaml::Document) -> Vec<DecodedItem
         &mut items,
     );
     items
-        .iter()
+        .iter_mut()
         .map(|item| {
+            if keep {
+                item.origin.fields = field_lines(item);
+            }
             let result = decode(item);
             let failed = result.0.iter().any(|d| d.severity == Severity::Error);
+            let line = |field: &str| item.lines.line_of(&join(&item.prefix, field));
+            let is_pod = item.value.get("kind").and_then(Value::as_str) == Some("Pod");
             DecodedItem {
                 origin: item.origin.clone(),
                 invalid: failed.then(|| Invalid::of(item)),
+                name_line: (keep.then(|| line("metadata.name")).flatten())
+                    .unwrap_or(item.origin.line),
+                pod_lines: (keep && is_pod).then(|| {
+                    ["status.podIPs", "status.hostIP"].map(|f| line(f).unwrap_or(item.origin.line))
+                }),
                 result,
             }
         })
         .collect()
+}
+
+/// What lint keeps of an item's text: the kinds it reports on, and any object with the
+/// lint-ignore annotation, keep the lines of their fields; others keep nothing.
+fn field_lines(item: &Item<'_>) -> Option<Arc<FieldLines>> {
+    let lint_ignore = item
+        .value
+        .pointer("/metadata/annotations")
+        .and_then(|a| a.get(LINT_IGNORE_ANNOTATION))
+        .and_then(Value::as_str);
+    let kind = item.value.get("kind").and_then(Value::as_str);
+    let reported = matches!(
+        kind,
+        Some(
+            "NetworkPolicy"
+                | "AdminNetworkPolicy"
+                | "BaselineAdminNetworkPolicy"
+                | "ClusterNetworkPolicy"
+                | "Service"
+        )
+    );
+    (reported || lint_ignore.is_some()).then(|| {
+        Arc::new(FieldLines {
+            lines: item.lines.subtree(&item.prefix, item.origin.line),
+            lint_ignore: lint_ignore.map(str::to_string),
+        })
+    })
 }
 
 /// A decoded object of one of the kinds Palisade reads.
@@ -424,8 +486,9 @@ impl Loader {
             .map(|(name, text)| (Arc::from(name), text))
             .collect();
         let texts: Vec<&str> = sources.iter().map(|(_, text)| *text).collect();
+        let keep = self.field_lines;
         let parsed = yaml::map_texts(&texts, &yaml::AliasBudget::default(), &|i, document| {
-            decode_document(&sources[i].0, document)
+            decode_document(&sources[i].0, document, keep)
         });
         self.decoded
             .reserve(parsed.iter().map(|p| p.documents.len()).sum());
@@ -480,21 +543,39 @@ impl Loader {
         for item in std::mem::take(&mut self.decoded) {
             let (mut diags, object) = item.result;
             if let Some(invalid) = item.invalid {
+                if invalid.origin.fields.is_some() {
+                    self.set_aside.push(invalid.origin.clone());
+                }
                 self.invalid.push(invalid);
                 self.errors.append(&mut diags);
                 continue;
             }
             self.notices.append(&mut diags);
+            if let Some(lines) = item.pod_lines {
+                let place = (item.origin.file.clone(), item.origin.line);
+                self.pod_lines.insert(place, lines);
+            }
             if let Some((kind, object, staged)) = object {
-                self.add(kind, object, &item.origin, staged);
+                self.add(kind, object, &item.origin, staged, item.name_line);
             }
         }
     }
 
-    /// Adds a decoded object, refusing a second object of the same kind and name.
-    fn add(&mut self, kind: String, object: Object, origin: &Origin, staged: bool) {
+    /// Adds a decoded object, refusing a second object of the same kind and name (its
+    /// origin is set aside with the line of its name).
+    fn add(
+        &mut self,
+        kind: String,
+        object: Object,
+        origin: &Origin,
+        staged: bool,
+        name_line: usize,
+    ) {
         let object = match object {
             Object::Skipped(label, notice) => {
+                if origin.fields.is_some() {
+                    self.set_aside.push(origin.clone());
+                }
                 self.skipped_kinds.entry(label).or_default().push(notice);
                 return;
             }
@@ -531,6 +612,14 @@ impl Loader {
                     first.file, first.line
                 ),
             });
+            let mut origin = origin.clone();
+            origin.fields.get_or_insert_with(|| {
+                Arc::new(FieldLines {
+                    lines: LineMap::of_fields(origin.line, &[("metadata.name", name_line)]),
+                    lint_ignore: None,
+                })
+            });
+            self.set_aside.push(origin);
             return;
         }
         self.seen.insert(id, origin.clone());
@@ -572,7 +661,7 @@ impl Loader {
         self.cluster.nodes.extend(nodes);
         self.notices.extend(notices);
         self.cluster.sort();
-        let mut diagnostics = self.skipped;
+        let mut diagnostics = std::mem::take(&mut self.skipped);
         diagnostics.extend(shared_ip_warnings(&self.cluster));
         diagnostics.append(&mut self.notices);
         let mut details = Vec::new();
@@ -594,11 +683,40 @@ impl Loader {
         let (summary, pending) = pods_without_address(&self.cluster);
         diagnostics.extend(summary);
         details.extend(pending);
+        self.keep_warned_lines(&diagnostics);
         Ok(Loaded {
             cluster: self.cluster,
             diagnostics,
             details,
+            set_aside: self.set_aside,
         })
+    }
+
+    /// The pods a warning names (a shared address, a disagreeing host IP) keep the lines
+    /// of the fields warned about; other pods keep none, which keeps large clusters cheap.
+    fn keep_warned_lines(&mut self, diagnostics: &[Diagnostic]) {
+        let warned: std::collections::HashSet<(&str, usize)> = diagnostics
+            .iter()
+            .filter(|d| d.severity == Severity::Warning && d.object.starts_with("Pod "))
+            .map(|d| (&*d.file, d.line))
+            .collect();
+        if warned.is_empty() {
+            return;
+        }
+        for pod in &mut self.cluster.pods {
+            let origin = &mut pod.origin;
+            if origin.fields.is_some() || !warned.contains(&(&*origin.file, origin.line)) {
+                continue;
+            }
+            let Some([ips, host]) = self.pod_lines.get(&(origin.file.clone(), origin.line)) else {
+                continue;
+            };
+            let fields = [("status.podIPs", *ips), ("status.hostIP", *host)];
+            origin.fields = Some(Arc::new(FieldLines {
+                lines: LineMap::of_fields(origin.line, &fields),
+                lint_ignore: None,
+            }));
+        }
     }
 
     /// The error for a load that found no object to read.
@@ -752,6 +870,7 @@ fn flatten<'d>(
             Origin {
                 file: origin.file.clone(),
                 line,
+                fields: None,
             },
             out,
         );

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 
 use crate::types::{Labels, PolicyKind, PolicyRef, Port, PortRange, Protocol, Selector};
+use crate::yaml::LineMap;
 
 /// Where an object was read from.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
@@ -15,7 +16,23 @@ pub struct Origin {
     pub file: Arc<str>,
     /// 1-based line of the object's first line.
     pub line: usize,
+    /// The lines of its fields and its lint-ignore annotation, kept from the one parse
+    /// of its text for the kinds lint reports on (policies, Services) and for objects
+    /// that carry the annotation; `None` otherwise.
+    pub fields: Option<Arc<FieldLines>>,
 }
+
+/// What lint reads of an object's text besides its content.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct FieldLines {
+    /// The line of each field (empty when the object is on one line).
+    pub lines: LineMap,
+    /// The value of its [`LINT_IGNORE_ANNOTATION`], if it has one.
+    pub lint_ignore: Option<String>,
+}
+
+/// `palisade.dev/lint-ignore: "PAL002,PAL008"` on an object suppresses those lint codes for it.
+pub const LINT_IGNORE_ANNOTATION: &str = "palisade.dev/lint-ignore";
 
 /// A traffic direction, seen from the policy subject.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -33,10 +33,10 @@ pub struct Document {
 
 /// The line of every node of a document, in the document's shape; asked by field path
 /// (`spec.ingress[0].from`). Built alongside the value, paths are only formed when asked.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct LineMap(Option<Lines>);
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Lines {
     Leaf(usize),
     Seq(usize, Vec<Lines>),
@@ -51,9 +51,83 @@ impl Lines {
             Lines::Leaf(l) | Lines::Seq(l, _) | Lines::Map(l, _) => *l,
         }
     }
+
+    /// Whether this node, its keys and everything under it are on `line`.
+    fn all_on(&self, line: usize) -> bool {
+        match self {
+            Lines::Leaf(l) => *l == line,
+            Lines::Seq(l, items) => *l == line && items.iter().all(|i| i.all_on(line)),
+            Lines::Map(l, entries) => {
+                *l == line && entries.iter().all(|(_, k, c)| *k == line && c.all_on(line))
+            }
+        }
+    }
+
+    /// The node at `path`, written `key`, `key[i]` and `[i]` steps joined by dots (the
+    /// paths of a List's items: `items[2]`); keys here hold no dots or brackets.
+    fn at(&self, path: &str) -> Option<&Lines> {
+        let mut node = self;
+        for step in path.split('.').filter(|s| !s.is_empty()) {
+            let (key, indexes) = step.split_at(step.find('[').unwrap_or(step.len()));
+            if !key.is_empty() {
+                let Lines::Map(_, entries) = node else {
+                    return None;
+                };
+                let h = key_hash(key);
+                node = entries
+                    .iter()
+                    .find(|(k, _, _)| *k == h)
+                    .map(|(_, _, c)| c)?;
+            }
+            for index in indexes.split_terminator(']') {
+                let i: usize = index.strip_prefix('[')?.parse().ok()?;
+                let Lines::Seq(_, items) = node else {
+                    return None;
+                };
+                node = items.get(i)?;
+            }
+        }
+        Some(node)
+    }
 }
 
 impl LineMap {
+    /// The lines of the node at `path` (`""`, or a List item's `items[2]`), as a map of
+    /// their own; empty when every one of them is on `line` (a one-line JSON object, as the
+    /// Kubernetes API sends them), since the object's line then says as much.
+    pub fn subtree(&self, path: &str, line: usize) -> LineMap {
+        let node = self.0.as_ref().and_then(|n| n.at(path));
+        LineMap(node.filter(|n| !n.all_on(line)).cloned())
+    }
+
+    /// A map of only the given fields (dotted keys, `metadata.name`) at their lines, under
+    /// a root on `line`.
+    pub fn of_fields(line: usize, fields: &[(&str, usize)]) -> LineMap {
+        let mut root = Lines::Map(line, Vec::new());
+        for (path, at) in fields {
+            let mut node = &mut root;
+            let mut steps = path.split('.').peekable();
+            while let Some(key) = steps.next() {
+                let Lines::Map(_, entries) = node else { break };
+                let h = key_hash(key);
+                let i = match entries.iter().position(|(k, _, _)| *k == h) {
+                    Some(i) => i,
+                    None => {
+                        let child = if steps.peek().is_some() {
+                            Lines::Map(*at, Vec::new())
+                        } else {
+                            Lines::Leaf(*at)
+                        };
+                        entries.push((h, *at, child));
+                        entries.len() - 1
+                    }
+                };
+                node = &mut entries[i].2;
+            }
+        }
+        LineMap(Some(root))
+    }
+
     /// The line of `path`, or of its nearest ancestor that has one.
     pub fn line_of(&self, path: &str) -> Option<usize> {
         let mut node = self.0.as_ref()?;

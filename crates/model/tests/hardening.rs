@@ -13,7 +13,14 @@ fn load(text: &str) -> Result<Loaded, LoadError> {
 }
 
 fn load_skipping(text: &str) -> Loaded {
-    load_sources([("f.yaml", text)], LoadOptions { skip_invalid: true }).unwrap()
+    load_sources(
+        [("f.yaml", text)],
+        LoadOptions {
+            skip_invalid: true,
+            field_lines: true,
+        },
+    )
+    .unwrap()
 }
 
 fn invalid(result: Result<Loaded, LoadError>) -> Vec<Diagnostic> {

@@ -46,7 +46,7 @@ proptest! {
         let start = (0..=pos).rev().find(|i| text.is_char_boundary(*i)).unwrap();
         let end = (start + len..=text.len()).find(|i| text.is_char_boundary(*i)).unwrap_or(text.len());
         text.replace_range(start..end, &with);
-        let _ = load_sources([("f", text.as_str())], LoadOptions { skip_invalid: skip });
+        let _ = load_sources([("f", text.as_str())], LoadOptions { skip_invalid: skip, field_lines: skip });
     }
 }
 

@@ -131,7 +131,14 @@ fn skip_invalid_keeps_the_good_objects() {
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: good\n"
     );
     assert!(load_sources([("f", yaml.as_str())], LoadOptions::default()).is_err());
-    let loaded = load_sources([("f", yaml.as_str())], LoadOptions { skip_invalid: true }).unwrap();
+    let loaded = load_sources(
+        [("f", yaml.as_str())],
+        LoadOptions {
+            skip_invalid: true,
+            field_lines: true,
+        },
+    )
+    .unwrap();
     assert_eq!(
         loaded.cluster.namespaces.len(),
         1,
@@ -327,4 +334,46 @@ spec: {podSelector: {}}
     };
     assert_eq!(diags[0].field, "metadata.annotations[palisade.dev/staged]");
     assert_eq!(diags[0].line, 4);
+}
+
+#[test]
+fn only_a_load_for_lint_keeps_field_lines_and_only_for_the_kinds_lint_reports_on() {
+    let text = r#"
+apiVersion: v1
+kind: Pod
+metadata: {name: a, namespace: x}
+status: {podIP: 10.0.0.1}
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: p
+  namespace: x
+  annotations: {palisade.dev/lint-ignore: PAL002}
+spec:
+  podSelector: {}
+  ingress:
+  - from:
+    - podSelector: {}
+"#;
+    let load = |field_lines| {
+        load_sources(
+            [("f.yaml", text)],
+            LoadOptions {
+                skip_invalid: false,
+                field_lines,
+            },
+        )
+        .unwrap()
+        .cluster
+    };
+    let plain = load(false);
+    assert!(plain.pods[0].origin.fields.is_none());
+    assert!(plain.network_policies[0].origin.fields.is_none());
+    let lint = load(true);
+    assert!(lint.pods[0].origin.fields.is_none(), "pods keep no lines");
+    let fields = lint.network_policies[0].origin.fields.as_ref().unwrap();
+    assert_eq!(fields.lint_ignore.as_deref(), Some("PAL002"));
+    assert_eq!(fields.lines.line_of("spec.ingress[0].from[0]"), Some(17));
+    assert_eq!(fields.lines.line_of("metadata.name"), Some(10));
 }

@@ -225,14 +225,14 @@ enum Step {
     /// The pod with this index (modulo their number) takes these labels.
     Relabel(usize, Labels),
     /// Another change.
-    Other(Change),
+    Other(Box<Change>),
 }
 
 fn relabel_change() -> impl Strategy<Value = Step> {
     prop_oneof![
         10 => (0..24usize, labels()).prop_map(|(i, l)| Step::Relabel(i, l)),
-        1 => (0..5usize).prop_flat_map(network_policy).prop_map(|p| Step::Other(Change::UpsertNetworkPolicy(p))),
-        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Step::Other(Change::UpsertAdminPolicy(p))),
+        1 => (0..5usize).prop_flat_map(network_policy).prop_map(|p| Step::Other(Box::new(Change::UpsertNetworkPolicy(p)))),
+        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Step::Other(Box::new(Change::UpsertAdminPolicy(p)))),
     ]
 }
 
@@ -283,7 +283,7 @@ proptest! {
                     let pods = &engine.cluster().pods;
                     Change::UpsertPod(Pod { labels, ..pods[i % pods.len()].clone() })
                 }
-                Step::Other(ch) => ch,
+                Step::Other(ch) => *ch,
             };
             match step(&mut engine, &compiled, node, ch)? {
                 Some((next, _)) => compiled = next,

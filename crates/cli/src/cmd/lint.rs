@@ -4,7 +4,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use palisade_engine::Engine;
-use palisade_engine::lint::{self, Baseline, Code, FieldLines, Finding, Severity, SuppressedBy};
+use palisade_engine::lint::{self, Baseline, Code, Finding, ObjectLines, Severity, SuppressedBy};
 use palisade_model::LoadOptions;
 
 use crate::common::Input;
@@ -150,7 +150,10 @@ fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
     let sources = args.input.texts()?;
     let loaded = palisade_model::load_sources(
         sources.iter().map(|(n, t)| (n.as_str(), t.as_str())),
-        LoadOptions { skip_invalid: true },
+        LoadOptions {
+            skip_invalid: true,
+            field_lines: true,
+        },
     )?;
     let mut findings = Vec::new();
     for d in &loaded.diagnostics {
@@ -165,7 +168,7 @@ fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
     findings.extend(engine.lint());
     // Engine findings, and some of the loader's, carry the object's line: suppress those
     // of annotated objects, then move each to its field's line.
-    let lines = FieldLines::new(sources.iter().map(|(n, t)| (n.as_str(), t.as_str())));
+    let lines = ObjectLines::new(engine.cluster(), &loaded.set_aside);
     let unreadable = lint::suppress_annotated(&mut findings, &lines);
     findings.extend(unreadable);
     lines.refine(&mut findings);

@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::state::Engine;
 
-pub use lines::FieldLines;
+pub use lines::ObjectLines;
 pub use sarif::{LINT_DOCS, SarifLog, help_uri, sarif};
 pub use suppress::{
     Baseline, IGNORE_ANNOTATION, Ignore, SuppressedBy, Suppression, suppress_annotated,
@@ -293,7 +293,7 @@ pub struct Finding {
     pub namespace: Option<String>,
     /// The file it was read from.
     pub file: Option<String>,
-    /// The line (of the object, or of the field once [`FieldLines::refine`] ran); 0 when
+    /// The line (of the object, or of the field once [`ObjectLines::refine`] ran); 0 when
     /// unknown.
     pub line: usize,
     /// The field path inside the object (`spec.ingress[0].from[1].namespaceSelector`).
@@ -369,6 +369,7 @@ impl Finding {
         let origin = Origin {
             file: d.file.clone(),
             line: d.line,
+            fields: None,
         };
         let mut f = Finding::at(code, d.object.clone(), Some(&origin), d.field.clone());
         f.message = d.message.clone();

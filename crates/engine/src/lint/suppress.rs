@@ -8,11 +8,11 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{Code, FieldLines, Finding};
+use super::{Code, Finding, ObjectLines};
 
 /// `palisade.dev/lint-ignore: "PAL002,PAL008"` on a policy suppresses those codes for it;
 /// text after a colon is the reason (`"PAL005: defence in depth"`).
-pub const IGNORE_ANNOTATION: &str = "palisade.dev/lint-ignore";
+pub const IGNORE_ANNOTATION: &str = palisade_model::LINT_IGNORE_ANNOTATION;
 
 /// What suppressed a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -73,9 +73,9 @@ impl Ignore {
 }
 
 /// Marks the findings about objects whose annotation names their code as suppressed; run
-/// it before [`FieldLines::refine`] (findings still carry their object's line). Returns a
+/// it before [`ObjectLines::refine`] (findings still carry their object's line). Returns a
 /// finding for each annotation that cannot be read.
-pub fn suppress_annotated(findings: &mut [Finding], lines: &FieldLines) -> Vec<Finding> {
+pub fn suppress_annotated(findings: &mut [Finding], lines: &ObjectLines<'_>) -> Vec<Finding> {
     for f in findings.iter_mut() {
         if f.code == Code::InvalidObject || f.suppressed.is_some() {
             continue;
@@ -103,6 +103,7 @@ pub fn suppress_annotated(findings: &mut [Finding], lines: &FieldLines) -> Vec<F
             let origin = palisade_model::Origin {
                 file: file.into(),
                 line,
+                fields: None,
             };
             Some(
                 Finding::at(
