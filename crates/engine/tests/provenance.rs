@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use palisade_engine::{Change, Decision, Engine, Verdict};
-use palisade_model::{Direction, Kind, Object, ObjectKey, PolicyKind};
+use palisade_model::{Direction, Kind, Object, ObjectKey};
 
 /// Three ingress allow-lists on x/a, each from one namespace; the one from z is last.
 const THREE_ALLOWS: &str = r#"
