@@ -65,7 +65,7 @@ impl Drop for Netns {
 fn text(i: usize, object: &Value) -> Text {
     Text {
         id: format!("objects/{i:06}.json"),
-        body: object.to_string(),
+        body: object.to_string().into(),
     }
 }
 

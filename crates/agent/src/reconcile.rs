@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use palisade_engine::{Change, Engine, Options, Touched};
 use palisade_nft::{Compiled, KernelError, NftError, Ruleset};
 
-use palisade_follow::store::{Scope, Store, Update};
+use palisade_follow::store::{Scope, SharedChange, Store};
 use palisade_follow::{Batch, Sink};
 use tokio::sync::watch;
 
@@ -190,7 +190,7 @@ impl Reconciler {
                 let enforced: Vec<Change> = changes
                     .iter()
                     .filter(|(_, scope)| *scope == Scope::Enforced)
-                    .map(|(update, _)| update.change())
+                    .map(|(change, _)| change.cloned())
                     .collect();
                 enforced_changed |= !enforced.is_empty();
                 self.touched.merge(&engine.apply(enforced));
@@ -223,14 +223,14 @@ impl Reconciler {
     }
 
     /// Keeps the staged view (enforced plus staged policies) in step, or drops it.
-    fn follow_staged(&mut self, store: &Store, changes: &[(Update, Scope)], rebuild: bool) {
+    fn follow_staged(&mut self, store: &Store, changes: &[(SharedChange, Scope)], rebuild: bool) {
         if !store.has_staged() {
             self.staged = None;
             return;
         }
         match self.staged.as_mut() {
             Some(staged) if !rebuild => {
-                staged.apply(changes.iter().map(|(update, _)| update.change()).collect());
+                staged.apply(changes.iter().map(|(change, _)| change.cloned()).collect());
             }
             _ => {
                 let cluster = store.cluster().with_staged();

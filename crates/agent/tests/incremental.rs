@@ -47,7 +47,7 @@ impl Sink for Measured {
 fn text(i: usize, object: &Value) -> Text {
     Text {
         id: format!("objects/{i:06}.json"),
-        body: object.to_string(),
+        body: object.to_string().into(),
     }
 }
 

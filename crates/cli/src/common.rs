@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 
 use palisade_engine::{Endpoint, Engine, Options, Semantics};
-use palisade_follow::source::kube;
+use palisade_follow::source::{Content, Text, kube};
 use palisade_model::{DnsMap, LoadOptions, PortRange, Protocol, Severity};
 
 use crate::error::CliError;
@@ -71,17 +71,37 @@ impl Input {
 
     /// The input's named texts: each file's, or each live object's (named
     /// `kube:<Kind>/<namespace>/<name>`, so invalid objects are reported as for files, with
-    /// that name in place of the file).
-    pub fn texts(&self) -> Result<Vec<(String, String)>, CliError> {
+    /// that name in place of the file), held as it came ([`Content::Object`] for an object).
+    pub fn bodies(&self) -> Result<Vec<Text>, CliError> {
         if !self.is_kube() {
-            return Ok(palisade_model::read_paths(&self.files)?);
+            let texts = palisade_model::read_paths(&self.files)?;
+            return Ok(texts
+                .into_iter()
+                .map(|(id, text)| Text {
+                    id,
+                    body: Content::Text(text),
+                })
+                .collect());
         }
         let snapshot =
             kube::snapshot_blocking(self.kubeconfig.as_deref(), self.context.as_deref())?;
         for kind in &snapshot.missing {
             eprintln!("notice: the cluster does not serve {kind} (its CRD is not installed)");
         }
-        Ok(snapshot.texts.into_iter().map(|t| (t.id, t.body)).collect())
+        Ok(snapshot.texts)
+    }
+
+    /// [`Input::bodies`] as texts, a live object's as its JSON (for `lint`, which reads
+    /// the texts' line maps).
+    pub fn texts(&self) -> Result<Vec<(String, String)>, CliError> {
+        let bodies = self.bodies()?;
+        Ok(bodies
+            .into_iter()
+            .map(|t| match t.body {
+                Content::Text(text) => (t.id, text),
+                Content::Object(value) => (t.id, value.to_string()),
+            })
+            .collect())
     }
 
     /// Loads and compiles the input, printing notices on stderr.
@@ -91,9 +111,9 @@ impl Input {
             field_lines: false,
         };
         let loaded = if self.is_kube() {
-            let texts = self.texts()?;
-            palisade_model::load_sources(
-                texts.iter().map(|(n, t)| (n.as_str(), t.as_str())),
+            let mut bodies = self.bodies()?;
+            palisade_model::load_bodies(
+                (bodies.iter_mut()).map(|t| (t.id.as_str(), t.body.take_body())),
                 options,
             )?
         } else {

@@ -7,7 +7,7 @@
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use palisade_engine::{Change, Engine, Options, Probe};
-use palisade_model::{Cluster, Protocol};
+use palisade_model::{Cluster, Object, Protocol};
 
 fn cluster(pods: usize, policies: usize) -> Cluster {
     cluster_with(pods, policies, palisade_gen::PodLabels::Deployment)
@@ -88,11 +88,11 @@ fn update(c: &mut Criterion) {
             |b| {
                 b.iter(|| {
                     flip = !flip;
-                    e.apply(Change::UpsertPod(if flip {
+                    e.apply(Change::Upsert(Object::Pod(if flip {
                         relabelled.clone()
                     } else {
                         original.clone()
-                    }));
+                    })));
                 })
             },
         );

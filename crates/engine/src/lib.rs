@@ -78,6 +78,7 @@ pub use explain::{
 };
 pub use matrix::{Distinction, Matrix, Probe};
 pub use new_peers::{NewPeers, Reshaped};
+pub use palisade_model::Change;
 pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use service_matrix::{NotEvaluable, PortReach, ServiceCell, ServiceColumn, ServiceMatrix};
@@ -85,7 +86,7 @@ pub use services::{
     EndpointSource, EndpointVerdict, PortEndpoints, Reach, ServiceEndpoint, picks_port,
 };
 pub use state::{Engine, Options, PodId, Semantics};
-pub use update::{Change, PeerRule, Touched};
+pub use update::{PeerRule, Touched};
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };

@@ -5,70 +5,12 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use palisade_model::{
-    AdminPeer, AdminPolicy, Direction, EndpointSlice, Namespace, NetworkPolicy, Node, Pod,
-    PolicyKind, PolicyRef, Service,
+    AdminPeer, AdminPolicy, Change, Direction, EndpointSlice, Kind, Namespace, NetworkPolicy,
+    Object, ObjectKey, Pod, PolicyRef, Service,
 };
 
 use crate::bitset::BitSet;
 use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PeerSets, PodId, PodPolicies, PolicySlot};
-
-/// One change to the cluster.
-#[derive(Debug, Clone)]
-pub enum Change {
-    /// Add or replace a namespace (by name).
-    UpsertNamespace(Namespace),
-    /// Remove a namespace, with its pods and NetworkPolicies.
-    RemoveNamespace(String),
-    /// Add or replace a pod (by namespace and name).
-    UpsertPod(Pod),
-    /// Remove a pod.
-    RemovePod {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-    /// Add or replace a node (by name).
-    UpsertNode(Node),
-    /// Remove a node.
-    RemoveNode(String),
-    /// Add or replace a NetworkPolicy (by namespace and name).
-    UpsertNetworkPolicy(NetworkPolicy),
-    /// Remove a NetworkPolicy.
-    RemoveNetworkPolicy {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-    /// Add or replace an admin policy (by kind and name).
-    UpsertAdminPolicy(AdminPolicy),
-    /// Remove an admin policy.
-    RemoveAdminPolicy {
-        /// Kind.
-        kind: PolicyKind,
-        /// Name.
-        name: String,
-    },
-    /// Add or replace a Service (by namespace and name).
-    UpsertService(Service),
-    /// Remove a Service.
-    RemoveService {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-    /// Add or replace an EndpointSlice (by namespace and name).
-    UpsertEndpointSlice(EndpointSlice),
-    /// Remove an EndpointSlice.
-    RemoveEndpointSlice {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-    },
-}
 
 /// What one [`Engine::apply`] may have changed in the pods' side programs
 /// ([`Engine::side_program`]): a data plane that compiled them before may keep the program
@@ -165,24 +107,37 @@ impl Engine {
     pub fn apply(&mut self, change: Change) -> Touched {
         let everything = Touched::everything();
         match change {
-            Change::UpsertNamespace(ns) => self.upsert_namespace(ns),
-            Change::RemoveNamespace(name) => self.remove_namespace(&name),
-            Change::UpsertPod(p) => return self.upsert_pod_touched(p),
-            Change::RemovePod { namespace, name } => {
-                if let Some(id) = self.pod_id(&namespace, &name) {
+            Change::Upsert(Object::Namespace(ns)) => self.upsert_namespace(ns),
+            Change::Remove(ObjectKey {
+                kind: Kind::Namespace,
+                name,
+                ..
+            }) => self.remove_namespace(&name),
+            Change::Upsert(Object::Pod(p)) => return self.upsert_pod_touched(p),
+            Change::Remove(ObjectKey {
+                kind: Kind::Pod,
+                namespace,
+                name,
+                ..
+            }) => {
+                if let Some(id) = self.pod_id(namespace.as_deref().unwrap_or_default(), &name) {
                     self.remove_pod(id);
                 }
             }
-            Change::UpsertNode(n) => {
+            Change::Upsert(Object::Node(n)) => {
                 let at = self.cluster.nodes.iter().position(|x| x.name == n.name);
                 replace_or_push(&mut self.cluster.nodes, at, n);
                 self.reindex_nodes();
             }
-            Change::RemoveNode(name) => {
+            Change::Remove(ObjectKey {
+                kind: Kind::Node,
+                name,
+                ..
+            }) => {
                 self.cluster.nodes.retain(|n| n.name != name);
                 self.reindex_nodes();
             }
-            Change::UpsertNetworkPolicy(np) => {
+            Change::Upsert(Object::NetworkPolicy(np)) => {
                 // The subjects before and after: no one else's programs name the policy.
                 let mut pods = self
                     .cluster
@@ -197,7 +152,13 @@ impl Engine {
                 }
                 return Touched::of(pods);
             }
-            Change::RemoveNetworkPolicy { namespace, name } => {
+            Change::Remove(ObjectKey {
+                kind: Kind::NetworkPolicy,
+                namespace,
+                name,
+                ..
+            }) => {
+                let namespace = namespace.unwrap_or_default();
                 if let Some(i) = self
                     .cluster
                     .network_policies
@@ -210,7 +171,7 @@ impl Engine {
                 }
                 return Touched::default();
             }
-            Change::UpsertAdminPolicy(p) => {
+            Change::Upsert(Object::Admin(p)) => {
                 let mut pods = self
                     .cluster
                     .admin_policies
@@ -224,12 +185,20 @@ impl Engine {
                 }
                 return Touched::of(pods);
             }
-            Change::RemoveAdminPolicy { kind, name } => {
+            Change::Remove(ObjectKey {
+                kind:
+                    kind @ (Kind::AdminNetworkPolicy
+                    | Kind::ClusterNetworkPolicy
+                    | Kind::BaselineAdminNetworkPolicy),
+                name,
+                ..
+            }) => {
+                let kind = kind.policy_kind();
                 if let Some(i) = self
                     .cluster
                     .admin_policies
                     .iter()
-                    .position(|p| p.kind == kind && p.name == name)
+                    .position(|p| Some(p.kind) == kind && p.name == name)
                 {
                     let pods = self.admin_removal_touches(i);
                     self.remove_admin(i);
@@ -238,23 +207,35 @@ impl Engine {
                 return Touched::default();
             }
             // Policy is decided after DNAT: Services change no pod's programs.
-            Change::UpsertService(s) => {
+            Change::Upsert(Object::Service(s)) => {
                 let same = |x: &Service| x.namespace == s.namespace && x.name == s.name;
                 let at = self.cluster.services.iter().position(same);
                 replace_or_push(&mut self.cluster.services, at, s);
                 return Touched::default();
             }
-            Change::RemoveService { namespace, name } => {
+            Change::Remove(ObjectKey {
+                kind: Kind::Service,
+                namespace,
+                name,
+                ..
+            }) => {
+                let namespace = namespace.unwrap_or_default();
                 (self.cluster.services).retain(|x| x.namespace != namespace || x.name != name);
                 return Touched::default();
             }
-            Change::UpsertEndpointSlice(s) => {
+            Change::Upsert(Object::EndpointSlice(s)) => {
                 let same = |x: &EndpointSlice| x.namespace == s.namespace && x.name == s.name;
                 let at = self.cluster.endpoint_slices.iter().position(same);
                 replace_or_push(&mut self.cluster.endpoint_slices, at, s);
                 return Touched::default();
             }
-            Change::RemoveEndpointSlice { namespace, name } => {
+            Change::Remove(ObjectKey {
+                kind: Kind::EndpointSlice,
+                namespace,
+                name,
+                ..
+            }) => {
+                let namespace = namespace.unwrap_or_default();
                 (self.cluster.endpoint_slices)
                     .retain(|x| x.namespace != namespace || x.name != name);
                 return Touched::default();

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use palisade_engine::{Change, Engine, Flow, Options};
+use palisade_engine::{Engine, Flow, Options};
 use palisade_model::*;
 use proptest::prelude::*;
 
@@ -20,13 +20,10 @@ fn apply_to_cluster(c: &mut Cluster, change: &Change) {
         }
     }
     match change {
-        Change::UpsertNamespace(ns) => upsert(&mut c.namespaces, ns, |n| n.name == ns.name),
-        Change::RemoveNamespace(name) => {
-            c.namespaces.retain(|n| &n.name != name);
-            c.pods.retain(|p| &p.namespace != name);
-            c.network_policies.retain(|p| &p.namespace != name);
+        Change::Upsert(Object::Namespace(ns)) => {
+            upsert(&mut c.namespaces, ns, |n| n.name == ns.name)
         }
-        Change::UpsertPod(p) => {
+        Change::Upsert(Object::Pod(p)) => {
             if !c.namespaces.iter().any(|n| n.name == p.namespace) {
                 let labels = [(NAMESPACE_NAME_LABEL.to_string(), p.namespace.clone())].into();
                 c.namespaces.push(Namespace {
@@ -40,35 +37,48 @@ fn apply_to_cluster(c: &mut Cluster, change: &Change) {
                 x.namespace == p.namespace && x.name == p.name
             })
         }
-        Change::RemovePod { namespace, name } => c
-            .pods
-            .retain(|p| !(&p.namespace == namespace && &p.name == name)),
-        Change::UpsertNode(n) => upsert(&mut c.nodes, n, |x| x.name == n.name),
-        Change::RemoveNode(name) => c.nodes.retain(|n| &n.name != name),
-        Change::UpsertNetworkPolicy(np) => upsert(&mut c.network_policies, np, |x| {
+        Change::Upsert(Object::Node(n)) => upsert(&mut c.nodes, n, |x| x.name == n.name),
+        Change::Upsert(Object::NetworkPolicy(np)) => upsert(&mut c.network_policies, np, |x| {
             x.namespace == np.namespace && x.name == np.name
         }),
-        Change::RemoveNetworkPolicy { namespace, name } => c
-            .network_policies
-            .retain(|p| !(&p.namespace == namespace && &p.name == name)),
-        Change::UpsertAdminPolicy(p) => upsert(&mut c.admin_policies, p, |x| {
+        Change::Upsert(Object::Admin(p)) => upsert(&mut c.admin_policies, p, |x| {
             x.kind == p.kind && x.name == p.name
         }),
-        Change::RemoveAdminPolicy { kind, name } => c
-            .admin_policies
-            .retain(|p| !(&p.kind == kind && &p.name == name)),
-        Change::UpsertService(s) => upsert(&mut c.services, s, |x| {
+        Change::Upsert(Object::Service(s)) => upsert(&mut c.services, s, |x| {
             x.namespace == s.namespace && x.name == s.name
         }),
-        Change::RemoveService { namespace, name } => c
-            .services
-            .retain(|s| !(&s.namespace == namespace && &s.name == name)),
-        Change::UpsertEndpointSlice(s) => upsert(&mut c.endpoint_slices, s, |x| {
+        Change::Upsert(Object::EndpointSlice(s)) => upsert(&mut c.endpoint_slices, s, |x| {
             x.namespace == s.namespace && x.name == s.name
         }),
-        Change::RemoveEndpointSlice { namespace, name } => c
-            .endpoint_slices
-            .retain(|s| !(&s.namespace == namespace && &s.name == name)),
+        Change::Remove(key) => {
+            let namespace = key.namespace.as_deref().unwrap_or_default();
+            let name = key.name.as_str();
+            match key.kind {
+                Kind::Namespace => {
+                    c.namespaces.retain(|n| n.name != name);
+                    c.pods.retain(|p| p.namespace != name);
+                    c.network_policies.retain(|p| p.namespace != name);
+                }
+                Kind::Pod => c
+                    .pods
+                    .retain(|p| !(p.namespace == namespace && p.name == name)),
+                Kind::Node => c.nodes.retain(|n| n.name != name),
+                Kind::NetworkPolicy => c
+                    .network_policies
+                    .retain(|p| !(p.namespace == namespace && p.name == name)),
+                Kind::AdminNetworkPolicy
+                | Kind::ClusterNetworkPolicy
+                | Kind::BaselineAdminNetworkPolicy => c
+                    .admin_policies
+                    .retain(|p| !(Some(p.kind) == key.kind.policy_kind() && p.name == name)),
+                Kind::Service => c
+                    .services
+                    .retain(|s| !(s.namespace == namespace && s.name == name)),
+                Kind::EndpointSlice => c
+                    .endpoint_slices
+                    .retain(|s| !(s.namespace == namespace && s.name == name)),
+            }
+        }
     }
 }
 
@@ -81,22 +91,22 @@ fn change() -> impl Strategy<Value = Change> {
                 let i: u8 = p.name.trim_start_matches("pod").parse().unwrap();
                 p.ips = vec![IpAddr::from([10, 100 + ns, 0, i + 1])];
             }
-            Change::UpsertPod(p)
+            Change::Upsert(Object::Pod(p))
         }),
-        2 => (0..3usize, 0..7usize).prop_map(|(ns, i)| Change::RemovePod { namespace: format!("ns{ns}"), name: format!("pod{i}") }),
-        2 => (0..5usize).prop_flat_map(network_policy).prop_map(Change::UpsertNetworkPolicy),
-        1 => (0..3usize, 0..5usize).prop_map(|(ns, i)| Change::RemoveNetworkPolicy { namespace: format!("ns{ns}"), name: format!("np{i}") }),
-        2 => (0..5usize).prop_flat_map(admin_policy).prop_map(Change::UpsertAdminPolicy),
-        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Change::RemoveAdminPolicy { kind: p.kind, name: p.name }),
+        2 => (0..3usize, 0..7usize).prop_map(|(ns, i)| Change::Remove(ObjectKey::new(Kind::Pod, Some(&format!("ns{ns}")), &format!("pod{i}")))),
+        2 => (0..5usize).prop_flat_map(network_policy).prop_map(|np| Change::Upsert(Object::NetworkPolicy(np))),
+        1 => (0..3usize, 0..5usize).prop_map(|(ns, i)| Change::Remove(ObjectKey::new(Kind::NetworkPolicy, Some(&format!("ns{ns}")), &format!("np{i}")))),
+        2 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Change::Upsert(Object::Admin(p))),
+        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Change::Remove(ObjectKey::new(Kind::of_admin(p.kind), None, &p.name))),
         2 => (0..4usize, labels(), any::<bool>()).prop_map(|(i, mut labels, dd)| {
             labels.insert(NAMESPACE_NAME_LABEL.into(), format!("ns{i}"));
-            Change::UpsertNamespace(Namespace { name: format!("ns{i}"), labels, default_deny_ingress: dd, origin: None })
+            Change::Upsert(Object::Namespace(Namespace { name: format!("ns{i}"), labels, default_deny_ingress: dd, origin: None }))
         }),
-        1 => (0..4usize).prop_map(|i| Change::RemoveNamespace(format!("ns{i}"))),
-        1 => (0..3usize, labels()).prop_map(|(i, labels)| Change::UpsertNode(Node {
+        1 => (0..4usize).prop_map(|i| Change::Remove(ObjectKey::new(Kind::Namespace, None, &format!("ns{i}")))),
+        1 => (0..3usize, labels()).prop_map(|(i, labels)| Change::Upsert(Object::Node(Node {
             name: format!("node{i}"), labels, addresses: vec![format!("192.168.0.{}", i + 1).parse().unwrap()], origin: Origin::default(),
-        })),
-        1 => (0..3usize).prop_map(|i| Change::RemoveNode(format!("node{i}"))),
+        }))),
+        1 => (0..3usize).prop_map(|i| Change::Remove(ObjectKey::new(Kind::Node, None, &format!("node{i}")))),
     ]
 }
 
@@ -131,11 +141,11 @@ proptest! {
         for ch in &changes {
             // Half the upserts of an existing pod change only its labels (a relabel).
             let relabel = match ch {
-                Change::UpsertPod(p) if p.name.ends_with(['0', '2', '4', '6']) => mirror
+                Change::Upsert(Object::Pod(p)) if p.name.ends_with(['0', '2', '4', '6']) => mirror
                     .pods
                     .iter()
                     .find(|q| q.namespace == p.namespace && q.name == p.name)
-                    .map(|q| Change::UpsertPod(Pod { labels: p.labels.clone(), ..q.clone() })),
+                    .map(|q| Change::Upsert(Object::Pod(Pod { labels: p.labels.clone(), ..q.clone() }))),
                 _ => None,
             };
             let ch = relabel.as_ref().unwrap_or(ch);
@@ -202,7 +212,7 @@ fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
         let mut moved = e.cluster().pods[a].clone();
         moved.labels = e.cluster().pods[b].labels.clone();
         let before = all_programs(&e);
-        let touched = e.apply(Change::UpsertPod(moved));
+        let touched = e.apply(Change::Upsert(Object::Pod(moved)));
         assert!(!touched.all, "a relabel names the pods it touches");
         assert!(
             touched.reshaped(a),

@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use palisade_engine::{Change, Decision, Engine, Verdict};
-use palisade_model::{Direction, PolicyKind};
+use palisade_model::{Direction, Kind, Object, ObjectKey};
 
 /// Three ingress allow-lists on x/a, each from one namespace; the one from z is last.
 const THREE_ALLOWS: &str = r#"
@@ -57,10 +57,11 @@ fn rule_of(v: &Verdict) -> (String, Option<String>) {
 }
 
 fn remove_np(e: &mut Engine, name: &str) {
-    e.apply(Change::RemoveNetworkPolicy {
-        namespace: "x".into(),
-        name: name.into(),
-    });
+    e.apply(Change::Remove(ObjectKey::new(
+        Kind::NetworkPolicy,
+        Some("x"),
+        name,
+    )));
 }
 
 #[test]
@@ -88,10 +89,11 @@ fn a_verdict_taken_before_apply_names_the_same_policy_after() {
         Some("block-x".to_string()),
     );
     assert_eq!(rule_of(&before), expected);
-    e.apply(Change::RemoveAdminPolicy {
-        kind: PolicyKind::AdminNetworkPolicy,
-        name: "first".into(),
-    });
+    e.apply(Change::Remove(ObjectKey::new(
+        Kind::AdminNetworkPolicy,
+        None,
+        "first",
+    )));
     assert_eq!(rule_of(&before), expected);
     assert_eq!(rule_of(&eval(&e, "x/b", "y/a", TCP80)), expected);
 }
@@ -130,7 +132,7 @@ fn a_verdict_keeps_the_rule_name_it_was_decided_by() {
         .into_iter()
         .find(|p| p.name == "deny-x-to-y")
         .unwrap();
-    e.apply(Change::UpsertAdminPolicy(policy));
+    e.apply(Change::Upsert(Object::Admin(policy)));
     assert_eq!(rule_of(&before).1.as_deref(), Some("block-x"));
     assert_eq!(
         rule_of(&eval(&e, "x/b", "y/a", TCP80)).1.as_deref(),

@@ -212,12 +212,13 @@ fn services_change_no_pod_program() {
     let mut e = engine("");
     let mut svc = e.service("shop", "api").unwrap().clone();
     svc.selector = Some([("app".to_string(), "web".to_string())].into());
-    let touched = e.apply(palisade_engine::Change::UpsertService(svc));
+    let touched = e.apply(palisade_engine::Change::Upsert(
+        palisade_model::Object::Service(svc),
+    ));
     assert!(!touched.all && touched.pods.is_empty());
     assert_eq!(endpoints(&e, 2, false), [("shop/web-0".into(), 7000)]);
-    e.apply(palisade_engine::Change::RemoveService {
-        namespace: "shop".into(),
-        name: "api".into(),
-    });
+    e.apply(palisade_engine::Change::Remove(
+        palisade_model::ObjectKey::new(palisade_model::Kind::Service, Some("shop"), "api"),
+    ));
     assert!(e.service("shop", "api").is_none());
 }

@@ -5,7 +5,7 @@
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use palisade_engine::{Change, Decision, Engine, Flow, Options, Tier};
-use palisade_model::Protocol;
+use palisade_model::{Kind, Object, ObjectKey, Protocol};
 
 const CLUSTER: &str = r#"
 apiVersion: v1
@@ -94,14 +94,11 @@ fn the_matrix_keeps_shared_pods_apart() {
 #[test]
 fn removing_one_pod_ends_the_conflict_and_moving_one_starts_it() {
     let mut e = engine();
-    e.apply(Change::RemovePod {
-        namespace: "b".into(),
-        name: "q".into(),
-    });
+    e.apply(Change::Remove(ObjectKey::new(Kind::Pod, Some("b"), "q")));
     assert!(e.evaluate(&flow(&e, ("a", "p"), ("a", "r"))).allowed);
     let mut s = e.cluster().pods[e.pod_id("a", "s").unwrap()].clone();
     s.ips = vec!["10.0.0.3".parse().unwrap()];
-    e.apply(Change::UpsertPod(s));
+    e.apply(Change::Upsert(Object::Pod(s)));
     let v = e.evaluate(&flow(&e, ("a", "p"), ("a", "r")));
     assert_eq!(
         v.ingress.tier,
@@ -127,10 +124,7 @@ fn removing_another_pod_keeps_a_renumbered_shared_pod_failing_closed() {
         palisade_model::load_str(&reordered).unwrap().cluster,
         Options::default(),
     );
-    e.apply(Change::RemovePod {
-        namespace: "a".into(),
-        name: "r".into(),
-    });
+    e.apply(Change::Remove(ObjectKey::new(Kind::Pod, Some("a"), "r")));
     for shared in [("a", "p"), ("b", "q")] {
         let v = e.evaluate(&flow(&e, shared, ("a", "s")));
         assert_eq!(

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use crate::source::{Event, Source};
-use crate::store::{Scope, Store, Update};
+use crate::store::{Scope, SharedChange, Store};
 
 /// A consistent new state of the store and the engine changes that lead to it.
 pub struct Batch<'a> {
@@ -16,7 +16,7 @@ pub struct Batch<'a> {
     pub store: &'a Store,
     /// The engine changes since the previous batch, in order (the first batch after the
     /// full listing: the changes since the start; build from [`Store::cluster`] instead).
-    pub changes: Vec<(Update, Scope)>,
+    pub changes: Vec<(SharedChange, Scope)>,
     /// When the batch's first event was received.
     pub seen: Instant,
     /// How long decoding the events and working out the changes took.

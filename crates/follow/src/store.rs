@@ -12,78 +12,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use palisade_engine::Change;
+pub use palisade_model::{Change, Object, ObjectKey, SharedChange};
 use palisade_model::{Diagnostic, Kind, Namespace, PolicyKind, Severity, StandIn};
-pub use palisade_model::{Object, ObjectKey};
 
 use crate::source::{Event, Text};
-
-/// A change to the objects in force: an upsert stays shared with the store until an engine
-/// takes a copy ([`Update::change`]), so a change no engine applies (those of the first
-/// sync, whose engine is built from [`Store::cluster`]) is never copied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Update {
-    /// The object now in force (added or replaced).
-    Upsert(Arc<Object>),
-    /// The object is no longer in force.
-    Remove(ObjectKey),
-}
-
-impl Update {
-    /// The change, for an engine to apply.
-    pub fn change(&self) -> Change {
-        match self {
-            Update::Upsert(object) => match Object::clone(object) {
-                Object::Namespace(o) => Change::UpsertNamespace(o),
-                Object::Pod(o) => Change::UpsertPod(o),
-                Object::Node(o) => Change::UpsertNode(o),
-                Object::NetworkPolicy(o) => Change::UpsertNetworkPolicy(o),
-                Object::Admin(o) => Change::UpsertAdminPolicy(o),
-                Object::Service(o) => Change::UpsertService(o),
-                Object::EndpointSlice(o) => Change::UpsertEndpointSlice(o),
-            },
-            Update::Remove(key) => removal(key),
-        }
-    }
-}
-
-/// The engine change that removes `key`.
-fn removal(key: &ObjectKey) -> Change {
-    let name = key.name.clone();
-    let namespace = || key.namespace.clone().unwrap_or_default();
-    match key.kind {
-        Kind::Namespace => Change::RemoveNamespace(name),
-        Kind::Pod => Change::RemovePod {
-            namespace: namespace(),
-            name,
-        },
-        Kind::Node => Change::RemoveNode(name),
-        Kind::NetworkPolicy => Change::RemoveNetworkPolicy {
-            namespace: namespace(),
-            name,
-        },
-        Kind::AdminNetworkPolicy => Change::RemoveAdminPolicy {
-            kind: PolicyKind::AdminNetworkPolicy,
-            name,
-        },
-        Kind::ClusterNetworkPolicy => Change::RemoveAdminPolicy {
-            kind: PolicyKind::ClusterNetworkPolicy,
-            name,
-        },
-        Kind::BaselineAdminNetworkPolicy => Change::RemoveAdminPolicy {
-            kind: PolicyKind::BaselineAdminNetworkPolicy,
-            name,
-        },
-        Kind::Service => Change::RemoveService {
-            namespace: namespace(),
-            name,
-        },
-        Kind::EndpointSlice => Change::RemoveEndpointSlice {
-            namespace: namespace(),
-            name,
-        },
-    }
-}
 
 /// Which engines a change is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +55,7 @@ pub struct Store {
 
 impl Store {
     /// Applies one source event, returning the engine changes it implies, in order.
-    pub fn handle(&mut self, event: Event) -> Vec<(Update, Scope)> {
+    pub fn handle(&mut self, event: Event) -> Vec<(SharedChange, Scope)> {
         let touched = match event {
             Event::Put(texts) => self.put(texts),
             Event::Remove(ids) => ids.iter().flat_map(|id| self.drop_text(id)).collect(),
@@ -215,11 +147,13 @@ impl Store {
     }
 
     /// Decodes the texts and records what each now holds; returns the keys touched.
-    fn put(&mut self, texts: Vec<Text>) -> BTreeSet<ObjectKey> {
+    fn put(&mut self, mut texts: Vec<Text>) -> BTreeSet<ObjectKey> {
         if texts.is_empty() {
             return BTreeSet::new();
         }
-        let decoded = palisade_model::decode_texts(texts.iter().map(|t| (&*t.id, &*t.body)));
+        let decoded = palisade_model::decode_bodies(
+            (texts.iter_mut()).map(|t| (t.id.as_str(), t.body.take_body())),
+        );
         let mut held: HashMap<&str, BTreeMap<ObjectKey, Arc<Object>>> = texts
             .iter()
             .map(|t| (t.id.as_str(), BTreeMap::new()))
@@ -373,7 +307,7 @@ impl Store {
 
     /// The engine changes that bring the touched keys to what is now in force, with the
     /// namespaces they need first and the namespaces no longer needed last.
-    fn changes(&mut self, touched: BTreeSet<ObjectKey>) -> Vec<(Update, Scope)> {
+    fn changes(&mut self, touched: BTreeSet<ObjectKey>) -> Vec<(SharedChange, Scope)> {
         let mut out = Vec::new();
         let mut namespaces = BTreeSet::new();
         for key in touched {
@@ -407,13 +341,13 @@ impl Store {
                 Some(object) => {
                     self.applied.insert(key.clone(), object.clone());
                     if key.kind != Kind::Namespace {
-                        out.push((Update::Upsert(object), scope));
+                        out.push((Change::Upsert(object), scope));
                     }
                 }
                 None => {
                     self.applied.remove(&key);
                     if key.kind != Kind::Namespace {
-                        out.push((Update::Remove(key), scope));
+                        out.push((Change::Remove(key), scope));
                     }
                 }
             }
@@ -438,13 +372,13 @@ impl Store {
                 Some(ns) => {
                     self.namespaces.insert(name, ns.clone());
                     let ns = Arc::new(Object::Namespace(ns));
-                    first.push((Update::Upsert(ns), Scope::Enforced));
+                    first.push((Change::Upsert(ns), Scope::Enforced));
                 }
                 None => {
                     self.namespaces.remove(&name);
                     self.users.remove(&name);
                     let key = ObjectKey::new(Kind::Namespace, None, &name);
-                    last.push((Update::Remove(key), Scope::Enforced));
+                    last.push((Change::Remove(key), Scope::Enforced));
                 }
             }
         }

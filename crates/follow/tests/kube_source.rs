@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use kube_server::{ApiServer, End, Reply, fixture};
 use palisade_follow::source::kube::{self as source, Options, RESOURCES};
-use palisade_follow::source::{Event, Text};
+use palisade_follow::source::{Content, Event, Text};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -299,16 +299,22 @@ async fn texts_are_trimmed_and_decode() {
     let events = collect(&mut rx, |ev| ev.contains(&Event::Synced)).await;
     task.abort();
 
-    let texts: BTreeMap<String, String> = events
+    let objects: BTreeMap<String, Value> = events
         .iter()
         .flat_map(|e| match e {
             Event::Replace { texts, .. } | Event::Put(texts) => texts.clone(),
             _ => Vec::new(),
         })
-        .map(|t| (t.id, t.body))
+        .map(|t| match t.body {
+            Content::Object(value) => (t.id, value),
+            Content::Text(text) => panic!("{}: sent as text, not as an object: {text}", t.id),
+        })
         .collect();
     let body = |id: &str| -> Value {
-        serde_json::from_str(texts.get(id).unwrap_or_else(|| panic!("no {id}"))).expect("JSON body")
+        objects
+            .get(id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id}"))
     };
     assert_eq!(
         body("kube:Pod/x/a"),
@@ -345,12 +351,16 @@ async fn texts_are_trimmed_and_decode() {
         .sum();
     let kept: usize = ["kube:Pod/x/a", "kube:Pod/x/b"]
         .iter()
-        .map(|id| texts[*id].len())
+        .map(|id| objects[*id].to_string().len())
         .sum();
     println!("pods: {sent} bytes sent by the API server, {kept} bytes kept");
     assert!(kept * 3 < sent, "kept {kept} of {sent} bytes");
 
-    let decoded = palisade_model::decode_texts(texts.iter().map(|(i, b)| (i.as_str(), b.as_str())));
+    let decoded = palisade_model::decode_bodies(
+        objects
+            .iter()
+            .map(|(id, object)| (id.as_str(), palisade_model::Body::Object(object.clone()))),
+    );
     let errors: Vec<String> = decoded
         .diagnostics
         .iter()
@@ -379,14 +389,14 @@ async fn invalid_objects_are_reported_under_their_id() {
     let task = tokio::spawn(source::run_with(client(&server), tx, fast()));
     let events = collect(&mut rx, |ev| ev.contains(&Event::Synced)).await;
     task.abort();
-    let text = events
+    let mut text = events
         .iter()
         .find_map(|e| match e {
             Event::Replace { prefix, texts } if prefix == "kube:Pod/" => texts.first().cloned(),
             _ => None,
         })
         .expect("the pod is sent, invalid as it is");
-    let decoded = palisade_model::decode_texts([(text.id.as_str(), text.body.as_str())]);
+    let decoded = palisade_model::decode_bodies([(text.id.as_str(), text.body.take_body())]);
     let message = decoded
         .diagnostics
         .iter()

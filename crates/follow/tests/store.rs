@@ -44,10 +44,10 @@ impl Follower {
         let engine = self
             .engine
             .get_or_insert_with(|| Engine::new(Default::default(), Options::default()));
-        for (update, scope) in changes {
+        for (change, scope) in changes {
             match scope {
                 Scope::Enforced => {
-                    engine.apply(update.change());
+                    engine.apply(change.cloned());
                 }
                 Scope::Staged => self.staged_changes += 1,
             }

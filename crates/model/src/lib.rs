@@ -17,6 +17,7 @@
 //! assert!(np.policy_types.ingress && !np.policy_types.egress);
 //! ```
 
+mod change;
 mod convert;
 mod diag;
 pub mod digest;
@@ -30,14 +31,16 @@ mod types;
 pub mod validate;
 pub mod yaml;
 
+pub use change::{Change, SharedChange};
 pub use convert::core::{LEGACY_ISOLATION_ANNOTATION, NAMESPACE_NAME_LABEL};
 pub use convert::stand_in::StandIn;
 pub use convert::workload::{WorkloadKind, workload_of};
 pub use diag::{Diagnostic, Severity};
 pub use dns::{DnsEntry, DnsMap, DomainPattern};
 pub use load::{
-    Decoded, Invalid, LoadError, LoadOptions, Loaded, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES,
-    STDIN_NAME, decode_texts, load_paths, load_sources, load_str, read_paths,
+    Body, Decoded, Invalid, LoadError, LoadOptions, Loaded, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES,
+    STDIN_NAME, decode_bodies, decode_texts, load_bodies, load_paths, load_sources, load_str,
+    read_paths,
 };
 pub use object::{Kind, Object, ObjectKey};
 pub use objects::*;

@@ -252,11 +252,35 @@ pub fn load_sources<'a>(
     sources: impl IntoIterator<Item = (&'a str, &'a str)>,
     options: LoadOptions,
 ) -> Result<Loaded, LoadError> {
-    let sources: Vec<(&str, &str)> = sources.into_iter().collect();
+    load_bodies(
+        sources
+            .into_iter()
+            .map(|(name, text)| (name, Body::Text(text))),
+        options,
+    )
+}
+
+/// [`load_sources`] for named bodies, each a text or one object already parsed.
+pub fn load_bodies<'a>(
+    sources: impl IntoIterator<Item = (&'a str, Body<'a>)>,
+    options: LoadOptions,
+) -> Result<Loaded, LoadError> {
+    let sources: Vec<(&str, Body<'_>)> = sources.into_iter().collect();
     let mut loader = Loader::named(sources.first().map_or("<input>", |s| s.0).to_string());
     loader.field_lines = options.field_lines;
-    loader.parse_all(sources);
+    loader.read_all(sources);
     loader.finish(options)
+}
+
+/// What a named input holds: manifest text (YAML or JSON, any number of objects), or one
+/// object already parsed (as the Kubernetes API gives it), read as a JSON text of one line
+/// would be: every diagnostic about it is on line 1.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body<'a> {
+    /// YAML or JSON text.
+    Text(&'a str),
+    /// One object.
+    Object(Value),
 }
 
 /// What [`decode_texts`] read: each text's objects, as they are, for a consumer that
@@ -311,9 +335,18 @@ impl Invalid {
 /// without the checks that concern a whole input (emptiness, implied namespaces, order).
 /// Two objects of the same kind and name are still an error.
 pub fn decode_texts<'a>(sources: impl IntoIterator<Item = (&'a str, &'a str)>) -> Decoded {
-    let sources: Vec<(&str, &str)> = sources.into_iter().collect();
+    decode_bodies(
+        sources
+            .into_iter()
+            .map(|(name, text)| (name, Body::Text(text))),
+    )
+}
+
+/// [`decode_texts`] for named bodies, each a text or one object already parsed.
+pub fn decode_bodies<'a>(sources: impl IntoIterator<Item = (&'a str, Body<'a>)>) -> Decoded {
+    let sources: Vec<(&str, Body<'_>)> = sources.into_iter().collect();
     let mut loader = Loader::named(sources.first().map_or("<input>", |s| s.0).to_string());
-    loader.parse_all(sources);
+    loader.read_all(sources);
     loader.add_decoded();
     let mut diagnostics = loader.errors;
     diagnostics.append(&mut loader.notices);
@@ -481,19 +514,57 @@ impl Loader {
     /// Parses and decodes the texts concurrently (sharing one alias budget), each document
     /// as soon as it is read; the objects keep the input order.
     fn parse_all<'a>(&mut self, sources: impl IntoIterator<Item = (&'a str, &'a str)>) {
-        let sources: Vec<(Arc<str>, &str)> = sources
+        self.read_all(
+            sources
+                .into_iter()
+                .map(|(name, text)| (name, Body::Text(text))),
+        );
+    }
+
+    /// [`Loader::parse_all`] for bodies: the texts are parsed concurrently, the objects
+    /// decoded as they are; everything keeps the input order.
+    fn read_all<'a>(&mut self, sources: impl IntoIterator<Item = (&'a str, Body<'a>)>) {
+        let sources: Vec<(Arc<str>, Body<'_>)> = sources
             .into_iter()
-            .map(|(name, text)| (Arc::from(name), text))
+            .map(|(name, body)| (Arc::from(name), body))
             .collect();
-        let texts: Vec<&str> = sources.iter().map(|(_, text)| *text).collect();
+        let (names, texts): (Vec<usize>, Vec<&str>) = sources
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (_, body))| match body {
+                Body::Text(text) => Some((i, *text)),
+                Body::Object(_) => None,
+            })
+            .unzip();
         let keep = self.field_lines;
         let parsed = yaml::map_texts(&texts, &yaml::AliasBudget::default(), &|i, document| {
-            decode_document(&sources[i].0, document, keep)
+            decode_document(&sources[names[i]].0, document, keep)
         });
         self.decoded
             .reserve(parsed.iter().map(|p| p.documents.len()).sum());
-        for ((file, _), result) in sources.iter().zip(parsed) {
-            self.source(file.clone(), result);
+        let mut parsed = parsed.into_iter();
+        for (file, body) in sources {
+            match body {
+                Body::Text(_) => {
+                    let result = parsed.next().unwrap_or_default();
+                    self.source(file, result);
+                }
+                Body::Object(value) => {
+                    let document = yaml::Document {
+                        value,
+                        line: 1,
+                        lines: LineMap::default(),
+                    };
+                    let items = decode_document(&file, document, keep);
+                    self.source(
+                        file,
+                        yaml::Parsed {
+                            documents: vec![items],
+                            errors: Vec::new(),
+                        },
+                    );
+                }
+            }
         }
     }
 

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use ct::Netns;
 
 use palisade_engine::{Change, Engine, Options};
+use palisade_model::Object;
 use palisade_nft::{Ruleset, compile, compile_after, transition, update_script};
 
 fn engine(pods: usize) -> Engine {
@@ -118,8 +119,8 @@ fn main() {
             "NetworkPolicy: one ingress rule removed",
             &mut e,
             &base,
-            Change::UpsertNetworkPolicy(changed),
-            Change::UpsertNetworkPolicy(np.clone()),
+            Change::Upsert(Object::NetworkPolicy(changed)),
+            Change::Upsert(Object::NetworkPolicy(np.clone())),
         );
     }
     // One pod relabel: a pod takes the labels of another pod of its namespace.
@@ -137,8 +138,8 @@ fn main() {
             "pod relabel (to an existing class)",
             &mut e,
             &base,
-            Change::UpsertPod(relabeled),
-            Change::UpsertPod(pod.clone()),
+            Change::Upsert(Object::Pod(relabeled)),
+            Change::Upsert(Object::Pod(pod.clone())),
         );
     }
 }

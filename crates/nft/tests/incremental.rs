@@ -10,7 +10,7 @@ mod support;
 use support::ct::Netns;
 
 use palisade_engine::{Change, Engine, Options};
-use palisade_model::Protocol;
+use palisade_model::{Kind, Object, ObjectKey, Protocol};
 use palisade_nft::{
     Compiled, NftVerdict, Packet, Path, Ruleset, compile, compile_after, update_script,
 };
@@ -40,7 +40,7 @@ fn relabel(e: &Engine) -> Change {
         .unwrap();
     let mut moved = p.clone();
     moved.labels = labels;
-    Change::UpsertPod(moved)
+    Change::Upsert(Object::Pod(moved))
 }
 
 /// A NetworkPolicy with its last ingress rule removed.
@@ -53,7 +53,7 @@ fn policy_change(e: &Engine) -> Change {
         .unwrap();
     let mut changed = np.clone();
     changed.ingress.pop();
-    Change::UpsertNetworkPolicy(changed)
+    Change::Upsert(Object::NetworkPolicy(changed))
 }
 
 /// Both rulesets decide every pod pair the same on a few ports.
@@ -189,7 +189,7 @@ fn new_pod(e: &Engine) -> Change {
         "10.250.0.7".parse().unwrap(),
         "fd00:250::7".parse().unwrap(),
     ];
-    Change::UpsertPod(pod)
+    Change::Upsert(Object::Pod(pod))
 }
 
 #[test]
@@ -217,20 +217,21 @@ fn incremental_updates_leave_the_table_a_full_apply_leaves() {
         ("new pod (IPv4 and IPv6)", new_pod(&e)),
         (
             "policy removed",
-            Change::RemoveNetworkPolicy {
-                namespace: np.namespace.clone(),
-                name: np.name.clone(),
-            },
+            Change::Remove(ObjectKey::new(
+                Kind::NetworkPolicy,
+                Some(&np.namespace),
+                &np.name,
+            )),
         ),
         (
             "pod removed",
-            Change::RemovePod {
-                namespace: pod.namespace.clone(),
-                name: pod.name.clone(),
-            },
+            Change::Remove(ObjectKey::new(Kind::Pod, Some(&pod.namespace), &pod.name)),
         ),
-        ("policy back", Change::UpsertNetworkPolicy(np.clone())),
-        ("pod back", Change::UpsertPod(pod.clone())),
+        (
+            "policy back",
+            Change::Upsert(Object::NetworkPolicy(np.clone())),
+        ),
+        ("pod back", Change::Upsert(Object::Pod(pod.clone()))),
     ];
     let mut old = first;
     for (what, change) in changes {
@@ -275,12 +276,16 @@ fn the_incremental_compile_loads_as_the_full_compile() {
         ("policy edit", policy_change(&e)),
         (
             "policy removed",
-            Change::RemoveNetworkPolicy {
-                namespace: np.namespace.clone(),
-                name: np.name.clone(),
-            },
+            Change::Remove(ObjectKey::new(
+                Kind::NetworkPolicy,
+                Some(&np.namespace),
+                &np.name,
+            )),
         ),
-        ("policy back", Change::UpsertNetworkPolicy(np.clone())),
+        (
+            "policy back",
+            Change::Upsert(Object::NetworkPolicy(np.clone())),
+        ),
         ("new pod", new_pod(&e)),
     ];
     let mut incremental_paths = 0;

@@ -8,7 +8,7 @@
 
 use std::net::IpAddr;
 
-use palisade_engine::{Change, Engine, Options};
+use palisade_engine::{Engine, Options};
 use palisade_model::*;
 use palisade_nft::{Compiled, Lookup, NftVerdict, Packet, Path, Ruleset, compile, compile_after};
 use proptest::prelude::*;
@@ -26,20 +26,20 @@ fn change() -> impl Strategy<Value = Change> {
                 let i: u8 = p.name.trim_start_matches("pod").parse().unwrap();
                 p.ips = vec![IpAddr::from([10, 100 + ns, 0, i + 1])];
             }
-            Change::UpsertPod(p)
+            Change::Upsert(Object::Pod(p))
         }),
-        1 => (0..3usize, 0..7usize).prop_map(|(ns, i)| Change::RemovePod { namespace: format!("ns{ns}"), name: format!("pod{i}") }),
-        4 => (0..5usize).prop_flat_map(network_policy).prop_map(Change::UpsertNetworkPolicy),
-        1 => (0..3usize, 0..5usize).prop_map(|(ns, i)| Change::RemoveNetworkPolicy { namespace: format!("ns{ns}"), name: format!("np{i}") }),
-        3 => (0..5usize).prop_flat_map(admin_policy).prop_map(Change::UpsertAdminPolicy),
-        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Change::RemoveAdminPolicy { kind: p.kind, name: p.name }),
+        1 => (0..3usize, 0..7usize).prop_map(|(ns, i)| Change::Remove(ObjectKey::new(Kind::Pod, Some(&format!("ns{ns}")), &format!("pod{i}")))),
+        4 => (0..5usize).prop_flat_map(network_policy).prop_map(|o| Change::Upsert(Object::NetworkPolicy(o))),
+        1 => (0..3usize, 0..5usize).prop_map(|(ns, i)| Change::Remove(ObjectKey::new(Kind::NetworkPolicy, Some(&format!("ns{ns}")), &format!("np{i}")))),
+        3 => (0..5usize).prop_flat_map(admin_policy).prop_map(|o| Change::Upsert(Object::Admin(o))),
+        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Change::Remove(ObjectKey::new(Kind::of_admin(p.kind), None, &p.name))),
         2 => (0..4usize, labels(), any::<bool>()).prop_map(|(i, mut labels, dd)| {
             labels.insert(NAMESPACE_NAME_LABEL.into(), format!("ns{i}"));
-            Change::UpsertNamespace(Namespace { name: format!("ns{i}"), labels, default_deny_ingress: dd, origin: None })
+            Change::Upsert(Object::Namespace(Namespace { name: format!("ns{i}"), labels, default_deny_ingress: dd, origin: None }))
         }),
-        1 => (0..3usize, labels()).prop_map(|(i, labels)| Change::UpsertNode(Node {
+        1 => (0..3usize, labels()).prop_map(|(i, labels)| Change::Upsert(Object::Node(Node {
             name: format!("node{i}"), labels, addresses: vec![format!("192.168.0.{}", i + 1).parse().unwrap()], origin: Origin::default(),
-        })),
+        }))),
     ]
 }
 
@@ -47,18 +47,18 @@ fn change() -> impl Strategy<Value = Change> {
 /// labels: a relabel.
 fn as_relabel(engine: &Engine, change: Change) -> Change {
     match change {
-        Change::UpsertPod(p) if p.name.ends_with(['0', '2', '4', '6']) => engine
+        Change::Upsert(Object::Pod(p)) if p.name.ends_with(['0', '2', '4', '6']) => engine
             .cluster()
             .pods
             .iter()
             .find(|q| q.namespace == p.namespace && q.name == p.name)
             .map(|q| {
-                Change::UpsertPod(Pod {
+                Change::Upsert(Object::Pod(Pod {
                     labels: p.labels.clone(),
                     ..q.clone()
-                })
+                }))
             })
-            .unwrap_or(Change::UpsertPod(p)),
+            .unwrap_or(Change::Upsert(Object::Pod(p))),
         other => other,
     }
 }
@@ -231,8 +231,8 @@ enum Step {
 fn relabel_change() -> impl Strategy<Value = Step> {
     prop_oneof![
         10 => (0..24usize, labels()).prop_map(|(i, l)| Step::Relabel(i, l)),
-        1 => (0..5usize).prop_flat_map(network_policy).prop_map(|p| Step::Other(Box::new(Change::UpsertNetworkPolicy(p)))),
-        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Step::Other(Box::new(Change::UpsertAdminPolicy(p)))),
+        1 => (0..5usize).prop_flat_map(network_policy).prop_map(|p| Step::Other(Box::new(Change::Upsert(Object::NetworkPolicy(p))))),
+        1 => (0..5usize).prop_flat_map(admin_policy).prop_map(|p| Step::Other(Box::new(Change::Upsert(Object::Admin(p))))),
     ]
 }
 
@@ -281,7 +281,7 @@ proptest! {
             let ch = match ch {
                 Step::Relabel(i, labels) => {
                     let pods = &engine.cluster().pods;
-                    Change::UpsertPod(Pod { labels, ..pods[i % pods.len()].clone() })
+                    Change::Upsert(Object::Pod(Pod { labels, ..pods[i % pods.len()].clone() }))
                 }
                 Step::Other(ch) => *ch,
             };
@@ -323,8 +323,8 @@ fn a_policy_edit_and_a_relabel_compile_incrementally() {
         let mut moved = pods[a].clone();
         moved.labels = pods[b].labels.clone();
         for ch in [
-            Change::UpsertNetworkPolicy(edited),
-            Change::UpsertPod(moved),
+            Change::Upsert(Object::NetworkPolicy(edited)),
+            Change::Upsert(Object::Pod(moved)),
         ] {
             let touched = engine.apply(ch);
             let full = compile_after(&engine, node, compiled.ruleset()).unwrap();

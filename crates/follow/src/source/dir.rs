@@ -38,7 +38,7 @@ use notify::{EventKind, RecursiveMode, Watcher};
 
 use palisade_model::tree::{TreeEntry, manifest_tree};
 
-use super::{Event, Sender, Text};
+use super::{Content, Event, Sender, Text};
 
 /// How long the directory must stay quiet before it is listed again.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
@@ -327,7 +327,7 @@ impl Follower {
                                     budget = budget.saturating_sub(identity.size);
                                     put.push(Text {
                                         id: id.clone(),
-                                        body,
+                                        body: Content::Text(body),
                                     });
                                     Sent::Text(identity)
                                 }

@@ -1,7 +1,7 @@
 //! The Kubernetes source: watches the API server for the kinds in [`RESOURCES`] and sends each
 //! object as one [`Text`] with the id `kube:<Kind>/<namespace>/<name>` (cluster-scoped
-//! kinds: `kube:<Kind>/<name>`), its body the object's JSON cut down to the fields
-//! Palisade reads.
+//! kinds: `kube:<Kind>/<name>`), its body the object itself ([`Content::Object`]) cut down
+//! to the fields Palisade reads.
 //!
 //! Each kind runs a kube-runtime watcher: list, then watch from the list's
 //! `resourceVersion` with bookmarks, resuming from the last version seen after a
@@ -32,7 +32,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 use kube::runtime::watcher;
 
-use super::{Event, Sender, Text};
+use super::{Content, Event, Sender, Text};
 
 /// An API resource the source reads: its group, version, kind and resource name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,15 +159,14 @@ impl Resource {
         self.id(obj.metadata.namespace.as_deref(), name)
     }
 
-    /// The object as a text: its trimmed JSON under its id.
+    /// The object under its id, trimmed to what the decoder reads (never rendered as text).
     fn text(&self, obj: &DynamicObject) -> Text {
         // Serialising a `DynamicObject` cannot fail (string keys only); a `Null` would
         // still be reported by the decoder rather than dropped.
         let value = serde_json::to_value(obj).unwrap_or_default();
-        let body = trim::trim(&self.api_version(), self.kind, &value).to_string();
         Text {
             id: self.object_id(obj),
-            body,
+            body: Content::Object(trim::trim(&self.api_version(), self.kind, &value)),
         }
     }
 }
@@ -838,7 +837,7 @@ mod tests {
             ids.iter()
                 .map(|id| Text {
                     id: (*id).to_string(),
-                    body: body.to_string(),
+                    body: body.into(),
                 })
                 .collect(),
         )

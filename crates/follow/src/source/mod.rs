@@ -13,18 +13,50 @@ use std::path::{Path, PathBuf};
 
 use tokio::sync::mpsc;
 
-/// One manifest text and the name that identifies it in its source.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One manifest text (or one object) and the name that identifies it in its source.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Text {
     /// A path, or `kube:<Kind>/<namespace>/<name>`: unique within the source, stable
     /// across changes, and used as the `file` of the diagnostics about it.
     pub id: String,
+    /// What it holds.
+    pub body: Content,
+}
+
+/// What a [`Text`] holds: YAML or JSON text (a file), or one object as the Kubernetes API
+/// gave it (decoded as it is, never rendered as text).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
     /// YAML or JSON: any number of objects.
-    pub body: String,
+    Text(String),
+    /// One object.
+    Object(serde_json::Value),
+}
+
+impl Content {
+    /// The body for the model's loader; an object is moved out (`self` keeps `null`).
+    pub fn take_body(&mut self) -> palisade_model::Body<'_> {
+        match self {
+            Content::Text(text) => palisade_model::Body::Text(text),
+            Content::Object(value) => palisade_model::Body::Object(std::mem::take(value)),
+        }
+    }
+}
+
+impl From<String> for Content {
+    fn from(text: String) -> Content {
+        Content::Text(text)
+    }
+}
+
+impl From<&str> for Content {
+    fn from(text: &str) -> Content {
+        Content::Text(text.to_string())
+    }
 }
 
 /// A change a source has seen.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Event {
     /// These texts are new or changed (each replaces what its id held before).
     Put(Vec<Text>),

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::admin;
 use crate::diag::Ctx;
+use crate::object::Kind;
 use crate::objects::{
     Action, AdminPeer, AdminPolicy, AdminRule, AdminTier, NetworkPolicy, NetworkPolicyApi, Origin,
     PolicyTypes,
@@ -37,8 +38,8 @@ pub(crate) fn stand_in(
     let spec = value.get("spec").unwrap_or(&Value::Null);
     let names = |dir: &str| spec.get(dir).is_some();
     let mut ctx = Ctx::new(origin.clone(), lines, String::new());
-    match kind {
-        "NetworkPolicy" => {
+    match Kind::from_name(kind)?.policy_kind()? {
+        PolicyKind::NetworkPolicy => {
             let namespace = match value.pointer("/metadata/namespace") {
                 None => "default".to_string(),
                 Some(ns) => ns.as_str()?.to_string(),
@@ -69,12 +70,9 @@ pub(crate) fn stand_in(
                 })
             })
         }
-        "AdminNetworkPolicy" | "BaselineAdminNetworkPolicy" | "ClusterNetworkPolicy" => {
-            let kind = match kind {
-                "AdminNetworkPolicy" => PolicyKind::AdminNetworkPolicy,
-                "BaselineAdminNetworkPolicy" => PolicyKind::BaselineAdminNetworkPolicy,
-                _ => PolicyKind::ClusterNetworkPolicy,
-            };
+        kind @ (PolicyKind::AdminNetworkPolicy
+        | PolicyKind::BaselineAdminNetworkPolicy
+        | PolicyKind::ClusterNetworkPolicy) => {
             let subject = admin::subject(&mut ctx, kind, "spec.subject", spec.get("subject"))?;
             if !ctx.diags.is_empty() {
                 return None;

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use palisade_engine::{Engine, Options};
-use palisade_follow::source::{Event, Source, SourceSpec, Text};
+use palisade_follow::source::{Event, Source, SourceSpec};
 use palisade_follow::store::Store;
 use palisade_follow::{Batch, Sink};
 use palisade_neutron::{TranslateOptions, Translation};
@@ -218,14 +218,8 @@ fn engine(input: &Input) -> Result<Engine, CliError> {
     if !input.skip_invalid {
         return input.engine();
     }
-    let texts = input.texts()?;
     let mut store = Store::default();
-    store.handle(Event::Put(
-        texts
-            .into_iter()
-            .map(|(id, body)| Text { id, body })
-            .collect(),
-    ));
+    store.handle(Event::Put(input.bodies()?));
     for diags in store.problems().values() {
         for d in diags {
             eprintln!("skipped: {d}");
