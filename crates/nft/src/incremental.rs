@@ -123,16 +123,16 @@ impl Compiled {
             .iter()
             .map(|&k| engine.class_id(list[k]))
             .collect();
+        let mut is_touched = vec![false; list.len()];
+        for &k in &touched_k {
+            is_touched[k] = true;
+        }
         let side = |d: usize| {
             // A reshaped pod whose class a pod left alone still has takes that class's
             // program (brought up to date): pods of one class have one program. Only the
             // others are asked of the engine.
             let old = &memo.sides[d];
             let mut left_alone = HashSet::new();
-            let mut is_touched = vec![false; list.len()];
-            for &k in &touched_k {
-                is_touched[k] = true;
-            }
             for (k, &class) in old.class_of.iter().enumerate() {
                 if !is_touched[k] {
                     left_alone.insert(old.ids[class]);
@@ -206,13 +206,6 @@ impl Memo {
     }
 }
 
-/// One side's classes after a change: the old classes of the pods it did not reshape
-/// (their moved peers brought up to date), the fresh classes (of the reshaped pods only)
-/// for the reshaped ones, numbered in pod order as the full compile numbers them. A fresh
-/// class whose program equals the old one of its id brought up to date keeps that
-/// program and what building it did. An error when a pod left out of the fresh classes
-/// has another program now than its old one brought up to date (the change reshaped more
-/// than it said), or two fresh classes share an id.
 /// The pods a change reshaped: their places in the compiled pods, their class ids now,
 /// and which of them (places in `k`) the fresh classes were computed for.
 struct Reshaped<'a> {
@@ -221,6 +214,13 @@ struct Reshaped<'a> {
     asked: &'a [usize],
 }
 
+/// One side's classes after a change: the old classes of the pods it did not reshape
+/// (their moved peers brought up to date), the fresh classes (of the reshaped pods only)
+/// for the reshaped ones, numbered in pod order as the full compile numbers them. A fresh
+/// class whose program equals the old one of its id brought up to date keeps that
+/// program and what building it did. An error when a pod left out of the fresh classes
+/// has another program now than its old one brought up to date (the change reshaped more
+/// than it said), or two fresh classes share an id.
 fn merge(
     old: &Classes,
     old_by_id: &HashMap<u64, usize>,
