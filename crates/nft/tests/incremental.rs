@@ -110,6 +110,49 @@ fn a_relabel_to_an_existing_class_moves_only_that_pods_elements() {
     );
 }
 
+/// After an incremental compile, every chain that stayed as it was, and most sets, are the
+/// previous ruleset's own (shared, not copied), so the update's diff finds them equal by
+/// identity.
+#[test]
+fn an_incremental_compile_shares_what_stayed_with_the_previous_ruleset() {
+    let mut e = engine();
+    let compiled = Compiled::full(&e, None, None).unwrap();
+    let touched = e.apply(policy_change(&e));
+    let (next, path) = compiled.next(&e, None, &touched).unwrap();
+    assert_eq!(path, Path::Incremental);
+    let (old, new) = (compiled.ruleset(), next.ruleset());
+    let mut same = 0;
+    for chain in &new.chains {
+        if let Some(was) = old.chains.iter().find(|c| c.name == chain.name)
+            && was.rules == chain.rules
+        {
+            assert!(
+                std::sync::Arc::ptr_eq(&was.rules, &chain.rules),
+                "{}",
+                chain.name
+            );
+            same += 1;
+        }
+    }
+    // A set that a class built again names too may hold a fresh copy of the same
+    // elements (compared by content then); the others are shared.
+    let (mut sets, mut shared) = (0, 0);
+    for set in &new.sets {
+        if let Some(was) = old.sets.iter().find(|s| s.name == set.name)
+            && was.elements == set.elements
+            && !set.elements.is_empty()
+        {
+            sets += 1;
+            shared += usize::from(std::sync::Arc::ptr_eq(&was.elements, &set.elements));
+        }
+    }
+    assert!(
+        shared * 2 > sets,
+        "{shared} of {sets} unchanged sets shared"
+    );
+    assert!(same > 10, "{same} unchanged chains");
+}
+
 #[test]
 fn a_policy_change_rewrites_only_the_chains_of_the_classes_it_selects() {
     let mut e = engine();
