@@ -3,6 +3,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
+use palisade_analysis::Analysis;
 use palisade_engine::{Endpoint, Engine, Options, Semantics};
 use palisade_follow::source::{Content, Text, kube};
 use palisade_model::{DnsMap, LoadOptions, PortRange, Protocol, Severity};
@@ -263,15 +264,15 @@ pub fn endpoint(
 }
 
 /// An endpoint with its name.
-pub fn named(engine: &Engine, e: Endpoint) -> palisade_engine::NamedEndpoint {
-    palisade_engine::NamedEndpoint {
-        name: engine.endpoint_name(e.kind, e.ip),
+pub fn named(engine: &Engine, e: Endpoint) -> palisade_analysis::NamedEndpoint {
+    palisade_analysis::NamedEndpoint {
+        name: Analysis::new(engine).endpoint_name(e.kind, e.ip),
         ip: e.ip,
     }
 }
 
 /// `x/a (10.0.0.1)`, the address alone for an address, or `(no address yet)`.
-pub fn show(e: &palisade_engine::NamedEndpoint) -> String {
+pub fn show(e: &palisade_analysis::NamedEndpoint) -> String {
     if e.ip.is_unspecified() {
         format!("{} (no address yet)", e.name)
     } else if e.name == e.ip.to_string() {

@@ -7,7 +7,7 @@ mod common;
 use common::{palisade, stderr, stdout};
 
 const CLUSTER: &str = "examples/xyz/cluster.yaml";
-const FIXTURES: &str = "crates/engine/tests/fixtures/lint";
+const FIXTURES: &str = "crates/analysis/tests/fixtures/lint";
 
 fn fixture(name: &str) -> String {
     format!("{FIXTURES}/{name}.yaml")

@@ -9,7 +9,8 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::{palisade_stdin, stderr, stdout};
-use palisade_engine::{Engine, Options, ServiceCell};
+use palisade_analysis::{Analysis, ServiceCell};
+use palisade_engine::{Engine, Options};
 use serde_json::Value;
 
 /// x/client may reach every pod; x/other may send to port 8080 only; y/web-3 admits only
@@ -457,13 +458,13 @@ fn services_for(cluster: &palisade_model::Cluster) -> String {
 /// many decided cells it checked.
 fn check_one_by_one(engine: &Engine, what: &str) -> usize {
     let mut checked = 0;
-    let sources: Vec<usize> = engine
+    let sources: Vec<usize> = Analysis::new(engine)
         .addressable_pods()
         .into_iter()
         .map(|(p, _)| p)
         .collect();
     let all: Vec<usize> = (0..engine.cluster().services.len()).collect();
-    let m = engine.service_matrix(&sources, &all);
+    let m = Analysis::new(engine).service_matrix(&sources, &all);
     for (row, &pod) in sources.iter().enumerate() {
         let primary = engine.endpoint_for_pod(pod, None).unwrap();
         for (col, column) in m.columns.iter().enumerate() {
@@ -599,7 +600,7 @@ fn fixture_and_host_network_cells_agree_with_one_by_one() {
     let engine = Engine::new(loaded.cluster, Options::default());
     let checked = check_one_by_one(&engine, "fixture");
     assert!(checked > 15, "{checked} cells checked");
-    let sources: Vec<usize> = engine
+    let sources: Vec<usize> = Analysis::new(&engine)
         .addressable_pods()
         .into_iter()
         .map(|(p, _)| p)
@@ -610,7 +611,7 @@ fn fixture_and_host_network_cells_agree_with_one_by_one() {
         .iter()
         .position(|s| s.name == "web")
         .unwrap();
-    let m = engine.service_matrix(&sources, &[web]);
+    let m = Analysis::new(&engine).service_matrix(&sources, &[web]);
     let reach = |name: &str| {
         let row = sources
             .iter()

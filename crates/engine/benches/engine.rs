@@ -1,12 +1,12 @@
-//! Criterion benchmarks: compile, single evaluation, one-pod incremental update, matrix
-//! (also with one class per pod, by rows and by pairs).
+//! Criterion benchmarks: compile, single evaluation, one-pod incremental update. The
+//! matrix and diff benchmarks are `palisade-analysis`'s.
 //!
 //! `cargo bench -p palisade-engine` (results in docs/performance.md).
 
 #![allow(missing_docs, clippy::unwrap_used)] // a benchmark over generated, known-valid input
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use palisade_engine::{Change, Engine, Options, Probe};
+use palisade_engine::{Change, Engine, Flow, Options};
 use palisade_model::{Cluster, Object, Protocol};
 
 fn cluster(pods: usize, policies: usize) -> Cluster {
@@ -49,15 +49,14 @@ fn eval(c: &mut Criterion) {
         let flows: Vec<_> = (0..1024)
             .map(|i| {
                 let (a, b) = ((i * 7919) % pods, (i * 104_729 + 13) % pods);
-                e.pod_flow(
-                    a,
-                    b,
-                    Probe {
-                        protocol: Protocol::Tcp,
-                        port: 80,
-                    },
-                )
-                .unwrap()
+                let src = e.endpoint_for_pod(a, None).unwrap();
+                let dst = e.endpoint_for_pod(b, Some(src.ip.is_ipv6())).unwrap();
+                Flow {
+                    src,
+                    dst,
+                    protocol: Protocol::Tcp,
+                    port: 80,
+                }
             })
             .collect();
         let mut i = 0;
@@ -100,47 +99,5 @@ fn update(c: &mut Criterion) {
     g.finish();
 }
 
-fn matrix(c: &mut Criterion) {
-    let mut g = c.benchmark_group("matrix");
-    g.sample_size(10);
-    let e = Engine::new(cluster(1_000, 200), Options::default());
-    let probes = e.container_probes();
-    g.bench_function("1000p-200np", |b| b.iter(|| e.matrix(&probes).classes));
-    g.finish();
-}
-
-/// The matrix where policies tell every pod apart (one class per pod): rows by set
-/// algebra, and the pair-at-a-time reference.
-fn matrix_rows(c: &mut Criterion) {
-    let mut g = c.benchmark_group("matrix-distinct");
-    g.sample_size(10);
-    let e = Engine::new(
-        cluster_with(1_000, 200, palisade_gen::PodLabels::Distinct),
-        Options::default(),
-    );
-    let probes = e.container_probes();
-    g.bench_function("rows/1000p-200np", |b| b.iter(|| e.matrix(&probes).classes));
-    g.bench_function("pairs/1000p-200np", |b| {
-        b.iter(|| e.matrix_by_pairs(&probes).classes)
-    });
-    g.finish();
-}
-
-/// The exact diff of two states, one NetworkPolicy apart: every pod, node and outside
-/// class, every port of every protocol.
-fn diff(c: &mut Criterion) {
-    let mut g = c.benchmark_group("diff");
-    g.sample_size(10);
-    let old_cluster = cluster(1_000, 200);
-    let mut new_cluster = old_cluster.clone();
-    new_cluster.network_policies.remove(0);
-    let old = Engine::new(old_cluster, Options::default());
-    let new = Engine::new(new_cluster, Options::default());
-    g.bench_function("1000p-200np-one-removed", |b| {
-        b.iter(|| palisade_engine::diff::diff(&old, &new).groups.len())
-    });
-    g.finish();
-}
-
-criterion_group!(benches, eval, update, compile, matrix, matrix_rows, diff);
+criterion_group!(benches, eval, update, compile);
 criterion_main!(benches);

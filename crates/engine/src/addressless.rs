@@ -9,12 +9,12 @@ use crate::eval::{Endpoint, EndpointKind, Flow};
 use crate::state::Engine;
 
 /// Whether an endpoint stands for pods whose address is not known.
-pub(crate) fn addressless(e: &Endpoint) -> bool {
+pub fn addressless(e: &Endpoint) -> bool {
     addressless_ip(&e.ip)
 }
 
 /// Whether an address is the placeholder of an endpoint without one.
-pub(crate) fn addressless_ip(ip: &std::net::IpAddr) -> bool {
+pub fn addressless_ip(ip: &std::net::IpAddr) -> bool {
     ip.is_unspecified()
 }
 
@@ -135,16 +135,6 @@ spec:
         assert!(
             e.depends_on_address(&f),
             "but a real address could be inside it"
-        );
-        assert_eq!(
-            e.matrix(&[crate::Probe {
-                protocol: Protocol::Tcp,
-                port: 5432
-            }])
-            .pods
-            .len(),
-            2,
-            "both in the matrix"
         );
     }
 }

@@ -139,7 +139,7 @@ impl Engine {
     }
 
     /// One side, by tiers: admin, NetworkPolicy, baseline, default.
-    pub(crate) fn decide(&self, pod: PodId, dir: Direction, flow: &Flow) -> SideVerdict {
+    pub fn decide(&self, pod: PodId, dir: Direction, flow: &Flow) -> SideVerdict {
         let lists = self.policies(pod, dir);
         let mut passes = Vec::new();
         let verdict = |allowed, tier, decision, passes| SideVerdict {
@@ -189,11 +189,7 @@ impl Engine {
 
     /// The NetworkPolicies of `pod` that count in `dir` (those whose policyTypes name it;
     /// in legacy mode, for ingress, all that select it).
-    pub(crate) fn counting_nps(
-        &self,
-        pod: PodId,
-        dir: Direction,
-    ) -> impl Iterator<Item = u32> + '_ {
+    pub fn counting_nps(&self, pod: PodId, dir: Direction) -> impl Iterator<Item = u32> + '_ {
         let legacy_ingress =
             self.options.semantics == Semantics::Legacy && dir == Direction::Ingress;
         self.policies(pod, dir)
@@ -272,7 +268,9 @@ impl Engine {
         })
     }
 
-    pub(crate) fn first_admin_match(
+    /// The first rule of `policies` (admin policy indices, in order) that matches `flow`
+    /// for subject `pod` in `dir`.
+    pub fn first_admin_match(
         &self,
         policies: &[u32],
         pod: PodId,
@@ -286,7 +284,7 @@ impl Engine {
     }
 
     /// What rule `index` of admin policy `i` does with `flow` for subject `pod`, if it matches.
-    pub(crate) fn admin_rule_match(
+    pub fn admin_rule_match(
         &self,
         i: u32,
         index: usize,
@@ -323,12 +321,7 @@ impl Engine {
     }
 
     /// KEP namespace relations between the subject pod's namespace and the peer pod's.
-    pub(crate) fn namespace_related(
-        &self,
-        m: &NamespaceMatch,
-        subject: PodId,
-        peer: PodId,
-    ) -> bool {
+    pub fn namespace_related(&self, m: &NamespaceMatch, subject: PodId, peer: PodId) -> bool {
         let (sn, pn) = (self.pod_ns[subject], self.pod_ns[peer]);
         let labels = |i: usize| self.cluster.namespaces.get(i).map(|n| &n.labels);
         let same = |keys: &[String]| {

@@ -6,13 +6,15 @@
 //! [`Engine::evaluate`] then decides a [`Flow`] side by side (egress at the source, ingress
 //! at the destination), each through the tiers Admin → NetworkPolicy → Baseline → Default,
 //! and returns a [`Verdict`] whose [`SideVerdict`]s name the tier, policy and rule.
-//! [`Engine::explain`] adds the tier-by-tier walk and, where no rule matched, why each rule
-//! did not ([`RuleMiss`]); [`Engine::port_segments`] gives the verdict on every run of ports
-//! that the policies treat alike; [`Engine::matrix`] evaluates every pair of pods.
+//! [`Engine::apply`] keeps it current under changes and says which pods they touched
+//! ([`Touched`]); [`Engine::side_classes`] and [`Engine::resolved_network_policies`] give the concrete and
+//! resolved rule sets that the enforcers compile.
 //!
-//! On top of that: [`Engine::matrix`] (every pod pair), [`Engine::lint`] (policies that are
-//! valid but likely wrong, [`lint`]), [`diff::diff`] (the connections two states decide
-//! differently) and [`Engine::coverage`] (what each pod is covered by, and exposed to).
+//! This crate is the trusted core: what it decides, the enforcers enforce. The questions
+//! asked of a state (matrix, explain and why-not, lint, diff, coverage) live beside it in
+//! `palisade-analysis` and read it only through the query methods of [`Engine`] and the
+//! read-only compiled policies ([`CompiledNp`], [`CompiledAdmin`]); each rule part is
+//! decided in one place, [`rule_parts`], which eval and the analyses share.
 //!
 //! ```
 //! use palisade_engine::{Engine, Options, Flow};
@@ -44,50 +46,35 @@
 mod addressless;
 mod bitset;
 mod concrete;
-pub mod coverage;
-pub mod diff;
 mod domains;
 mod eval;
-mod explain;
 mod index;
-mod json;
-pub mod lint;
-mod matrix;
+pub mod json;
 mod new_peers;
-mod ports;
 mod resolved;
-mod rows;
-mod rule_parts;
-mod service_matrix;
+pub mod rule_parts;
 mod services;
 mod state;
-mod universe;
 mod update;
 mod verdict;
-mod whynot;
 
-pub use bitset::BitSet;
+pub use addressless::{addressless, addressless_ip};
+pub use bitset::{BitSet, transpose};
 pub use concrete::{ConcreteRule, LearnedDomains, PeerAddrs, PortAlt, SideClasses, SideProgram};
 pub use domains::DomainHit;
 pub use eval::{Endpoint, EndpointKind, Flow};
-pub use explain::{
-    AdminStepCode, Explanation, NOT_REACHED, NamedEndpoint, PolicyMisses, PolicyOutcome,
-    PolicyStep, SideWalk, StepTraits, SubjectTiers, TierStep, WalkPolicy, WalkShape,
-    admin_outcome_text, admin_policy_head, admin_tier_line, network_outcome_text,
-    network_policy_head, network_tier_line,
-};
-pub use matrix::{Distinction, Matrix, Probe};
 pub use new_peers::{NewPeers, Reshaped};
 pub use palisade_model::Change;
-pub use ports::PortSegment;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
-pub use service_matrix::{NotEvaluable, PortReach, ServiceCell, ServiceColumn, ServiceMatrix};
+pub use rule_parts::{PeerWhy, PortWhy};
 pub use services::{
     EndpointSource, EndpointVerdict, PortEndpoints, Reach, ServiceEndpoint, picks_port,
 };
-pub use state::{Engine, Options, PodId, Semantics};
+pub use state::{
+    AdminPeerC, AdminRuleC, CompiledAdmin, CompiledNp, Engine, Isolating, NpPeer, NpRule, NsScope,
+    Options, Owner, PodId, PodPolicies, Semantics,
+};
 pub use update::{PeerRule, Touched};
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };
-pub use whynot::{PeerMiss, PeerWhy, PortMiss, PortWhy, RuleMiss, RuleWhy};

@@ -3,15 +3,17 @@
 //! part takes the flow), the "why not" of `explain` (the parts that do not, with the reason)
 //! and the matrix rows (per probe) all ask here, so they cannot disagree.
 
+use std::fmt;
+
+use ipnet::IpNet;
 use palisade_model::{AdminPort, NetworkPolicyPort, PortSpec, Protocol};
 
 use crate::eval::{Endpoint, EndpointKind, Flow};
 use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, PodId};
-use crate::whynot::PortWhy;
 
 /// What a port entry says about a protocol and port number before any pod is looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PortEntry<'a> {
+pub enum PortEntry<'a> {
     /// Decided by the numbers alone: `None` when the entry takes them, else why not.
     Numeric(Option<PortWhy>),
     /// A named port (of `protocol`, if the entry gives one): it takes the flow when the
@@ -25,7 +27,7 @@ pub(crate) enum PortEntry<'a> {
 }
 
 /// A NetworkPolicy port entry against `protocol`/`port`: the protocol first, then the port.
-pub(crate) fn np_port_entry(p: &NetworkPolicyPort, protocol: Protocol, port: u16) -> PortEntry<'_> {
+pub fn np_port_entry(p: &NetworkPolicyPort, protocol: Protocol, port: u16) -> PortEntry<'_> {
     if p.protocol != protocol {
         return PortEntry::Numeric(Some(PortWhy::Protocol));
     }
@@ -41,7 +43,7 @@ pub(crate) fn np_port_entry(p: &NetworkPolicyPort, protocol: Protocol, port: u16
 
 /// An admin port entry against `protocol`/`port` (a named one leaves the protocol to the
 /// container port).
-pub(crate) fn admin_port_entry(p: &AdminPort, protocol: Protocol, port: u16) -> PortEntry<'_> {
+pub fn admin_port_entry(p: &AdminPort, protocol: Protocol, port: u16) -> PortEntry<'_> {
     match p {
         AdminPort::Ports { protocol: want, .. } if *want != protocol => {
             PortEntry::Numeric(Some(PortWhy::Protocol))
@@ -60,18 +62,18 @@ pub(crate) fn admin_port_entry(p: &AdminPort, protocol: Protocol, port: u16) -> 
 
 /// Whether a rule's port list takes a flow, given each entry's reason (`None`: takes it).
 /// An absent list takes everything; a present, empty one nothing.
-pub(crate) fn ports_take<P>(ports: Option<&[P]>, why: impl Fn(&P) -> Option<PortWhy>) -> bool {
+pub fn ports_take<P>(ports: Option<&[P]>, why: impl Fn(&P) -> Option<PortWhy>) -> bool {
     ports.is_none_or(|list| list.iter().any(|p| why(p).is_none()))
 }
 
 impl Engine {
     /// Why a NetworkPolicy port entry does not take the flow, or `None` when it does.
-    pub(crate) fn np_port_why(&self, p: &NetworkPolicyPort, flow: &Flow) -> Option<PortWhy> {
+    pub fn np_port_why(&self, p: &NetworkPolicyPort, flow: &Flow) -> Option<PortWhy> {
         self.port_why(np_port_entry(p, flow.protocol, flow.port), flow)
     }
 
     /// Why an admin port entry does not take the flow, or `None` when it does.
-    pub(crate) fn admin_port_why(&self, p: &AdminPort, flow: &Flow) -> Option<PortWhy> {
+    pub fn admin_port_why(&self, p: &AdminPort, flow: &Flow) -> Option<PortWhy> {
         self.port_why(admin_port_entry(p, flow.protocol, flow.port), flow)
     }
 
@@ -93,12 +95,7 @@ impl Engine {
     ///
     /// "In an ingress rule they resolve against the destination (the selected) pod's container
     /// ports; in an egress rule against the destination peer pod. Name and protocol must both match."
-    pub(crate) fn named_port_matches(
-        &self,
-        name: &str,
-        protocol: Option<Protocol>,
-        flow: &Flow,
-    ) -> bool {
+    pub fn named_port_matches(&self, name: &str, protocol: Option<Protocol>, flow: &Flow) -> bool {
         let EndpointKind::Pod(dst) = flow.dst.kind else {
             return false;
         };
@@ -111,25 +108,20 @@ impl Engine {
     }
 
     /// Whether a NetworkPolicy rule matches: its ports take the flow and a peer holds `peer`.
-    pub(crate) fn np_rule_matches(&self, rule: &NpRule, peer: &Endpoint, flow: &Flow) -> bool {
+    pub fn np_rule_matches(&self, rule: &NpRule, peer: &Endpoint, flow: &Flow) -> bool {
         ports_take(rule.ports.as_deref(), |p| self.np_port_why(p, flow))
             && Self::np_peers_match(rule, peer)
     }
 
     /// Whether a NetworkPolicy rule's peers (not its ports) cover `peer`.
-    pub(crate) fn np_peers_match(rule: &NpRule, peer: &Endpoint) -> bool {
+    pub fn np_peers_match(rule: &NpRule, peer: &Endpoint) -> bool {
         rule.peers
             .as_ref()
             .is_none_or(|peers| peers.iter().any(|p| np_peer_holds(p, peer)))
     }
 
     /// Whether a compiled admin peer holds `ep`, for the subject pod `subject`.
-    pub(crate) fn admin_peer_matches(
-        &self,
-        peer: &AdminPeerC,
-        subject: PodId,
-        ep: &Endpoint,
-    ) -> bool {
+    pub fn admin_peer_matches(&self, peer: &AdminPeerC, subject: PodId, ep: &Endpoint) -> bool {
         match peer {
             AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
             AdminPeerC::Related { namespaces, pods } => match ep.kind {
@@ -149,133 +141,132 @@ impl Engine {
 }
 
 /// Whether a compiled NetworkPolicy peer holds `ep`.
-pub(crate) fn np_peer_holds(peer: &NpPeer, ep: &Endpoint) -> bool {
+pub fn np_peer_holds(peer: &NpPeer, ep: &Endpoint) -> bool {
     match peer {
         NpPeer::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
         NpPeer::IpBlock(b) => b.contains(&ep.ip),
     }
 }
 
-#[cfg(test)]
-mod tests {
-    //! Eval and why-not agree by construction (they call the predicates above); this checks
-    //! it on random clusters: the rules eval matches are exactly those why-not finds no
-    //! reason against.
-    #![allow(clippy::unwrap_used)]
+/// Why a port entry did not match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PortWhy {
+    /// The flow's protocol differs.
+    Protocol,
+    /// The flow's port is outside the entry's port or range.
+    Port,
+    /// The destination pod declares no container port of that name (and protocol) with the
+    /// flow's number.
+    NamedPortAbsent,
+    /// A named port only matches a destination that is a pod.
+    NamedPortNeedsPod,
+    /// A present, empty list of ports (the original v1beta1 model: it matches nothing).
+    EmptyList,
+}
 
-    use std::collections::BTreeSet;
-    use std::net::IpAddr;
+/// Why a peer did not match.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PeerWhy {
+    /// The peer selects pods, and the other end is not a pod (a node or an outside address).
+    NotAPod,
+    /// The other end's namespace is not one the peer selects.
+    Namespace,
+    /// The namespace is selected, but the pod's labels do not match the pod selector.
+    PodLabels,
+    /// The namespace relation (`sameLabels`, `notSameLabels`, `related`) does not hold.
+    NamespaceRelation,
+    /// The address is outside the CIDR(s).
+    OutsideCidr,
+    /// The address is in the CIDR but this `except` removes it.
+    Excepted(IpNet),
+    /// The peer selects nodes, and the other end is not a node's address.
+    NotANode,
+    /// The node's labels do not match the node selector.
+    NodeLabels,
+    /// The peer has no field Palisade can evaluate; in an Allow rule it matches nothing.
+    Unsupported,
+    /// A `domainNames` peer, and no name its patterns match resolves to the address in
+    /// the DNS map.
+    NoDomainAnswer,
+    /// A `domainNames` peer with no DNS map to match it with: it matches nothing.
+    NoDnsMap,
+    /// A present, empty list of peers (the original v1beta1 model: it matches nothing).
+    EmptyList,
+    /// The other end is a workload without an address yet: whether it will be inside the
+    /// CIDR is not known (decided as outside).
+    AddressUnknown,
+}
 
-    use palisade_gen::strategies::cluster;
-    use palisade_model::{Cluster, Direction, Protocol};
-    use proptest::prelude::*;
-    use proptest::test_runner::RngSeed;
-
-    use crate::eval::{EndpointKind, Flow};
-    use crate::{Engine, Options};
-
-    /// Every pod and node address plus outside ones inside and outside the strategies' CIDRs.
-    fn addresses(c: &Cluster) -> Vec<IpAddr> {
-        let mut ips: Vec<IpAddr> = c.pods.iter().flat_map(|p| p.ips.clone()).collect();
-        ips.extend(c.nodes.iter().flat_map(|n| n.addresses.clone()));
-        ips.extend(
-            ["203.0.113.7", "10.0.5.5", "10.0.0.3", "10.0.1.200"]
-                .iter()
-                .map(|s| s.parse::<IpAddr>().unwrap()),
-        );
-        ips.sort();
-        ips.dedup();
-        ips
+impl fmt::Display for PortWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PortWhy::Protocol => "another protocol",
+            PortWhy::Port => "another port",
+            PortWhy::NamedPortAbsent => {
+                "the destination pod has no container port of that name with this number"
+            }
+            PortWhy::NamedPortNeedsPod => "a named port only matches a destination pod",
+            PortWhy::EmptyList => "an empty list matches nothing in this API version",
+        })
     }
+}
 
-    /// A rule: (0 NetworkPolicy / 1 admin, policy index, rule index).
-    type RuleKey = (u8, u32, u32);
-
-    /// For one flow and direction: (matched by eval, found no reason by why-not), as sets of
-    /// (policy kind, policy, rule) over every NetworkPolicy and admin policy.
-    fn both_sets(
-        e: &Engine,
-        flow: &Flow,
-        dir: Direction,
-    ) -> (BTreeSet<RuleKey>, BTreeSet<RuleKey>) {
-        let (peer, subject) = match dir {
-            Direction::Ingress => (&flow.src, flow.dst.kind),
-            Direction::Egress => (&flow.dst, flow.src.kind),
-        };
-        let (mut matched, mut no_reason) = (BTreeSet::new(), BTreeSet::new());
-        for i in 0..e.nps.len() as u32 {
-            let rules = match dir {
-                Direction::Ingress => &e.nps[i as usize].ingress,
-                Direction::Egress => &e.nps[i as usize].egress,
-            };
-            let missed: BTreeSet<u32> = e.np_misses(i, dir, flow).iter().map(|m| m.index).collect();
-            for (r, rule) in rules.iter().enumerate() {
-                let r = r as u32;
-                if e.np_rule_matches(rule, peer, flow) {
-                    matched.insert((0, i, r));
-                }
-                if !missed.contains(&r) {
-                    no_reason.insert((0, i, r));
-                }
+impl fmt::Display for PeerWhy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PeerWhy::NotAPod => f.write_str("it selects pods, and the other end is not a pod"),
+            PeerWhy::Namespace => f.write_str("the namespace is not selected"),
+            PeerWhy::PodLabels => f.write_str("the pod's labels do not match"),
+            PeerWhy::NamespaceRelation => f.write_str("the namespace relation does not hold"),
+            PeerWhy::OutsideCidr => f.write_str("the address is outside it"),
+            PeerWhy::Excepted(net) => write!(f, "the address is excluded by except {net}"),
+            PeerWhy::NotANode => f.write_str("it selects nodes, and the other end is not a node"),
+            PeerWhy::NodeLabels => f.write_str("the node's labels do not match"),
+            PeerWhy::Unsupported => f.write_str("Palisade cannot evaluate it (fails closed)"),
+            PeerWhy::NoDomainAnswer => {
+                f.write_str("no name it matches resolves to the address in the DNS map")
             }
-        }
-        if let EndpointKind::Pod(pod) = subject {
-            for i in 0..e.admins.len() as u32 {
-                let missed: BTreeSet<u32> = e
-                    .admin_misses(i, pod, dir, flow)
-                    .iter()
-                    .map(|m| m.index)
-                    .collect();
-                let n = e.cluster.admin_policies[i as usize].rules(dir).len();
-                for r in 0..n {
-                    // A fail-closed Deny or Pass rule is taken as "deny all" without being
-                    // matched; it always decides, so why-not is never asked about it.
-                    match e.admin_rule_match(i, r, pod, dir, flow) {
-                        Some(m) if m.fail_closed => continue,
-                        Some(_) => {
-                            matched.insert((1, i, r as u32));
-                        }
-                        None => {}
-                    }
-                    if !missed.contains(&(r as u32)) {
-                        no_reason.insert((1, i, r as u32));
-                    }
-                }
+            PeerWhy::NoDnsMap => {
+                f.write_str("no DNS map (--dns) to match names with: it matches nothing")
             }
+            PeerWhy::EmptyList => f.write_str("an empty list matches nothing in this API version"),
+            PeerWhy::AddressUnknown => f.write_str(
+                "the workload has no address yet: taken as outside, depends on the address",
+            ),
         }
-        (matched, no_reason)
     }
+}
 
-    proptest! {
-        #![proptest_config(ProptestConfig {
-            cases: 128,
-            rng_seed: RngSeed::Fixed(0x5eed_0002),
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        })]
+impl PeerWhy {
+    /// The name JSON gives the reason.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            PeerWhy::NotAPod => "NotAPod",
+            PeerWhy::Namespace => "NamespaceNotSelected",
+            PeerWhy::PodLabels => "PodLabelsNotSelected",
+            PeerWhy::NamespaceRelation => "NamespaceRelation",
+            PeerWhy::OutsideCidr => "OutsideCidr",
+            PeerWhy::Excepted(_) => "Excepted",
+            PeerWhy::NotANode => "NotANode",
+            PeerWhy::NodeLabels => "NodeLabelsNotSelected",
+            PeerWhy::Unsupported => "Unsupported",
+            PeerWhy::NoDomainAnswer => "NoDomainAnswer",
+            PeerWhy::NoDnsMap => "NoDnsMap",
+            PeerWhy::EmptyList => "EmptyList",
+            PeerWhy::AddressUnknown => "AddressUnknown",
+        }
+    }
+}
 
-        #[test]
-        fn eval_matches_exactly_the_rules_why_not_finds_no_reason_against(c in cluster()) {
-            let e = Engine::new(c.clone(), Options::default());
-            let ips = addresses(&c);
-            for &src in &ips {
-                for &dst in ips.iter().filter(|d| d.is_ipv4() == src.is_ipv4()) {
-                    for protocol in Protocol::ALL {
-                        for port in [79, 80, 81] {
-                            let flow = Flow {
-                                src: e.endpoint_for_ip(src),
-                                dst: e.endpoint_for_ip(dst),
-                                protocol,
-                                port,
-                            };
-                            for dir in [Direction::Ingress, Direction::Egress] {
-                                let (matched, no_reason) = both_sets(&e, &flow, dir);
-                                prop_assert_eq!(matched, no_reason, "{:?} {:?}", flow, dir);
-                            }
-                        }
-                    }
-                }
-            }
+impl PortWhy {
+    /// The name JSON gives the reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PortWhy::Protocol => "Protocol",
+            PortWhy::Port => "Port",
+            PortWhy::NamedPortAbsent => "NamedPortAbsent",
+            PortWhy::NamedPortNeedsPod => "NamedPortNeedsPod",
+            PortWhy::EmptyList => "EmptyList",
         }
     }
 }

@@ -13,7 +13,6 @@ use std::net::IpAddr;
 use palisade_model::{AddressType, Port, Protocol, Service, ServicePort, TargetPort};
 
 use crate::eval::{Endpoint, EndpointKind, Flow};
-use crate::explain::Explanation;
 use crate::state::{Engine, PodId};
 use crate::verdict::Verdict;
 
@@ -287,13 +286,6 @@ impl Engine {
             true => self.evaluate_sides(flow),
             false => self.evaluate(flow),
         }
-    }
-
-    /// [`Engine::explain`] for a connection through a Service address (see
-    /// [`Engine::evaluate_through_service`]).
-    pub fn explain_through_service(&self, flow: &Flow) -> Explanation {
-        let verdict = self.evaluate_through_service(flow);
-        self.explain_verdict(flow, verdict)
     }
 }
 

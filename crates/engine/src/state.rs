@@ -50,16 +50,19 @@ pub type PodId = usize;
 
 /// A peer of a NetworkPolicy rule, with its pods resolved.
 #[derive(Debug, Clone)]
-pub(crate) enum NpPeer {
-    /// Shared by every peer of the same pods (see [`PeerSets`]).
+pub enum NpPeer {
+    /// The pods the peer selects; shared by every peer that selects the same pods.
     Pods(Arc<BitSet>),
+    /// An `ipBlock` peer.
     IpBlock(palisade_model::IpBlock),
 }
 
 /// A NetworkPolicy rule's peers or ports: `None` matches everything, `Some(empty)` nothing.
 #[derive(Debug, Clone)]
-pub(crate) struct NpRule {
+pub struct NpRule {
+    /// The rule's peers (`from` or `to`).
     pub peers: Option<Vec<NpPeer>>,
+    /// The rule's ports.
     pub ports: Option<Vec<palisade_model::NetworkPolicyPort>>,
 }
 
@@ -86,13 +89,17 @@ enum ScopeKey {
     Selected(Selector),
 }
 
-/// A NetworkPolicy with its subject and peers resolved.
+/// A NetworkPolicy with its subject and peers resolved: a read-only view, kept current by
+/// [`crate::Engine::apply`].
 #[derive(Debug, Clone)]
-pub(crate) struct CompiledNp {
+pub struct CompiledNp {
     /// The policy as verdicts name it.
     pub info: Arc<PolicyInfo>,
+    /// The pods it selects.
     pub subject: BitSet,
+    /// Its ingress rules, in order.
     pub ingress: Vec<NpRule>,
+    /// Its egress rules, in order.
     pub egress: Vec<NpRule>,
 }
 
@@ -108,32 +115,42 @@ impl CompiledNp {
 
 /// An admin peer with static selectors resolved to pod sets.
 #[derive(Debug, Clone)]
-pub(crate) enum AdminPeerC {
+pub enum AdminPeerC {
     /// Pods picked statically (selector namespace match); shared as [`NpPeer::Pods`] is.
     Pods(Arc<BitSet>),
     /// Pods whose namespace relation to the subject is checked per flow.
     Related {
+        /// The namespace relation (`sameLabels`, `notSameLabels`, ...).
         namespaces: NamespaceMatch,
+        /// The pod selector.
         pods: Selector,
     },
+    /// The nodes a node selector selects.
     Nodes(Selector),
+    /// CIDRs.
     Networks(Vec<ipnet::IpNet>),
+    /// A peer with no field Palisade can evaluate.
     Unsupported,
 }
 
 /// An admin rule's peers, compiled.
 #[derive(Debug, Clone)]
-pub(crate) struct AdminRuleC {
+pub struct AdminRuleC {
+    /// The rule's peers.
     pub peers: Vec<AdminPeerC>,
 }
 
-/// An admin policy with its subject and peers resolved.
+/// An admin policy with its subject and peers resolved: a read-only view, kept current by
+/// [`crate::Engine::apply`].
 #[derive(Debug, Clone)]
-pub(crate) struct CompiledAdmin {
+pub struct CompiledAdmin {
     /// The policy as verdicts name it.
     pub info: Arc<PolicyInfo>,
+    /// The pods it selects.
     pub subject: BitSet,
+    /// Its ingress rules, in order.
     pub ingress: Vec<AdminRuleC>,
+    /// Its egress rules, in order.
     pub egress: Vec<AdminRuleC>,
 }
 
@@ -149,9 +166,13 @@ impl CompiledAdmin {
 
 /// Policies applying to one pod in one direction, in evaluation order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct PodPolicies {
+pub struct PodPolicies {
+    /// Admin-tier policies (ANP, CNP Admin), as indices into [`crate::Engine::admin_policies`].
     pub admin: Vec<u32>,
+    /// NetworkPolicies, as indices into [`crate::Engine::network_policies`].
     pub network: Vec<u32>,
+    /// Baseline-tier policies (BANP, CNP Baseline), as indices into
+    /// [`crate::Engine::admin_policies`].
     pub baseline: Vec<u32>,
     /// Isolated by the namespace's legacy DefaultDeny annotation (ingress only).
     pub annotation: bool,
@@ -161,12 +182,14 @@ pub(crate) struct PodPolicies {
 }
 
 /// A list of isolating policies, shared by the verdicts that carry it.
-pub(crate) type Isolating = Arc<[Arc<PolicyInfo>]>;
+pub type Isolating = Arc<[Arc<PolicyInfo>]>;
 
 /// What an address belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Owner {
+pub enum Owner {
+    /// A pod's address.
     Pod(PodId),
+    /// A node's address (by node index).
     Node(usize),
 }
 
@@ -176,7 +199,7 @@ pub(crate) fn by_name<'a>(names: impl Iterator<Item = &'a String>) -> HashMap<St
 }
 
 /// Which namespaces a pod selection covers.
-pub(crate) enum NsScope<'a> {
+pub enum NsScope<'a> {
     /// One namespace, by name.
     Named(&'a str),
     /// The namespaces a selector selects.
@@ -286,15 +309,79 @@ impl Engine {
     }
 
     /// Whether the pod can be a policy subject (it is not host-network).
-    pub(crate) fn is_subject(&self, pod: PodId) -> bool {
+    pub fn is_subject(&self, pod: PodId) -> bool {
         !self.cluster.pods[pod].host_network
     }
 
-    pub(crate) fn policies(&self, pod: PodId, dir: Direction) -> &PodPolicies {
+    /// The pods that can be policy subjects ([`Engine::is_subject`]).
+    pub fn subjects(&self) -> &BitSet {
+        &self.subjects
+    }
+
+    /// The policies that apply to `pod` in `dir`, in evaluation order.
+    pub fn policies(&self, pod: PodId, dir: Direction) -> &PodPolicies {
         match dir {
             Direction::Ingress => &self.ingress[pod],
             Direction::Egress => &self.egress[pod],
         }
+    }
+
+    /// The NetworkPolicies, compiled; [`PodPolicies::network`] indexes them.
+    pub fn network_policies(&self) -> &[CompiledNp] {
+        &self.nps
+    }
+
+    /// The admin policies (ANP, BANP, CNP), compiled; [`PodPolicies::admin`] and
+    /// [`PodPolicies::baseline`] index them.
+    pub fn admin_policies(&self) -> &[CompiledAdmin] {
+        &self.admins
+    }
+
+    /// The admin-tier policies in evaluation order (by priority, then name).
+    pub fn admin_order(&self) -> &[u32] {
+        &self.admin_order
+    }
+
+    /// Whether any policy uses named ports (then container ports tell pods apart).
+    pub fn uses_named_ports(&self) -> bool {
+        self.cluster.network_policies.iter().any(|np| {
+            np.ingress
+                .iter()
+                .chain(&np.egress)
+                .flat_map(|r| r.ports.iter().flatten())
+                .any(|p| matches!(p.port, palisade_model::PortSpec::Named(_)))
+        }) || self.cluster.admin_policies.iter().any(|a| {
+            a.ingress
+                .iter()
+                .chain(&a.egress)
+                .flat_map(|r| r.ports.iter().flatten())
+                .any(|p| matches!(p, palisade_model::AdminPort::Named(_)))
+        })
+    }
+
+    /// The namespace (index) of `pod`.
+    pub fn pod_namespace(&self, pod: PodId) -> usize {
+        self.pod_ns[pod]
+    }
+
+    /// The node (index) `pod` runs on, if the node is known.
+    pub fn pod_node(&self, pod: PodId) -> Option<usize> {
+        self.pod_node[pod]
+    }
+
+    /// The pods of namespace `ns`.
+    pub fn namespace_pods(&self, ns: usize) -> Option<&BitSet> {
+        self.ns_pods.get(ns)
+    }
+
+    /// How many addresses have an owner ([`Engine::address_owner`]).
+    pub fn owned_address_count(&self) -> usize {
+        self.ip_owner.len()
+    }
+
+    /// What owns `ip`: a pod (not host-network, its address not shared) or a node.
+    pub fn address_owner(&self, ip: &IpAddr) -> Option<Owner> {
+        self.ip_owner.get(ip).copied()
     }
 
     // ------------------------------------------------------------------ indexes
@@ -388,7 +475,7 @@ impl Engine {
     }
 
     /// Subject pods in the namespaces of `scope` that `pods` selects.
-    pub(crate) fn select_pods(&self, scope: NsScope<'_>, pods: &Selector) -> BitSet {
+    pub fn select_pods(&self, scope: NsScope<'_>, pods: &Selector) -> BitSet {
         let mut in_ns = BitSet::default();
         match scope {
             NsScope::Named(name) => {
@@ -560,7 +647,7 @@ impl Engine {
 
     /// The addresses the DNS map gives for the names `patterns` match, as host networks;
     /// `None` without a map (the peer then fails closed).
-    pub(crate) fn domain_nets(
+    pub fn domain_nets(
         &self,
         patterns: &[palisade_model::DomainPattern],
     ) -> Option<Vec<ipnet::IpNet>> {

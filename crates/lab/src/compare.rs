@@ -7,7 +7,8 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::Path;
 
-use palisade_engine::{Engine, Flow, Probe};
+use palisade_analysis::{Analysis, Probe};
+use palisade_engine::{Engine, Flow};
 use palisade_model::Protocol;
 
 use crate::{Lab, LabEndpoint, LabError, Target};
@@ -94,7 +95,7 @@ impl Observed {
                     probe: self.probes[o.probe],
                     kernel: o.reached,
                     evaluator,
-                    explanation: engine.explain(&flow).to_string(),
+                    explanation: Analysis::new(engine).explain(&flow).to_string(),
                 })
             })
             .collect()

@@ -83,7 +83,7 @@ fn check(e: &Engine, c: &Client, filter: &PortFilter, step: &str) {
                         got,
                         want,
                         "{step}: {src} -> {dst} {protocol}/{port}\n{}",
-                        e.explain(&flow)
+                        palisade_analysis::Analysis::new(e).explain(&flow)
                     );
                     checked += 1;
                 }

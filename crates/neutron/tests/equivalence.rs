@@ -6,11 +6,10 @@
 use std::net::IpAddr;
 
 use palisade_engine::{Engine, Flow, Options};
+use palisade_gen::strategies::{labels, selector};
 use palisade_model::*;
 use palisade_neutron::{PeerMode, SgEvaluator, TranslateOptions, translate};
 use proptest::prelude::*;
-
-use palisade_gen::strategies::{labels, selector};
 
 fn cidr() -> impl Strategy<Value = ipnet::IpNet> {
     prop_oneof![
@@ -224,7 +223,7 @@ fn check(c: &Cluster, mode: PeerMode, node_local: bool) -> Result<(), TestCaseEr
                         dst,
                         protocol,
                         port,
-                        engine.explain(&flow),
+                        palisade_analysis::Analysis::new(&engine).explain(&flow),
                         serde_json::to_string_pretty(&t).unwrap()
                     );
                 }

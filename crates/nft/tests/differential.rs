@@ -44,7 +44,7 @@ proptest! {
                         // Service address (hairpin): subject to policy
                         let want = engine.evaluate_through_service(&flow).allowed;
                         let got = rs.lookup(&Packet { src, dst, protocol, dport: port }) == NftVerdict::Accept;
-                        prop_assert_eq!(got, want, "{} -> {} {}/{}\n{}\n{}", src, dst, protocol, port, engine.explain(&flow), rs.render());
+                        prop_assert_eq!(got, want, "{} -> {} {}/{}\n{}\n{}", src, dst, protocol, port, palisade_analysis::Analysis::new(&engine).explain(&flow), rs.render());
                     }
                 }
             }

@@ -2,10 +2,11 @@
 
 use std::io::Write;
 
-use palisade_engine::Reach;
-use palisade_engine::coverage::{
-    Coverage, EndpointAdmission, Exposure, PodCoverage, SeenSource, ServiceExposure, SideCoverage,
+use palisade_analysis::{
+    Analysis, Coverage, EndpointAdmission, Exposure, PodCoverage, SeenSource, ServiceExposure,
+    SideCoverage,
 };
+use palisade_engine::Reach;
 use palisade_model::Direction;
 
 use crate::common::Input;
@@ -43,7 +44,7 @@ enum Format {
 /// Prints which policies cover every pod, what nothing covers, and what is exposed.
 pub fn run(args: Args) -> Result<(), CliError> {
     let engine = args.input.engine()?;
-    let c = engine.coverage();
+    let c = Analysis::new(&engine).coverage();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     match args.output {
         Format::Text => text(&mut out, &c)?,

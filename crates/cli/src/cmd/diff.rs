@@ -1,12 +1,11 @@
 //! `palisade diff`.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 
-use std::collections::BTreeSet;
-
+use palisade_analysis::diff::{self, Diff, Filter};
 use palisade_engine::Engine;
-use palisade_engine::diff::{self, Diff, Filter};
 use palisade_model::{PortRange, Protocol};
 
 use crate::common::{Input, parse_protocol};

@@ -2,7 +2,8 @@
 
 use std::io::Write;
 
-use palisade_engine::{Endpoint, EndpointVerdict, Engine, Flow, PortSegment};
+use palisade_analysis::{Analysis, PortSegment};
+use palisade_engine::{Endpoint, EndpointVerdict, Engine, Flow};
 use palisade_model::{PortRange, Protocol};
 
 use crate::common::{FlowArgs, Input, Query, named, show, staged_difference, staged_engine};
@@ -69,7 +70,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         } => {
             let segments: Vec<PortSegment> = protocols
                 .iter()
-                .flat_map(|&p| engine.port_segments(src, dst, p, within))
+                .flat_map(|&p| Analysis::new(&engine).port_segments(src, dst, p, within))
                 .collect();
             many(&mut out, &engine, (src, dst), &segments, args.output)?;
             if flow_args.port.is_some() {

@@ -2,6 +2,7 @@
 
 use std::io::Write;
 
+use palisade_analysis::Analysis;
 use palisade_engine::{Engine, Flow};
 
 use crate::common::{FlowArgs, Input, Query, staged_difference, staged_engine};
@@ -52,7 +53,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     match flow_args.query(&engine)? {
         Query::One(flow) => {
-            let explanation = engine.explain(&flow);
+            let explanation = Analysis::new(&engine).explain(&flow);
             let staged = staged_engine(&engine);
             let would = staged_difference(staged.as_ref(), &flow, &explanation.verdict);
             let domain = match &explanation.verdict.egress.decision {
@@ -92,14 +93,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
         } => {
             let mut all = Vec::new();
             for protocol in protocols {
-                for s in engine.port_segments(src, dst, protocol, within) {
+                for s in Analysis::new(&engine).port_segments(src, dst, protocol, within) {
                     let flow = Flow {
                         src,
                         dst,
                         protocol,
                         port: s.range.start.get(),
                     };
-                    let explanation = engine.explain(&flow);
+                    let explanation = Analysis::new(&engine).explain(&flow);
                     match args.output {
                         Format::Text => {
                             writeln!(out, "== {protocol} {} ==", s.range)?;
@@ -139,7 +140,11 @@ fn service(
                 writeln!(out, "{}", q.head(engine, a))?;
                 for v in &a.verdicts {
                     writeln!(out, "== {} ==", endpoint_line(engine, v))?;
-                    writeln!(out, "{}", engine.explain_through_service(&v.flow))?;
+                    writeln!(
+                        out,
+                        "{}",
+                        Analysis::new(engine).explain_through_service(&v.flow)
+                    )?;
                 }
                 q.write_left_out(out, engine, a)?;
                 writeln!(out, "clients: {}", a.clients())?;
@@ -151,7 +156,7 @@ fn service(
                 .map(|a| {
                     a.json(engine, |v| {
                         Ok(serde_json::to_value(
-                            engine.explain_through_service(&v.flow),
+                            Analysis::new(engine).explain_through_service(&v.flow),
                         )?)
                     })
                 })

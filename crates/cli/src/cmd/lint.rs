@@ -3,8 +3,9 @@
 use std::io::Write;
 use std::path::PathBuf;
 
+use palisade_analysis::Analysis;
+use palisade_analysis::lint::{self, Baseline, Code, Finding, ObjectLines, Severity, SuppressedBy};
 use palisade_engine::Engine;
-use palisade_engine::lint::{self, Baseline, Code, Finding, ObjectLines, Severity, SuppressedBy};
 use palisade_model::LoadOptions;
 
 use crate::common::Input;
@@ -165,7 +166,7 @@ fn findings(args: &Args) -> Result<Vec<Finding>, CliError> {
     let mut cluster = loaded.cluster;
     cluster.dns = args.input.dns_map()?.map(std::sync::Arc::new);
     let engine = Engine::new(cluster, args.input.options());
-    findings.extend(engine.lint());
+    findings.extend(Analysis::new(&engine).lint());
     // Engine findings, and some of the loader's, carry the object's line: suppress those
     // of annotated objects, then move each to its field's line.
     let lines = ObjectLines::new(engine.cluster(), &loaded.set_aside);

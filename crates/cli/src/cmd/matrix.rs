@@ -4,7 +4,8 @@ mod services;
 
 use std::collections::BTreeSet;
 
-use palisade_engine::{Engine, PodId, Probe};
+use palisade_analysis::{Analysis, Probe};
+use palisade_engine::{Engine, PodId};
 use palisade_model::Protocol;
 
 use crate::common::{Input, parse_protocol};
@@ -92,7 +93,7 @@ pub enum GridFormat {
 /// The probes asked for: `--ports` × `--protocols` (TCP by default), or the container ports.
 pub fn probes(engine: &Engine, ports: &[u16], protocols: &[Protocol]) -> Vec<Probe> {
     if ports.is_empty() {
-        return engine
+        return Analysis::new(engine)
             .container_probes()
             .into_iter()
             .filter(|p| protocols.is_empty() || protocols.contains(&p.protocol))
@@ -206,7 +207,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     // The matrix rows are the addressable pods in this order, whatever the probes: focus
     // first, so that a port name resolves against the destinations shown only.
-    let order: Vec<PodId> = engine
+    let order: Vec<PodId> = Analysis::new(&engine)
         .addressable_pods()
         .into_iter()
         .map(|(p, _)| p)
@@ -229,7 +230,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let dests: Vec<PodId> = cols_idx.iter().map(|&c| order[c]).collect();
     let cols = probe_cols(&engine, &dests, &args.ports, &args.protocols)?;
     let probes: Vec<Probe> = cols.iter().map(|c| c.probe).collect();
-    let m = engine.matrix(&probes);
+    let m = Analysis::new(&engine).matrix(&probes);
     let allowed = |p: usize, f: usize, t: usize| m.allowed(p, f, t);
     let applies = |p: usize, t: usize| match &cols[p].name {
         None => true,
@@ -245,7 +246,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .any(|&p| palisade_model::workload_of(&pods[p]).is_some());
     let depends = |p: usize, f: usize, t: usize| {
         workloads
-            && engine
+            && Analysis::new(&engine)
                 .pod_flow(m.pods[f], m.pods[t], cols[p].probe)
                 .is_some_and(|flow| engine.depends_on_address(&flow))
     };

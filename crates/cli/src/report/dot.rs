@@ -4,7 +4,8 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 
-use palisade_engine::{Engine, Matrix};
+use palisade_analysis::Matrix;
+use palisade_engine::Engine;
 
 use super::view::View;
 

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{Matrix, ServiceCell};
+use palisade_analysis::{Matrix, ServiceCell};
 
 use super::dot::quote;
 use super::service_view::ServiceView;

@@ -3,9 +3,8 @@
 
 use std::io::Write;
 
-use palisade_engine::{
-    EndpointKind, Engine, NotEvaluable, ServiceCell, ServiceColumn, ServiceEndpoint, ServiceMatrix,
-};
+use palisade_analysis::{NotEvaluable, ServiceCell, ServiceColumn, ServiceMatrix};
+use palisade_engine::{EndpointKind, Engine, ServiceEndpoint};
 use serde_json::{Value, json};
 
 use super::table::header_lines_of_width;

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{BitSet, Engine, Matrix, PodId};
+use palisade_analysis::{Analysis, Matrix};
+use palisade_engine::{BitSet, Engine, PodId};
 
 use super::view::View;
 
@@ -87,7 +88,7 @@ pub fn summary(
         })
         .collect();
     let pods: Vec<(PodId, PodId)> = pairs.iter().map(|&(a, b)| (m.pods[a], m.pods[b])).collect();
-    let mut why = engine.distinctions_of(&pods).into_iter();
+    let mut why = Analysis::new(engine).distinctions_of(&pods).into_iter();
     let mut pairs = pairs.into_iter();
     for ((ns, labels), classes) in twins {
         writeln!(out, "\nclasses with namespace {ns} {{{labels}}} differ:")?;

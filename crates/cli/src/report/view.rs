@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use palisade_engine::Probe;
+use palisade_analysis::Probe;
 
 /// A probe as shown: its protocol and port, and the container port name it stands for when
 /// it was asked by name (then it applies only to the destinations that name that port so).

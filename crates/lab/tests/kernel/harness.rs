@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use palisade_engine::{Engine, Options, Probe};
+use palisade_analysis::Probe;
+use palisade_engine::{Engine, Options};
 use palisade_lab::{Lab, Observed, observe};
 use palisade_model::{Cluster, Protocol};
 use palisade_nft::Ruleset;

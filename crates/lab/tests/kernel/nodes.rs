@@ -2,10 +2,10 @@
 //! the source's node, ingress at the destination's), the node-local exemption only from a
 //! node's own address, and together they equal the evaluator.
 
-use palisade_engine::{Engine, Options, Probe};
+use palisade_analysis::Probe;
+use palisade_engine::{Engine, Options};
 use palisade_lab::{EndpointKind, Lab, LabEndpoint, Observation, Observed};
 use palisade_model::Protocol;
-
 use palisade_test_support::require_root;
 
 use crate::harness::{Placement, THREE_NODES, TWO_NODES, TestLab};

@@ -1,5 +1,6 @@
 //! `palisade matrix --services`: source pods against Service ports.
 
+use palisade_analysis::Analysis;
 use palisade_engine::{Engine, PodId};
 use palisade_model::ServicePort;
 
@@ -54,7 +55,7 @@ pub(super) fn run(args: &Args, engine: &Engine, order: &[PodId]) -> Result<(), C
         .collect();
     let (rows, svc_idx) = args.focus.select_services(&pods, &services)?;
     let sources: Vec<PodId> = rows.iter().map(|&r| order[r]).collect();
-    let matrix = engine.service_matrix(&sources, &svc_idx);
+    let matrix = Analysis::new(engine).service_matrix(&sources, &svc_idx);
     let cols: Vec<usize> = (0..matrix.columns.len())
         .filter(|&c| {
             picked(
@@ -94,8 +95,10 @@ pub(super) fn run(args: &Args, engine: &Engine, order: &[PodId]) -> Result<(), C
         Format::Jsonl => service_view::jsonl(&mut out, &v)?,
         Format::Csv => service_view::csv(&mut out, &v)?,
         Format::Md => service_view::md(&mut out, &v)?,
-        Format::Summary => service_summary::summary(&mut out, &v, &engine.matrix(&[]))?,
-        Format::Dot => service_summary::dot(&mut out, &v, &engine.matrix(&[]))?,
+        Format::Summary => {
+            service_summary::summary(&mut out, &v, &Analysis::new(engine).matrix(&[]))?
+        }
+        Format::Dot => service_summary::dot(&mut out, &v, &Analysis::new(engine).matrix(&[]))?,
         Format::Html => html::services(&mut out, &v)?,
     }
     Ok(())

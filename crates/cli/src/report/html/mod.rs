@@ -16,11 +16,12 @@ mod services;
 mod tables;
 mod walks;
 
-use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
-use palisade_engine::{EndpointKind, Engine, Matrix, PodId, Probe, SideVerdict, WalkShape};
+use palisade_analysis::{Analysis, Matrix, Probe, WalkShape};
+use palisade_engine::{EndpointKind, Engine, PodId, SideVerdict};
+use rayon::prelude::*;
 use serde_json::{Value, json};
 
 pub use self::services::services;
@@ -136,8 +137,9 @@ fn chunk(
                         .enumerate()
                         .map(|(ci, c)| {
                             let (a, b) = pair(&row_axes[r], c);
-                            let Some(flow) =
-                                engine.pod_flow(a, b, probe).filter(|_| applies[pi][ci])
+                            let Some(flow) = Analysis::new(engine)
+                                .pod_flow(a, b, probe)
+                                .filter(|_| applies[pi][ci])
                             else {
                                 return NA;
                             };
@@ -348,7 +350,7 @@ mod tests {
             )
             .unwrap_or_else(|e| panic!("{name}: {e}"));
             let engine = Engine::new(loaded.cluster, palisade_engine::Options::default());
-            let m = engine.matrix(probes);
+            let m = Analysis::new(&engine).matrix(probes);
             let names: Vec<String> = m
                 .pods
                 .iter()
@@ -381,10 +383,10 @@ mod tests {
                 for (r, row) in rows.iter().enumerate() {
                     for (c, col) in rows.iter().enumerate() {
                         let (a, b) = pair(row, col);
-                        let Some(flow) = engine.pod_flow(a, b, probe) else {
+                        let Some(flow) = Analysis::new(&engine).pod_flow(a, b, probe) else {
                             continue;
                         };
-                        let text = engine.explain(&flow).to_string();
+                        let text = Analysis::new(&engine).explain(&flow).to_string();
                         let sides: Vec<String> = text
                             .split("\n\n")
                             .skip(1)

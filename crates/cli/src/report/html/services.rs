@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use palisade_engine::ServiceCell;
+use palisade_analysis::ServiceCell;
 
 use super::STYLE;
 use crate::report::service_view::ServiceView;

@@ -5,15 +5,16 @@
 //! pod or class at the other end.
 //!
 //! A step depends on the policy, the other end, the probe and a few traits of the subject
-//! ([`Engine::step_traits`]), not on the cell: one table per policy and traits serves every
+//! ([`Analysis::step_traits`]), not on the cell: one table per policy and traits serves every
 //! row or column whose walk goes through that policy, and each distinct step is written
 //! once.
 
-use palisade_engine::{
-    AdminStepCode, Engine, NOT_REACHED, PodId, PolicyOutcome, Probe, RuleWhy, StepTraits, Tier,
-    WalkPolicy, admin_outcome_text, admin_policy_head, admin_tier_line, network_outcome_text,
+use palisade_analysis::{
+    AdminStepCode, Analysis, NOT_REACHED, PolicyOutcome, Probe, RuleWhy, StepTraits, WalkPolicy,
+    admin_outcome_text, admin_policy_head, admin_tier_line, network_outcome_text,
     network_policy_head, network_tier_line,
 };
+use palisade_engine::{Engine, PodId, Tier};
 use palisade_model::Direction;
 use rayon::prelude::*;
 
@@ -79,19 +80,23 @@ pub fn walks(
         axes.iter()
             .map(|a| {
                 let pod = a.pods[0];
-                let tiers = engine.subject_tiers(pod, dir);
+                let tiers = Analysis::new(engine).subject_tiers(pod, dir);
                 let mut pairs = |ids: &[u32], make: fn(u32) -> WalkPolicy| -> Vec<[u32; 2]> {
                     ids.iter()
                         .map(|&i| {
                             let policy = make(i);
                             let head = *heads.entry(policy).or_insert_with(|| {
-                                let info = engine.walk_policy(policy);
+                                let info = Analysis::new(engine).walk_policy(policy);
                                 texts.id(&match policy {
                                     WalkPolicy::Admin(_) => admin_policy_head(info),
                                     WalkPolicy::Network(_) => network_policy_head(info),
                                 })
                             });
-                            let key = (policy, dir, engine.step_traits(policy, pod, dir));
+                            let key = (
+                                policy,
+                                dir,
+                                Analysis::new(engine).step_traits(policy, pod, dir),
+                            );
                             let table = keys.get(&key).unwrap_or_else(|| {
                                 tables.push(Table {
                                     policy,
@@ -222,8 +227,8 @@ impl Part {
                 other.pods[0]
             };
             let flow = match dir {
-                Direction::Egress => engine.pod_flow(subject, peer, probe),
-                Direction::Ingress => engine.pod_flow(peer, subject, probe),
+                Direction::Egress => Analysis::new(engine).pod_flow(subject, peer, probe),
+                Direction::Ingress => Analysis::new(engine).pod_flow(peer, subject, probe),
             }?;
             Some((subject, flow))
         });
@@ -231,8 +236,12 @@ impl Part {
             return NA;
         };
         let code = match table.policy {
-            WalkPolicy::Admin(i) => StepCode::Admin(engine.admin_step_code(i, subject, dir, &flow)),
-            WalkPolicy::Network(i) => StepCode::Network(engine.np_whys(i, dir, &flow)),
+            WalkPolicy::Admin(i) => {
+                StepCode::Admin(Analysis::new(engine).admin_step_code(i, subject, dir, &flow))
+            }
+            WalkPolicy::Network(i) => {
+                StepCode::Network(Analysis::new(engine).np_whys(i, dir, &flow))
+            }
         };
         let key = (table.policy, dir, code);
         if let Some(i) = self.codes.get(&key) {
@@ -240,14 +249,14 @@ impl Part {
         }
         self.texts.push(match table.policy {
             WalkPolicy::Admin(i) => {
-                let step = engine.admin_step(i, subject, dir, &flow);
+                let step = Analysis::new(engine).admin_step(i, subject, dir, &flow);
                 (
                     admin_outcome_text(&step, dir),
                     matches!(step.outcome, PolicyOutcome::Matched(_)),
                 )
             }
             WalkPolicy::Network(i) => (
-                network_outcome_text(&engine.np_step(i, dir, &flow), dir),
+                network_outcome_text(&Analysis::new(engine).np_step(i, dir, &flow), dir),
                 false,
             ),
         });

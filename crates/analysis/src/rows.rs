@@ -1,0 +1,645 @@
+//! The matrix a row at a time: for one subject class, per probe, the peer classes its side
+//! allows (egress at a source, ingress at a destination), as set operations over the
+//! classes each rule's peers and ports cover, tier by tier: admin rules in order narrow the
+//! undecided classes, then NetworkPolicy isolation and allow sets, then baseline, then the
+//! default. [`Engine::evaluate`] is the same decision for one flow; the two are tested
+//! against each other on random clusters.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use ipnet::IpNet;
+use palisade_engine::rule_parts::{PortEntry, admin_port_entry, np_port_entry};
+use palisade_engine::{AdminPeerC, BitSet, EndpointKind, Engine, NpPeer, NpRule, PodId, transpose};
+use palisade_model::{
+    Action, AdminPort, Direction, IpBlock, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
+};
+
+use crate::probes::Probe;
+
+/// Which address of a peer class a rule sees: its own as a source, or the one of the
+/// source's family as a destination.
+#[derive(Debug, Clone, Copy)]
+enum Role {
+    Source = 0,
+    DestinationV4 = 1,
+    DestinationV6 = 2,
+}
+
+/// The classes a rule peer covers.
+#[derive(Debug)]
+enum PeerSet<'e> {
+    /// The same classes for every subject and address family.
+    Fixed(Arc<BitSet>),
+    /// By the address the rule sees ([`Role`]); shared by equal CIDR lists.
+    ByRole(Arc<[BitSet; 3]>),
+    /// Classes whose pods match, when their namespace relates to the subject's.
+    Related {
+        pods: BitSet,
+        namespaces: &'e NamespaceMatch,
+    },
+}
+
+/// A rule's peers: `None` covers every class.
+type RulePeers<'e> = Option<Vec<PeerSet<'e>>>;
+
+/// Whether a rule's ports match one probe, for one subject.
+enum Hit<'a> {
+    No,
+    All,
+    /// Only towards these destination classes (egress named ports).
+    To(&'a BitSet),
+}
+
+/// Reusable sets of one worker.
+struct Scratch {
+    peers: BitSet,
+    ports: BitSet,
+}
+
+/// The classes of a matrix, compiled for row evaluation.
+pub(crate) struct Rows<'e> {
+    engine: &'e Engine,
+    /// Each class's representative pod.
+    reps: &'e [PodId],
+    kinds: Vec<EndpointKind>,
+    /// Per class: its address as a source, and as a destination of an IPv4 / IPv6 source.
+    addrs: [Vec<IpAddr>; 3],
+    probes: &'e [Probe],
+    /// `[policy][direction][rule]`.
+    np_peers: Vec<[Vec<RulePeers<'e>>; 2]>,
+    admin_peers: Vec<[Vec<Vec<PeerSet<'e>>>; 2]>,
+    /// Per (port name, protocol it must have) and probe: the pod classes that declare it.
+    named: HashMap<(&'e str, Option<Protocol>), Vec<BitSet>>,
+    full: BitSet,
+}
+
+fn dir_index(dir: Direction) -> usize {
+    match dir {
+        Direction::Ingress => 0,
+        Direction::Egress => 1,
+    }
+}
+
+impl<'e> Rows<'e> {
+    /// Compiles every rule's peers into class sets. `reps[c]` stands for class `c`; every
+    /// representative has an endpoint.
+    pub fn new(engine: &'e Engine, reps: &'e [PodId], probes: &'e [Probe]) -> Rows<'e> {
+        let n = reps.len();
+        let ep = |c: usize, family: Option<bool>| engine.endpoint_for_pod(reps[c], family);
+        let mut kinds = Vec::with_capacity(n);
+        let mut addrs: [Vec<IpAddr>; 3] = Default::default();
+        for c in 0..n {
+            let unspecified = IpAddr::from([0u8; 4]);
+            let src = ep(c, None);
+            kinds.push(src.map_or(EndpointKind::External, |e| e.kind));
+            addrs[0].push(src.map_or(unspecified, |e| e.ip));
+            addrs[1].push(ep(c, Some(false)).map_or(unspecified, |e| e.ip));
+            addrs[2].push(ep(c, Some(true)).map_or(unspecified, |e| e.ip));
+        }
+        let mut rows = Rows {
+            engine,
+            reps,
+            kinds,
+            addrs,
+            probes,
+            np_peers: Vec::new(),
+            admin_peers: Vec::new(),
+            named: HashMap::new(),
+            full: BitSet::full(n),
+        };
+        rows.compile_peers();
+        rows.compile_named_ports();
+        rows
+    }
+
+    fn len(&self) -> usize {
+        self.reps.len()
+    }
+
+    fn compile_peers(&mut self) {
+        let e = self.engine;
+        let n = self.len();
+        // Pod sets become class sets through the representatives.
+        let mut class_of_rep = vec![u32::MAX; e.cluster().pods.len()];
+        let mut rep_mask = BitSet::new(e.cluster().pods.len());
+        for (c, &rep) in self.reps.iter().enumerate() {
+            if matches!(self.kinds[c], EndpointKind::Pod(_)) {
+                class_of_rep[rep] = c as u32;
+                rep_mask.insert(rep);
+            }
+        }
+        // Peers with the same selectors share one pod set (see `PeerSets`), and so one
+        // class set, computed once: keyed by the pod set's address, which the engine keeps.
+        let mut classes: HashMap<*const BitSet, Arc<BitSet>> = HashMap::new();
+        let mut pods = |set: &Arc<BitSet>| -> Arc<BitSet> {
+            classes
+                .entry(Arc::as_ptr(set))
+                .or_insert_with(|| {
+                    let mut out = BitSet::new(n);
+                    for pod in set.iter_within(&rep_mask, 0..usize::MAX) {
+                        out.insert(class_of_rep[pod] as usize);
+                    }
+                    Arc::new(out)
+                })
+                .clone()
+        };
+        let mut blocks: HashMap<&'e IpBlock, Arc<[BitSet; 3]>> = HashMap::new();
+        let mut networks: HashMap<&'e [IpNet], Arc<[BitSet; 3]>> = HashMap::new();
+        let by_role = |inside: &dyn Fn(&IpAddr) -> bool| -> Arc<[BitSet; 3]> {
+            Arc::new(std::array::from_fn(|role| {
+                let mut s = BitSet::new(n);
+                for (c, ip) in self.addrs[role].iter().enumerate() {
+                    if inside(ip) {
+                        s.insert(c);
+                    }
+                }
+                s
+            }))
+        };
+        let mut np_rules = |rules: &'e [NpRule],
+                            blocks: &mut HashMap<&'e IpBlock, Arc<[BitSet; 3]>>|
+         -> Vec<RulePeers<'e>> {
+            rules
+                .iter()
+                .map(|r| {
+                    r.peers.as_ref().map(|peers| {
+                        peers
+                            .iter()
+                            .map(|p| match p {
+                                NpPeer::Pods(set) => PeerSet::Fixed(pods(set)),
+                                NpPeer::IpBlock(b) => PeerSet::ByRole(
+                                    blocks
+                                        .entry(b)
+                                        .or_insert_with(|| by_role(&|ip| b.contains(ip)))
+                                        .clone(),
+                                ),
+                            })
+                            .collect()
+                    })
+                })
+                .collect()
+        };
+        let np_peers = e
+            .network_policies()
+            .iter()
+            .map(|np| {
+                [
+                    np_rules(&np.ingress, &mut blocks),
+                    np_rules(&np.egress, &mut blocks),
+                ]
+            })
+            .collect();
+        let mut admin_peer = |p: &'e AdminPeerC,
+                              networks: &mut HashMap<&'e [IpNet], Arc<[BitSet; 3]>>|
+         -> Option<PeerSet<'e>> {
+            Some(match p {
+                AdminPeerC::Pods(set) => PeerSet::Fixed(pods(set)),
+                AdminPeerC::Related { namespaces, pods } => {
+                    let mut s = BitSet::new(n);
+                    for (c, &rep) in self.reps.iter().enumerate() {
+                        if matches!(self.kinds[c], EndpointKind::Pod(_))
+                            && pods.matches(&e.cluster().pods[rep].labels)
+                        {
+                            s.insert(c);
+                        }
+                    }
+                    PeerSet::Related {
+                        pods: s,
+                        namespaces,
+                    }
+                }
+                AdminPeerC::Nodes(sel) => {
+                    let mut s = BitSet::new(n);
+                    for (c, kind) in self.kinds.iter().enumerate() {
+                        if matches!(kind, EndpointKind::Host(Some(node)) if sel.matches(&e.cluster().nodes[*node].labels))
+                        {
+                            s.insert(c);
+                        }
+                    }
+                    PeerSet::Fixed(Arc::new(s))
+                }
+                AdminPeerC::Networks(nets) => PeerSet::ByRole(
+                    networks
+                        .entry(nets.as_slice())
+                        .or_insert_with(|| by_role(&|ip| nets.iter().any(|net| net.contains(ip))))
+                        .clone(),
+                ),
+                AdminPeerC::Unsupported => return None,
+            })
+        };
+        let admin_peers = e
+            .admin_policies()
+            .iter()
+            .map(|a| {
+                [&a.ingress, &a.egress].map(|rules| {
+                    rules
+                        .iter()
+                        .map(|r| {
+                            r.peers
+                                .iter()
+                                .filter_map(|p| admin_peer(p, &mut networks))
+                                .collect()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        self.np_peers = np_peers;
+        self.admin_peers = admin_peers;
+    }
+
+    /// "Named ports ... in an ingress rule they resolve against the destination (the
+    /// selected) pod's container ports; in an egress rule against the destination peer pod.
+    /// Name and protocol must both match."
+    fn compile_named_ports(&mut self) {
+        let e = self.engine;
+        let mut names: Vec<(&'e str, Option<Protocol>)> = Vec::new();
+        for np in &e.cluster().network_policies {
+            for r in np.ingress.iter().chain(&np.egress) {
+                for p in r.ports.iter().flatten() {
+                    if let PortSpec::Named(name) = &p.port {
+                        names.push((name, Some(p.protocol)));
+                    }
+                }
+            }
+        }
+        for a in &e.cluster().admin_policies {
+            for r in a.ingress.iter().chain(&a.egress) {
+                for p in r.ports.iter().flatten() {
+                    if let AdminPort::Named(name) = p {
+                        names.push((name, None));
+                    }
+                }
+            }
+        }
+        names.sort_unstable();
+        names.dedup();
+        let n = self.len();
+        for (name, protocol) in names {
+            let sets = self
+                .probes
+                .iter()
+                .map(|probe| {
+                    let mut s = BitSet::new(n);
+                    for (c, kind) in self.kinds.iter().enumerate() {
+                        let EndpointKind::Pod(pod) = *kind else {
+                            continue;
+                        };
+                        if e.cluster().pods[pod].ports.iter().any(|cp| {
+                            cp.name.as_deref() == Some(name)
+                                && protocol.is_none_or(|p| p == cp.protocol)
+                                && cp.protocol == probe.protocol
+                                && cp.port.get() == probe.port
+                        }) {
+                            s.insert(c);
+                        }
+                    }
+                    s
+                })
+                .collect();
+            self.named.insert((name, protocol), sets);
+        }
+    }
+
+    /// The classes a named port matches on probe `p` as a destination.
+    fn named(&self, name: &'e str, protocol: Option<Protocol>, p: usize) -> Option<&BitSet> {
+        self.named.get(&(name, protocol)).and_then(|v| v.get(p))
+    }
+
+    /// Per probe, the rows `[probe][class]` of the peer classes each class's side allows in `dir`.
+    pub fn sides(&self, dir: Direction) -> Vec<Vec<BitSet>> {
+        use rayon::prelude::*;
+        let n = self.len();
+        let per_class: Vec<Vec<BitSet>> = (0..n)
+            .into_par_iter()
+            .map_init(
+                || Scratch {
+                    peers: BitSet::new(n),
+                    ports: BitSet::new(n),
+                },
+                |scratch, c| self.side(c, dir, scratch),
+            )
+            .collect();
+        let mut out: Vec<Vec<BitSet>> = (0..self.probes.len())
+            .map(|_| Vec::with_capacity(n))
+            .collect();
+        for rows in per_class {
+            for (p, row) in rows.into_iter().enumerate() {
+                out[p].push(row);
+            }
+        }
+        out
+    }
+
+    /// `[probe][from class]`: the destination classes each source class reaches.
+    pub fn verdicts(&self) -> Vec<Vec<BitSet>> {
+        let egress = self.sides(Direction::Egress);
+        let ingress = self.sides(Direction::Ingress);
+        egress
+            .into_iter()
+            .zip(ingress)
+            .map(|(mut out, ingress)| {
+                let by_source = transpose(&ingress, self.len());
+                for (row, allowed_in) in out.iter_mut().zip(&by_source) {
+                    row.intersect(allowed_in);
+                }
+                out
+            })
+            .collect()
+    }
+
+    /// Class `s`'s side in `dir`, per probe: the peer classes it allows.
+    fn side(&self, s: usize, dir: Direction, scratch: &mut Scratch) -> Vec<BitSet> {
+        let e = self.engine;
+        let rep = self.reps[s];
+        let probes = self.probes.len();
+        let n = self.len();
+        if !matches!(self.kinds[s], EndpointKind::Pod(_)) {
+            // Host endpoints are never policy subjects.
+            return vec![self.full.clone(); probes];
+        }
+        if e.shared_address(rep).is_some() {
+            return vec![BitSet::new(n); probes];
+        }
+        let role = match dir {
+            Direction::Ingress => Role::Source,
+            Direction::Egress if self.addrs[0][s].is_ipv6() => Role::DestinationV6,
+            Direction::Egress => Role::DestinationV4,
+        };
+        let lists = e.policies(rep, dir);
+        let mut undecided = vec![self.full.clone(); probes];
+        let mut allowed = vec![BitSet::new(n); probes];
+        let mut passed = vec![BitSet::new(n); probes];
+        // Tier 1: first matching admin rule decides; Pass goes on to NetworkPolicies.
+        self.admin_tier(
+            &lists.admin,
+            (s, dir, role),
+            scratch,
+            &mut undecided,
+            (&mut allowed, &mut passed),
+        );
+        for (u, p) in undecided.iter_mut().zip(&passed) {
+            u.union(p);
+        }
+        // Tier 2: an isolated pod allows what some rule of a counting policy allows.
+        if e.isolated(rep, dir) {
+            let np = self.network_tier(s, dir, role, scratch);
+            for ((a, u), np) in allowed.iter_mut().zip(&undecided).zip(&np) {
+                a.union_of_intersection(u, np);
+            }
+        } else {
+            // Tier 3: baseline; Pass falls through to the default, like no match.
+            let mut by_default = vec![BitSet::new(n); probes];
+            self.admin_tier(
+                &lists.baseline,
+                (s, dir, role),
+                scratch,
+                &mut undecided,
+                (&mut allowed, &mut by_default),
+            );
+            // Tier 4: allowed.
+            for ((a, u), d) in allowed.iter_mut().zip(&undecided).zip(&by_default) {
+                a.union(u);
+                a.union(d);
+            }
+        }
+        // The node-local exemption is not a class's: `Matrix::node_local` applies it per pod.
+        allowed
+    }
+
+    /// An admin tier (admin or baseline) over the still `undecided` classes: a matching
+    /// Allow adds to `allowed`, a Pass to `passed`, a Deny to neither; all leave `undecided`.
+    fn admin_tier(
+        &self,
+        policies: &[u32],
+        (s, dir, role): (usize, Direction, Role),
+        scratch: &mut Scratch,
+        undecided: &mut [BitSet],
+        (allowed, passed): (&mut [BitSet], &mut [BitSet]),
+    ) {
+        let e = self.engine;
+        let Scratch { peers: buf, ports } = scratch;
+        // Per probe: whether some class is still undecided (kept as rules decide classes,
+        // so that a rule that cannot decide anything costs no set operation).
+        let mut open: Vec<bool> = undecided.iter().map(|u| !u.is_empty()).collect();
+        let mut left = open.iter().filter(|o| **o).count();
+        for &i in policies {
+            let rules = e.cluster().admin_policies[i as usize].rules(dir);
+            let compiled = match dir {
+                Direction::Ingress => &e.admin_policies()[i as usize].ingress,
+                Direction::Egress => &e.admin_policies()[i as usize].egress,
+            };
+            let sets = &self.admin_peers[i as usize][dir_index(dir)];
+            for ((rule, c), sets) in rules.iter().zip(compiled).zip(sets) {
+                if left == 0 {
+                    return;
+                }
+                // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
+                if rule.action != Action::Allow
+                    && c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported))
+                {
+                    undecided.iter_mut().for_each(BitSet::clear);
+                    return;
+                }
+                let ports_hit = |p: usize, buf: &mut BitSet| {
+                    !matches!(
+                        self.admin_ports(rule.ports.as_deref(), s, dir, p, buf),
+                        Hit::No
+                    )
+                };
+                if !(0..open.len()).any(|p| open[p] && ports_hit(p, ports)) {
+                    continue;
+                }
+                let peers = self.peers_of(sets, s, role, buf);
+                if peers.is_empty() {
+                    continue;
+                }
+                for p in 0..self.probes.len() {
+                    if !open[p] {
+                        continue;
+                    }
+                    let to = match self.admin_ports(rule.ports.as_deref(), s, dir, p, ports) {
+                        Hit::No => continue,
+                        Hit::All => None,
+                        Hit::To(set) => Some(set),
+                    };
+                    let into = match rule.action {
+                        Action::Allow => Some(&mut allowed[p]),
+                        Action::Pass => Some(&mut passed[p]),
+                        Action::Deny => None,
+                    };
+                    if undecided[p].move_common(peers, to, into) && undecided[p].is_empty() {
+                        open[p] = false;
+                        left -= 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The classes a rule's peer sets cover for subject class `s`: the one set itself when
+    /// it is the same for every subject, else their union in `buf`.
+    fn peers_of<'a>(
+        &'a self,
+        sets: &'a [PeerSet<'e>],
+        s: usize,
+        role: Role,
+        buf: &'a mut BitSet,
+    ) -> &'a BitSet {
+        match sets {
+            [PeerSet::Fixed(classes)] => classes,
+            [PeerSet::ByRole(by)] => &by[role as usize],
+            sets => {
+                buf.clear();
+                for set in sets {
+                    self.add_peer(set, s, role, buf);
+                }
+                buf
+            }
+        }
+    }
+
+    /// Per probe, the peer classes some rule of a NetworkPolicy counting for class `s` in
+    /// `dir` allows.
+    fn network_tier(
+        &self,
+        s: usize,
+        dir: Direction,
+        role: Role,
+        scratch: &mut Scratch,
+    ) -> Vec<BitSet> {
+        let e = self.engine;
+        let n = self.len();
+        let Scratch { peers: buf, ports } = scratch;
+        let mut out = vec![BitSet::new(n); self.probes.len()];
+        for i in e.counting_nps(self.reps[s], dir) {
+            let rules = e.network_policies()[i as usize].rules(dir);
+            let sets = &self.np_peers[i as usize][dir_index(dir)];
+            for (rule, sets) in rules.iter().zip(sets) {
+                let peers: &BitSet = match sets {
+                    None => &self.full,
+                    Some(sets) => self.peers_of(sets, s, role, buf),
+                };
+                if peers.is_empty() {
+                    continue;
+                }
+                for (p, o) in out.iter_mut().enumerate() {
+                    match self.np_ports(rule.ports.as_deref(), s, dir, p, ports) {
+                        Hit::No => {}
+                        Hit::All => o.union(peers),
+                        Hit::To(to) => o.union_of_intersection(peers, to),
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Adds the classes `set` covers for subject class `s`.
+    fn add_peer(&self, set: &PeerSet<'_>, s: usize, role: Role, out: &mut BitSet) {
+        match set {
+            PeerSet::Fixed(classes) => out.union(classes),
+            PeerSet::ByRole(by) => out.union(&by[role as usize]),
+            PeerSet::Related { pods, namespaces } => {
+                for c in pods.iter() {
+                    if self
+                        .engine
+                        .namespace_related(namespaces, self.reps[s], self.reps[c])
+                    {
+                        out.insert(c);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether a NetworkPolicy rule's ports match probe `p` (`None` matches all).
+    fn np_ports<'a>(
+        &'a self,
+        ports: Option<&'e [NetworkPolicyPort]>,
+        s: usize,
+        dir: Direction,
+        p: usize,
+        buf: &'a mut BitSet,
+    ) -> Hit<'a> {
+        let Some(ports) = ports else {
+            return Hit::All;
+        };
+        let probe = self.probes[p];
+        self.port_alternatives(
+            ports
+                .iter()
+                .map(|np| np_port_entry(np, probe.protocol, probe.port)),
+            s,
+            dir,
+            p,
+            buf,
+        )
+    }
+
+    /// Whether an admin rule's ports match probe `p` (`None` matches all).
+    fn admin_ports<'a>(
+        &'a self,
+        ports: Option<&'e [AdminPort]>,
+        s: usize,
+        dir: Direction,
+        p: usize,
+        buf: &'a mut BitSet,
+    ) -> Hit<'a> {
+        let Some(ports) = ports else {
+            return Hit::All;
+        };
+        let probe = self.probes[p];
+        self.port_alternatives(
+            ports
+                .iter()
+                .map(|a| admin_port_entry(a, probe.protocol, probe.port)),
+            s,
+            dir,
+            p,
+            buf,
+        )
+    }
+
+    /// Port alternatives, each decided by the numbers or a named port: in ingress it
+    /// resolves against the subject, in egress against each destination class.
+    fn port_alternatives<'a>(
+        &'a self,
+        alternatives: impl Iterator<Item = PortEntry<'e>>,
+        s: usize,
+        dir: Direction,
+        p: usize,
+        buf: &'a mut BitSet,
+    ) -> Hit<'a> {
+        let mut named: Vec<&'a BitSet> = Vec::new();
+        for alt in alternatives {
+            match alt {
+                PortEntry::Numeric(None) => return Hit::All,
+                PortEntry::Numeric(Some(_)) => {}
+                PortEntry::Named { name, protocol } => {
+                    let Some(set) = self.named(name, protocol, p) else {
+                        continue;
+                    };
+                    match dir {
+                        Direction::Ingress if set.contains(s) => return Hit::All,
+                        Direction::Ingress => {}
+                        Direction::Egress => named.push(set),
+                    }
+                }
+            }
+        }
+        match named.as_slice() {
+            [] => Hit::No,
+            [one] => Hit::To(one),
+            many => {
+                buf.clear();
+                for set in many {
+                    buf.union(set);
+                }
+                Hit::To(buf)
+            }
+        }
+    }
+}
