@@ -36,7 +36,8 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use palisade_engine::{Engine, Options, Probe};
+//! use palisade_analysis::Probe;
+//! use palisade_engine::{Engine, Options};
 //! use palisade_model::Protocol;
 //!
 //! let loaded = palisade_model::load_paths(&["examples/xyz".into()], Default::default())?;
