@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::convert::stand_in::{StandIn, stand_in};
 use crate::convert::{admin, core, netpol, service, workload};
 use crate::diag::{Ctx, Diagnostic, Severity, join};
+use crate::object::Object;
 use crate::objects::{
     Cluster, FieldLines, LINT_IGNORE_ANNOTATION, NetworkPolicyApi, Origin, STAGED_ANNOTATION,
 };
@@ -378,7 +379,7 @@ struct Loader {
     errors: Vec<Diagnostic>,
     skipped: Vec<Diagnostic>,
     notices: Vec<Diagnostic>,
-    seen: HashMap<(String, String, String), Origin>,
+    seen: HashMap<(String, Option<String>, String), Origin>,
     /// Documents read.
     documents: usize,
     /// Every object read, decoded, in input order; not yet added.
@@ -408,7 +409,7 @@ struct Item<'d> {
 
 /// What decoding one item gives: its diagnostics, and the object with its kind name and
 /// whether it is staged.
-type ItemResult = (Vec<Diagnostic>, Option<(String, Object, bool)>);
+type ItemResult = (Vec<Diagnostic>, Option<(String, Reading, bool)>);
 
 /// One decoded item, with what identifies it should it be invalid.
 struct DecodedItem {
@@ -489,18 +490,22 @@ fn field_lines(item: &Item<'_>) -> Option<Arc<FieldLines>> {
     })
 }
 
-/// A decoded object of one of the kinds Palisade reads.
-enum Object {
-    Namespace(crate::objects::Namespace),
-    Pod(crate::objects::Pod, Option<core::HostIp>),
-    Node(crate::objects::Node),
-    NetworkPolicy(crate::objects::NetworkPolicy),
-    Admin(crate::objects::AdminPolicy),
-    Service(crate::service::Service),
-    EndpointSlice(crate::service::EndpointSlice),
+/// What one document decodes to.
+// The large variant is the common one: boxing it would cost an allocation per object.
+#[allow(clippy::large_enum_variant)]
+enum Reading {
+    /// An object of a kind Palisade reads; a pod with its node's address when its status
+    /// gives one.
+    Object(Object, Option<core::HostIp>),
     /// An object of a kind Palisade does not read (`apiVersion kind`), and the notice
     /// saying so.
     Skipped(String, Diagnostic),
+}
+
+impl From<Object> for Reading {
+    fn from(object: Object) -> Reading {
+        Reading::Object(object, None)
+    }
 }
 
 impl Loader {
@@ -607,7 +612,7 @@ impl Loader {
         let pods = self
             .decoded
             .iter()
-            .filter(|d| matches!(d.result.1, Some((_, Object::Pod(..), _))))
+            .filter(|d| matches!(d.result.1, Some((_, Reading::Object(Object::Pod(_), _), _))))
             .count();
         self.seen.reserve(self.decoded.len());
         self.cluster.pods.reserve(pods);
@@ -637,40 +642,28 @@ impl Loader {
     fn add(
         &mut self,
         kind: String,
-        object: Object,
+        reading: Reading,
         origin: &Origin,
         staged: bool,
         name_line: usize,
     ) {
-        let object = match object {
-            Object::Skipped(label, notice) => {
+        let (object, host) = match reading {
+            Reading::Skipped(label, notice) => {
                 if origin.fields.is_some() {
                     self.set_aside.push(origin.clone());
                 }
                 self.skipped_kinds.entry(label).or_default().push(notice);
                 return;
             }
-            o => o,
+            Reading::Object(object, host) => (object, host),
         };
-        let (a, b, object_name) = match &object {
-            Object::Namespace(o) => (o.name.clone(), String::new(), o.name.clone()),
-            Object::Pod(o, _) => (o.namespace.clone(), o.name.clone(), o.key()),
-            Object::Node(o) => (o.name.clone(), String::new(), o.name.clone()),
-            Object::NetworkPolicy(o) => (
-                o.namespace.clone(),
-                o.name.clone(),
-                format!("{}/{}", o.namespace, o.name),
-            ),
-            Object::Admin(o) => (o.name.clone(), String::new(), o.name.clone()),
-            Object::Service(o) => (o.namespace.clone(), o.name.clone(), o.key()),
-            Object::EndpointSlice(o) => (
-                o.namespace.clone(),
-                o.name.clone(),
-                format!("{}/{}", o.namespace, o.name),
-            ),
-            Object::Skipped(..) => return,
+        // Identified by the kind as written (a workload's, not the pod's it stands for).
+        let key = object.key(false);
+        let object_name = match &key.namespace {
+            Some(ns) => format!("{ns}/{}", key.name),
+            None => key.name.clone(),
         };
-        let id = (kind.clone(), a, b);
+        let id = (kind.clone(), key.namespace, key.name);
         if let Some(first) = self.seen.get(&id) {
             self.errors.push(Diagnostic {
                 severity: Severity::Error,
@@ -694,22 +687,8 @@ impl Loader {
             return;
         }
         self.seen.insert(id, origin.clone());
-        let c = &mut self.cluster;
-        match object {
-            Object::Namespace(o) => c.namespaces.push(o),
-            Object::Pod(o, host) => {
-                c.pods.push(o);
-                self.host_ips.extend(host);
-            }
-            Object::Node(o) => c.nodes.push(o),
-            Object::NetworkPolicy(o) if staged => c.staged.network_policies.push(o),
-            Object::NetworkPolicy(o) => c.network_policies.push(o),
-            Object::Admin(o) if staged => c.staged.admin_policies.push(o),
-            Object::Admin(o) => c.admin_policies.push(o),
-            Object::Service(o) => c.services.push(o),
-            Object::EndpointSlice(o) => c.endpoint_slices.push(o),
-            Object::Skipped(..) => {}
-        }
+        self.cluster.push(object, staged);
+        self.host_ips.extend(host);
     }
 
     fn finish(mut self, options: LoadOptions) -> Result<Loaded, LoadError> {
@@ -980,13 +959,20 @@ fn decode(item: &Item<'_>) -> ItemResult {
     let object = match (api, kind) {
         _ if workload_kind.is_some() => workload_kind
             .and_then(|k| workload::workload(&mut ctx, value, k, origin))
-            .map(|p| Object::Pod(p, None)),
-        ("v1", "Namespace") => core::namespace(&mut ctx, value, origin).map(Object::Namespace),
-        ("v1", "Pod") => core::pod(&mut ctx, value, origin).map(|(p, h)| Object::Pod(p, h)),
-        ("v1", "Node") => core::node(&mut ctx, value, origin).map(Object::Node),
-        ("v1", "Service") => service::service(&mut ctx, value, origin).map(Object::Service),
+            .map(|p| Object::Pod(p).into()),
+        ("v1", "Namespace") => {
+            core::namespace(&mut ctx, value, origin).map(|o| Object::Namespace(o).into())
+        }
+        ("v1", "Pod") => {
+            core::pod(&mut ctx, value, origin).map(|(p, h)| Reading::Object(Object::Pod(p), h))
+        }
+        ("v1", "Node") => core::node(&mut ctx, value, origin).map(|o| Object::Node(o).into()),
+        ("v1", "Service") => {
+            service::service(&mut ctx, value, origin).map(|o| Object::Service(o).into())
+        }
         ("discovery.k8s.io/v1", "EndpointSlice") => {
-            service::endpoint_slice(&mut ctx, value, origin).map(Object::EndpointSlice)
+            service::endpoint_slice(&mut ctx, value, origin)
+                .map(|o| Object::EndpointSlice(o).into())
         }
         ("networking.k8s.io/v1" | "extensions/v1beta1", "NetworkPolicy") => {
             let version = if api == "extensions/v1beta1" {
@@ -994,7 +980,8 @@ fn decode(item: &Item<'_>) -> ItemResult {
             } else {
                 NetworkPolicyApi::V1
             };
-            netpol::network_policy(&mut ctx, value, version, origin).map(Object::NetworkPolicy)
+            netpol::network_policy(&mut ctx, value, version, origin)
+                .map(|o| Object::NetworkPolicy(o).into())
         }
         (
             "policy.networking.k8s.io/v1alpha1",
@@ -1006,7 +993,7 @@ fn decode(item: &Item<'_>) -> ItemResult {
                 "BaselineAdminNetworkPolicy" => PolicyKind::BaselineAdminNetworkPolicy,
                 _ => PolicyKind::ClusterNetworkPolicy,
             };
-            admin::admin_policy(&mut ctx, value, k, origin).map(Object::Admin)
+            admin::admin_policy(&mut ctx, value, k, origin).map(|o| Object::Admin(o).into())
         }
         (
             _,
@@ -1050,11 +1037,16 @@ fn decode(item: &Item<'_>) -> ItemResult {
             notice
                 .diags
                 .pop()
-                .map(|d| Object::Skipped(format!("{api} {kind}"), d))
+                .map(|d| Reading::Skipped(format!("{api} {kind}"), d))
         }
     };
-    let staged = matches!(object, Some(Object::NetworkPolicy(_) | Object::Admin(_)))
-        && staged(&mut ctx, value);
+    let staged = matches!(
+        object,
+        Some(Reading::Object(
+            Object::NetworkPolicy(_) | Object::Admin(_),
+            _
+        ))
+    ) && staged(&mut ctx, value);
     (ctx.diags, object.map(|o| (kind.to_string(), o, staged)))
 }
 
