@@ -40,6 +40,7 @@ enum Format {
 pub fn run(args: Args) -> Result<(), CliError> {
     let flow_args = args.flow.split_address_port()?;
     let engine = args.input.engine()?;
+    let analysis = Analysis::new(&engine);
     let mut out = std::io::stdout().lock();
     if let Some(q) = flow_args.service_query(&engine)? {
         service(&mut out, &engine, &q, args.output)?;
@@ -53,7 +54,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     match flow_args.query(&engine)? {
         Query::One(flow) => {
-            let explanation = Analysis::new(&engine).explain(&flow);
+            let explanation = analysis.explain(&flow);
             let staged = staged_engine(&engine);
             let would = staged_difference(staged.as_ref(), &flow, &explanation.verdict);
             let domain = match &explanation.verdict.egress.decision {
@@ -93,14 +94,14 @@ pub fn run(args: Args) -> Result<(), CliError> {
         } => {
             let mut all = Vec::new();
             for protocol in protocols {
-                for s in Analysis::new(&engine).port_segments(src, dst, protocol, within) {
+                for s in analysis.port_segments(src, dst, protocol, within) {
                     let flow = Flow {
                         src,
                         dst,
                         protocol,
                         port: s.range.start.get(),
                     };
-                    let explanation = Analysis::new(&engine).explain(&flow);
+                    let explanation = analysis.explain(&flow);
                     match args.output {
                         Format::Text => {
                             writeln!(out, "== {protocol} {} ==", s.range)?;
@@ -134,17 +135,14 @@ fn service(
     format: Format,
 ) -> Result<(), CliError> {
     let answers = q.answers(engine);
+    let analysis = Analysis::new(engine);
     match format {
         Format::Text => {
             for a in &answers {
                 writeln!(out, "{}", q.head(engine, a))?;
                 for v in &a.verdicts {
                     writeln!(out, "== {} ==", endpoint_line(engine, v))?;
-                    writeln!(
-                        out,
-                        "{}",
-                        Analysis::new(engine).explain_through_service(&v.flow)
-                    )?;
+                    writeln!(out, "{}", analysis.explain_through_service(&v.flow))?;
                 }
                 q.write_left_out(out, engine, a)?;
                 writeln!(out, "clients: {}", a.clients())?;
@@ -156,7 +154,7 @@ fn service(
                 .map(|a| {
                     a.json(engine, |v| {
                         Ok(serde_json::to_value(
-                            Analysis::new(engine).explain_through_service(&v.flow),
+                            analysis.explain_through_service(&v.flow),
                         )?)
                     })
                 })

@@ -196,6 +196,7 @@ pub struct Grid<'a> {
 /// Evaluates every probe between every pair of pods and prints it.
 pub fn run(args: Args) -> Result<(), CliError> {
     let engine = args.input.engine()?;
+    let analysis = Analysis::new(&engine);
     let staged = &engine.cluster().staged;
     let n = staged.network_policies.len() + staged.admin_policies.len();
     if n > 0 {
@@ -207,7 +208,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     // The matrix rows are the addressable pods in this order, whatever the probes: focus
     // first, so that a port name resolves against the destinations shown only.
-    let order: Vec<PodId> = Analysis::new(&engine)
+    let order: Vec<PodId> = analysis
         .addressable_pods()
         .into_iter()
         .map(|(p, _)| p)
@@ -230,7 +231,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let dests: Vec<PodId> = cols_idx.iter().map(|&c| order[c]).collect();
     let cols = probe_cols(&engine, &dests, &args.ports, &args.protocols)?;
     let probes: Vec<Probe> = cols.iter().map(|c| c.probe).collect();
-    let m = Analysis::new(&engine).matrix(&probes);
+    let m = analysis.matrix(&probes);
     let allowed = |p: usize, f: usize, t: usize| m.allowed(p, f, t);
     let applies = |p: usize, t: usize| match &cols[p].name {
         None => true,
@@ -246,7 +247,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         .any(|&p| palisade_model::workload_of(&pods[p]).is_some());
     let depends = |p: usize, f: usize, t: usize| {
         workloads
-            && Analysis::new(&engine)
+            && analysis
                 .pod_flow(m.pods[f], m.pods[t], cols[p].probe)
                 .is_some_and(|flow| engine.depends_on_address(&flow))
     };

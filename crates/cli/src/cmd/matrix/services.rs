@@ -33,6 +33,7 @@ fn picked(
 /// Evaluates every source (`order`, the pod matrix's rows) against every Service port the
 /// focus picks, and prints it.
 pub(super) fn run(args: &Args, engine: &Engine, order: &[PodId]) -> Result<(), CliError> {
+    let analysis = Analysis::new(engine);
     let cluster = engine.cluster();
     if cluster.services.is_empty() {
         return Err(CliError::Empty(
@@ -55,7 +56,7 @@ pub(super) fn run(args: &Args, engine: &Engine, order: &[PodId]) -> Result<(), C
         .collect();
     let (rows, svc_idx) = args.focus.select_services(&pods, &services)?;
     let sources: Vec<PodId> = rows.iter().map(|&r| order[r]).collect();
-    let matrix = Analysis::new(engine).service_matrix(&sources, &svc_idx);
+    let matrix = analysis.service_matrix(&sources, &svc_idx);
     let cols: Vec<usize> = (0..matrix.columns.len())
         .filter(|&c| {
             picked(
@@ -95,10 +96,8 @@ pub(super) fn run(args: &Args, engine: &Engine, order: &[PodId]) -> Result<(), C
         Format::Jsonl => service_view::jsonl(&mut out, &v)?,
         Format::Csv => service_view::csv(&mut out, &v)?,
         Format::Md => service_view::md(&mut out, &v)?,
-        Format::Summary => {
-            service_summary::summary(&mut out, &v, &Analysis::new(engine).matrix(&[]))?
-        }
-        Format::Dot => service_summary::dot(&mut out, &v, &Analysis::new(engine).matrix(&[]))?,
+        Format::Summary => service_summary::summary(&mut out, &v, &analysis.matrix(&[]))?,
+        Format::Dot => service_summary::dot(&mut out, &v, &analysis.matrix(&[]))?,
         Format::Html => html::services(&mut out, &v)?,
     }
     Ok(())

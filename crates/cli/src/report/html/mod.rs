@@ -350,7 +350,8 @@ mod tests {
             )
             .unwrap_or_else(|e| panic!("{name}: {e}"));
             let engine = Engine::new(loaded.cluster, palisade_engine::Options::default());
-            let m = Analysis::new(&engine).matrix(probes);
+            let analysis = Analysis::new(&engine);
+            let m = analysis.matrix(probes);
             let names: Vec<String> = m
                 .pods
                 .iter()
@@ -383,10 +384,10 @@ mod tests {
                 for (r, row) in rows.iter().enumerate() {
                     for (c, col) in rows.iter().enumerate() {
                         let (a, b) = pair(row, col);
-                        let Some(flow) = Analysis::new(&engine).pod_flow(a, b, probe) else {
+                        let Some(flow) = analysis.pod_flow(a, b, probe) else {
                             continue;
                         };
-                        let text = Analysis::new(&engine).explain(&flow).to_string();
+                        let text = analysis.explain(&flow).to_string();
                         let sides: Vec<String> = text
                             .split("\n\n")
                             .skip(1)

@@ -72,6 +72,7 @@ pub fn walks(
     probes: &[Probe],
     texts: &mut Interner<String>,
 ) -> Walks {
+    let analysis = Analysis::new(engine);
     let mut keys: Interner<(WalkPolicy, Direction, StepTraits)> = Interner::default();
     let mut tables: Vec<Table> = Vec::new();
     let mut heads: FastMap<WalkPolicy, u32> = FastMap::default();
@@ -80,23 +81,19 @@ pub fn walks(
         axes.iter()
             .map(|a| {
                 let pod = a.pods[0];
-                let tiers = Analysis::new(engine).subject_tiers(pod, dir);
+                let tiers = analysis.subject_tiers(pod, dir);
                 let mut pairs = |ids: &[u32], make: fn(u32) -> WalkPolicy| -> Vec<[u32; 2]> {
                     ids.iter()
                         .map(|&i| {
                             let policy = make(i);
                             let head = *heads.entry(policy).or_insert_with(|| {
-                                let info = Analysis::new(engine).walk_policy(policy);
+                                let info = analysis.walk_policy(policy);
                                 texts.id(&match policy {
                                     WalkPolicy::Admin(_) => admin_policy_head(info),
                                     WalkPolicy::Network(_) => network_policy_head(info),
                                 })
                             });
-                            let key = (
-                                policy,
-                                dir,
-                                Analysis::new(engine).step_traits(policy, pod, dir),
-                            );
+                            let key = (policy, dir, analysis.step_traits(policy, pod, dir));
                             let table = keys.get(&key).unwrap_or_else(|| {
                                 tables.push(Table {
                                     policy,
@@ -219,6 +216,7 @@ impl Part {
     }
 
     fn step(&mut self, engine: &Engine, table: &Table, other: &Axis, probe: Probe) -> u32 {
+        let analysis = Analysis::new(engine);
         let dir = table.dir;
         let flow = table.subjects.iter().find_map(|&subject| {
             let peer = if other.pods[0] == subject {
@@ -227,8 +225,8 @@ impl Part {
                 other.pods[0]
             };
             let flow = match dir {
-                Direction::Egress => Analysis::new(engine).pod_flow(subject, peer, probe),
-                Direction::Ingress => Analysis::new(engine).pod_flow(peer, subject, probe),
+                Direction::Egress => analysis.pod_flow(subject, peer, probe),
+                Direction::Ingress => analysis.pod_flow(peer, subject, probe),
             }?;
             Some((subject, flow))
         });
@@ -237,11 +235,9 @@ impl Part {
         };
         let code = match table.policy {
             WalkPolicy::Admin(i) => {
-                StepCode::Admin(Analysis::new(engine).admin_step_code(i, subject, dir, &flow))
+                StepCode::Admin(analysis.admin_step_code(i, subject, dir, &flow))
             }
-            WalkPolicy::Network(i) => {
-                StepCode::Network(Analysis::new(engine).np_whys(i, dir, &flow))
-            }
+            WalkPolicy::Network(i) => StepCode::Network(analysis.np_whys(i, dir, &flow)),
         };
         let key = (table.policy, dir, code);
         if let Some(i) = self.codes.get(&key) {
@@ -249,14 +245,14 @@ impl Part {
         }
         self.texts.push(match table.policy {
             WalkPolicy::Admin(i) => {
-                let step = Analysis::new(engine).admin_step(i, subject, dir, &flow);
+                let step = analysis.admin_step(i, subject, dir, &flow);
                 (
                     admin_outcome_text(&step, dir),
                     matches!(step.outcome, PolicyOutcome::Matched(_)),
                 )
             }
             WalkPolicy::Network(i) => (
-                network_outcome_text(&Analysis::new(engine).np_step(i, dir, &flow), dir),
+                network_outcome_text(&analysis.np_step(i, dir, &flow), dir),
                 false,
             ),
         });
