@@ -495,8 +495,8 @@ fn field_lines(item: &Item<'_>) -> Option<Arc<FieldLines>> {
 #[allow(clippy::large_enum_variant)]
 enum Reading {
     /// An object of a kind Palisade reads; a pod with its node's address when its status
-    /// gives one.
-    Object(Object, Option<core::HostIp>),
+    /// gives one (boxed: few pods have one, and every document's result is held at once).
+    Object(Object, Option<Box<core::HostIp>>),
     /// An object of a kind Palisade does not read (`apiVersion kind`), and the notice
     /// saying so.
     Skipped(String, Diagnostic),
@@ -688,7 +688,7 @@ impl Loader {
         }
         self.seen.insert(id, origin.clone());
         self.cluster.push(object, staged);
-        self.host_ips.extend(host);
+        self.host_ips.extend(host.map(|h| *h));
     }
 
     fn finish(mut self, options: LoadOptions) -> Result<Loaded, LoadError> {
@@ -963,9 +963,8 @@ fn decode(item: &Item<'_>) -> ItemResult {
         ("v1", "Namespace") => {
             core::namespace(&mut ctx, value, origin).map(|o| Object::Namespace(o).into())
         }
-        ("v1", "Pod") => {
-            core::pod(&mut ctx, value, origin).map(|(p, h)| Reading::Object(Object::Pod(p), h))
-        }
+        ("v1", "Pod") => core::pod(&mut ctx, value, origin)
+            .map(|(p, h)| Reading::Object(Object::Pod(p), h.map(Box::new))),
         ("v1", "Node") => core::node(&mut ctx, value, origin).map(|o| Object::Node(o).into()),
         ("v1", "Service") => {
             service::service(&mut ctx, value, origin).map(|o| Object::Service(o).into())
