@@ -57,6 +57,7 @@ impl Engine {
     /// one, else its first. Host-network pods are their node's host address. A workload's
     /// representative pod, which has no address, is at the unspecified address.
     /// `None` when any other pod has no address.
+    #[inline]
     pub fn endpoint_for_pod(&self, pod: PodId, family_v6: Option<bool>) -> Option<Endpoint> {
         let p = &self.cluster.pods[pod];
         let node_ips = self.pod_node[pod].map(|n| &self.cluster.nodes[n].addresses);
@@ -284,6 +285,7 @@ impl Engine {
     }
 
     /// What rule `index` of admin policy `i` does with `flow` for subject `pod`, if it matches.
+    #[inline]
     pub fn admin_rule_match(
         &self,
         i: u32,

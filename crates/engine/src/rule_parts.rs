@@ -27,6 +27,7 @@ pub enum PortEntry<'a> {
 }
 
 /// A NetworkPolicy port entry against `protocol`/`port`: the protocol first, then the port.
+#[inline]
 pub fn np_port_entry(p: &NetworkPolicyPort, protocol: Protocol, port: u16) -> PortEntry<'_> {
     if p.protocol != protocol {
         return PortEntry::Numeric(Some(PortWhy::Protocol));
@@ -43,6 +44,7 @@ pub fn np_port_entry(p: &NetworkPolicyPort, protocol: Protocol, port: u16) -> Po
 
 /// An admin port entry against `protocol`/`port` (a named one leaves the protocol to the
 /// container port).
+#[inline]
 pub fn admin_port_entry(p: &AdminPort, protocol: Protocol, port: u16) -> PortEntry<'_> {
     match p {
         AdminPort::Ports { protocol: want, .. } if *want != protocol => {
@@ -62,22 +64,26 @@ pub fn admin_port_entry(p: &AdminPort, protocol: Protocol, port: u16) -> PortEnt
 
 /// Whether a rule's port list takes a flow, given each entry's reason (`None`: takes it).
 /// An absent list takes everything; a present, empty one nothing.
+#[inline]
 pub fn ports_take<P>(ports: Option<&[P]>, why: impl Fn(&P) -> Option<PortWhy>) -> bool {
     ports.is_none_or(|list| list.iter().any(|p| why(p).is_none()))
 }
 
 impl Engine {
     /// Why a NetworkPolicy port entry does not take the flow, or `None` when it does.
+    #[inline]
     pub fn np_port_why(&self, p: &NetworkPolicyPort, flow: &Flow) -> Option<PortWhy> {
         self.port_why(np_port_entry(p, flow.protocol, flow.port), flow)
     }
 
     /// Why an admin port entry does not take the flow, or `None` when it does.
+    #[inline]
     pub fn admin_port_why(&self, p: &AdminPort, flow: &Flow) -> Option<PortWhy> {
         self.port_why(admin_port_entry(p, flow.protocol, flow.port), flow)
     }
 
     /// A port entry's verdict on the flow, resolving a named port against its destination.
+    #[inline]
     fn port_why(&self, entry: PortEntry<'_>, flow: &Flow) -> Option<PortWhy> {
         match entry {
             PortEntry::Numeric(why) => why,
@@ -95,6 +101,7 @@ impl Engine {
     ///
     /// "In an ingress rule they resolve against the destination (the selected) pod's container
     /// ports; in an egress rule against the destination peer pod. Name and protocol must both match."
+    #[inline]
     pub fn named_port_matches(&self, name: &str, protocol: Option<Protocol>, flow: &Flow) -> bool {
         let EndpointKind::Pod(dst) = flow.dst.kind else {
             return false;
@@ -108,12 +115,14 @@ impl Engine {
     }
 
     /// Whether a NetworkPolicy rule matches: its ports take the flow and a peer holds `peer`.
+    #[inline]
     pub fn np_rule_matches(&self, rule: &NpRule, peer: &Endpoint, flow: &Flow) -> bool {
         ports_take(rule.ports.as_deref(), |p| self.np_port_why(p, flow))
             && Self::np_peers_match(rule, peer)
     }
 
     /// Whether a NetworkPolicy rule's peers (not its ports) cover `peer`.
+    #[inline]
     pub fn np_peers_match(rule: &NpRule, peer: &Endpoint) -> bool {
         rule.peers
             .as_ref()
@@ -121,6 +130,7 @@ impl Engine {
     }
 
     /// Whether a compiled admin peer holds `ep`, for the subject pod `subject`.
+    #[inline]
     pub fn admin_peer_matches(&self, peer: &AdminPeerC, subject: PodId, ep: &Endpoint) -> bool {
         match peer {
             AdminPeerC::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
@@ -141,6 +151,7 @@ impl Engine {
 }
 
 /// Whether a compiled NetworkPolicy peer holds `ep`.
+#[inline]
 pub fn np_peer_holds(peer: &NpPeer, ep: &Endpoint) -> bool {
     match peer {
         NpPeer::Pods(set) => matches!(ep.kind, EndpointKind::Pod(i) if set.contains(i)),
