@@ -188,7 +188,7 @@ impl Analysis<'_> {
 }
 
 /// The next address, if any.
-fn successor(ip: IpAddr) -> Option<IpAddr> {
+pub(crate) fn successor(ip: IpAddr) -> Option<IpAddr> {
     match ip {
         IpAddr::V4(a) => u32::from(a)
             .checked_add(1)

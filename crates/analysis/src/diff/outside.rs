@@ -9,6 +9,7 @@ use ipnet::IpNet;
 use palisade_engine::{EndpointKind, Engine};
 
 use crate::Analysis;
+use crate::universe::successor;
 
 /// Addresses outside the cluster that no policy of either state tells apart: `within` minus
 /// every `except`, less the addresses pods and nodes hold.
@@ -111,16 +112,4 @@ fn smallest(cidrs: &BTreeSet<IpNet>, whole: &[IpNet; 2], ip: IpAddr) -> IpNet {
         .max_by_key(|c| c.prefix_len())
         .copied()
         .unwrap_or(if ip.is_ipv6() { whole[1] } else { whole[0] })
-}
-
-/// The next address, if any.
-fn successor(ip: IpAddr) -> Option<IpAddr> {
-    match ip {
-        IpAddr::V4(a) => u32::from(a)
-            .checked_add(1)
-            .map(|n| IpAddr::from(n.to_be_bytes())),
-        IpAddr::V6(a) => u128::from(a)
-            .checked_add(1)
-            .map(|n| IpAddr::from(n.to_be_bytes())),
-    }
 }
