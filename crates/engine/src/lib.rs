@@ -7,8 +7,8 @@
 //! at the destination), each through the tiers Admin → NetworkPolicy → Baseline → Default,
 //! and returns a [`Verdict`] whose [`SideVerdict`]s name the tier, policy and rule.
 //! [`Engine::apply`] keeps it current under changes and says which pods they touched
-//! ([`Touched`]); [`Engine::side_classes`] and [`Engine::resolved_network_policies`] give the concrete and
-//! resolved rule sets that the enforcers compile.
+//! ([`Touched`]); [`Engine::side_classes`] and [`Engine::resolved_network_policies`] give
+//! the concrete and resolved rule sets that the enforcers compile.
 //!
 //! This crate is the trusted core: what it decides, the enforcers enforce. The questions
 //! asked of a state (matrix, explain and why-not, lint, diff, coverage) live beside it in
