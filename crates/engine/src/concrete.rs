@@ -139,8 +139,18 @@ impl Engine {
     /// every member's [`Engine::side_program`] with an empty `exempt` (the members differ
     /// only there: see [`Engine::side_exempt`]).
     pub fn side_classes(&self, pods: &[PodId], dir: Direction) -> SideClasses {
+        self.side_classes_with(pods, dir, &ProgramCache::default())
+    }
+
+    /// [`Engine::side_classes`] with the address sets of `cache` (computed for this
+    /// engine as it is) reused and the new ones left in it.
+    pub(crate) fn side_classes_with(
+        &self,
+        pods: &[PodId],
+        dir: Direction,
+        cache: &ProgramCache,
+    ) -> SideClasses {
         let named = self.uses_named_ports();
-        let cache = ProgramCache::default();
         let mut index: HashMap<ClassKey<'_>, usize> = HashMap::new();
         let mut out = SideClasses::default();
         for &pod in pods {
@@ -148,7 +158,7 @@ impl Engine {
             let next = out.programs.len();
             let class = *index.entry(key.clone()).or_insert(next);
             if class == next {
-                let mut program = self.side_program_with(pod, dir, &cache);
+                let mut program = self.side_program_with(pod, dir, cache);
                 program.exempt.clear();
                 out.programs.push(program);
                 out.ids.push(self.class_digest(pod, &key));

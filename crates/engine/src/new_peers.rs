@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use palisade_model::Direction;
 
-use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideProgram};
+use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideClasses, SideProgram};
 use crate::state::{AdminPeerC, Engine, NpPeer, PodId, PolicySlot};
 use crate::update::{PeerRule, Touched};
 use crate::verdict::PolicyInfo;
@@ -106,6 +106,13 @@ impl Engine {
 }
 
 impl NewPeers<'_> {
+    /// [`Engine::side_classes`] of the engine these peers are of, sharing their address
+    /// sets: a rule's peers in a fresh program and in a program brought up to date by
+    /// [`NewPeers::program`] are one `Arc`, computed once.
+    pub fn side_classes(&self, pods: &[PodId], dir: Direction) -> SideClasses {
+        self.engine.side_classes_with(pods, dir, &self.cache)
+    }
+
     /// `program`, computed before the changes, with the moved rules' peers as they are
     /// now; `None` when it has none of them.
     pub fn program(&self, program: &SideProgram) -> Result<Option<SideProgram>, Reshaped> {

@@ -245,3 +245,54 @@ fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
         "other pods' programs changed only in peer addresses"
     );
 }
+
+/// After a relabel, a fresh class computed through [`palisade_engine::NewPeers`] and an
+/// old program brought up to date by it hold each moved rule's peers as one `Arc` (the
+/// incremental compile then compares them by pointer), and are equal.
+#[test]
+fn fresh_classes_share_the_moved_peers_of_programs_brought_up_to_date() {
+    let g = palisade_gen::generate(&palisade_gen::Spec {
+        pods: 300,
+        policies: 60,
+        seed: 3,
+        admin: false,
+    });
+    let mut e = Engine::new(g.load().unwrap(), Options::default());
+    let mut shared = 0;
+    for (a, b) in [(0, 150), (7, 299), (42, 3), (120, 260)] {
+        let mut moved = e.cluster().pods[a].clone();
+        moved.labels = e.cluster().pods[b].labels.clone();
+        let before = all_programs(&e);
+        let touched = e.apply(Change::Upsert(Object::Pod(moved)));
+        let new_peers = e.new_peers(&touched);
+        for (bs, d) in before.iter().zip([Direction::Ingress, Direction::Egress]) {
+            for (pod, was) in bs.iter().enumerate() {
+                if touched.reshaped(pod) {
+                    continue;
+                }
+                let Some(now) = new_peers.program(was).expect("only peers moved") else {
+                    continue;
+                };
+                let fresh = new_peers.side_classes(&[pod], d);
+                let fresh = &fresh.programs[0];
+                let rules = |p: &palisade_engine::SideProgram| {
+                    let p = p.clone();
+                    p.admin.into_iter().chain(p.network).chain(p.baseline)
+                };
+                for ((w, n), f) in rules(was).zip(rules(&now)).zip(rules(fresh)) {
+                    if !std::sync::Arc::ptr_eq(&w.peers.addrs, &n.peers.addrs) {
+                        assert!(
+                            std::sync::Arc::ptr_eq(&n.peers.addrs, &f.peers.addrs),
+                            "pod {pod}: the moved peers are computed twice"
+                        );
+                        shared += 1;
+                    }
+                }
+                let mut now = now.clone();
+                now.exempt.clear();
+                assert_eq!(&now, fresh, "pod {pod}");
+            }
+        }
+    }
+    assert!(shared > 0, "some relabel moved some peers");
+}

@@ -142,19 +142,16 @@ impl Compiled {
                 .filter(|&i| !left_alone.contains(&ids[i]))
                 .collect();
             let pods: Vec<PodId> = asked.iter().map(|&i| list[touched_k[i]]).collect();
-            let fresh = Classes::from(engine.side_classes(&pods, SIDES[d]));
+            // One cache for the fresh classes and the moved peers: a set both need is
+            // computed once, and comparing the two programs finds one `Arc`.
+            let new_peers = engine.new_peers(touched);
+            let fresh = Classes::from(new_peers.side_classes(&pods, SIDES[d]));
             let reshaped = Reshaped {
                 k: &touched_k,
                 ids: &ids,
                 asked: &asked,
             };
-            merge(
-                old,
-                &memo.by_id[d],
-                &reshaped,
-                &fresh,
-                &engine.new_peers(touched),
-            )
+            merge(old, &memo.by_id[d], &reshaped, &fresh, &new_peers)
         };
         let (egress, ingress) = rayon::join(|| side(0), || side(1));
         let sides = [egress?, ingress?];
