@@ -35,7 +35,7 @@ impl Universe {
     }
 }
 
-impl Analysis<'_> {
+impl<'e> Analysis<'e> {
     /// The representative flows of this cluster and its policies.
     pub(crate) fn universe(&self) -> Universe {
         let classes = self.classes_by_node();
@@ -83,22 +83,26 @@ impl Analysis<'_> {
     /// family for which `keep` holds, on every probe; flows no policy decides (the pod
     /// itself, node-local traffic) are left out.
     pub(crate) fn side_flows<'u>(
-        &'u self,
+        &self,
         universe: &'u Universe,
         pod: PodId,
         dir: Direction,
         keep: impl Fn(&Endpoint) -> bool + 'u,
-    ) -> impl Iterator<Item = Flow> + 'u {
+    ) -> impl Iterator<Item = Flow> + 'u
+    where
+        'e: 'u,
+    {
+        let engine = self.engine;
         universe
             .peers
             .iter()
             .filter(move |peer| !matches!(peer.kind, EndpointKind::Pod(q) if q == pod))
             .filter(move |peer| keep(peer))
             .filter_map(move |peer| {
-                let me = self.engine.endpoint_for_pod(pod, Some(peer.ip.is_ipv6()))?;
+                let me = engine.endpoint_for_pod(pod, Some(peer.ip.is_ipv6()))?;
                 let node_local = dir == Direction::Ingress
-                    && self.engine.options().allow_node_local
-                    && matches!(peer.kind, EndpointKind::Host(Some(n)) if self.engine.pod_node(pod) == Some(n));
+                    && engine.options().allow_node_local
+                    && matches!(peer.kind, EndpointKind::Host(Some(n)) if engine.pod_node(pod) == Some(n));
                 (!node_local && me.ip.is_ipv6() == peer.ip.is_ipv6()).then_some((me, *peer))
             })
             .flat_map(move |(me, peer)| {

@@ -17,7 +17,7 @@ const DIRECTIONS: [Direction; 2] = [Direction::Ingress, Direction::Egress];
 /// demand (kept, they would take memory in proportion to classes × peers × probes), and
 /// only towards the peers a rule's peers cover (the others cannot match it).
 struct Flows<'u> {
-    analysis: &'u Analysis<'u>,
+    analysis: Analysis<'u>,
     universe: &'u Universe,
 }
 
@@ -48,7 +48,7 @@ impl Analysis<'_> {
         self.lint_same_priority(out);
         self.lint_pass_to_nothing(out);
         let flows = Flows {
-            analysis: self,
+            analysis: *self,
             universe,
         };
         let reps: Vec<PodId> = universe
