@@ -146,7 +146,7 @@ impl Analysis<'_> {
     /// The coverage of every pod.
     pub fn coverage(&self) -> Coverage {
         let universe = self.universe();
-        let mut order: Vec<PodId> = (0..self.engine.cluster().pods.len()).collect();
+        let mut order: Vec<PodId> = self.engine.pod_ids().collect();
         order.sort_by(|&a, &b| {
             let (x, y) = (
                 &self.engine.cluster().pods[a],

@@ -162,7 +162,9 @@ impl Analysis<'_> {
     /// Pods that have an address (host-network pods through their node), with their
     /// endpoint, in namespace/name order.
     pub fn addressable_pods(&self) -> Vec<(PodId, Endpoint)> {
-        let mut pods: Vec<(PodId, Endpoint)> = (0..self.engine.cluster().pods.len())
+        let mut pods: Vec<(PodId, Endpoint)> = self
+            .engine
+            .pod_ids()
             .filter_map(|p| self.engine.endpoint_for_pod(p, None).map(|e| (p, e)))
             .collect();
         pods.sort_by(|a, b| {

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use common::{palisade_stdin, stderr, stdout};
 use palisade_analysis::{Analysis, ServiceCell};
-use palisade_engine::{Engine, Options};
+use palisade_engine::{Engine, Options, PodId};
 use serde_json::Value;
 
 /// x/client may reach every pod; x/other may send to port 8080 only; y/web-3 admits only
@@ -458,7 +458,7 @@ fn services_for(cluster: &palisade_model::Cluster) -> String {
 /// many decided cells it checked.
 fn check_one_by_one(engine: &Engine, what: &str) -> usize {
     let mut checked = 0;
-    let sources: Vec<usize> = Analysis::new(engine)
+    let sources: Vec<PodId> = Analysis::new(engine)
         .addressable_pods()
         .into_iter()
         .map(|(p, _)| p)
@@ -600,7 +600,7 @@ fn fixture_and_host_network_cells_agree_with_one_by_one() {
     let engine = Engine::new(loaded.cluster, Options::default());
     let checked = check_one_by_one(&engine, "fixture");
     assert!(checked > 15, "{checked} cells checked");
-    let sources: Vec<usize> = Analysis::new(&engine)
+    let sources: Vec<PodId> = Analysis::new(&engine)
         .addressable_pods()
         .into_iter()
         .map(|(p, _)| p)

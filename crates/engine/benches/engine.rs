@@ -6,7 +6,7 @@
 #![allow(missing_docs, clippy::unwrap_used)] // a benchmark over generated, known-valid input
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use palisade_engine::{Change, Engine, Flow, Options};
+use palisade_engine::{Change, Engine, Flow, Options, PodId};
 use palisade_model::{Cluster, Object, Protocol};
 
 fn cluster(pods: usize, policies: usize) -> Cluster {
@@ -48,7 +48,10 @@ fn eval(c: &mut Criterion) {
         let e = Engine::new(cluster(pods, policies), Options::default());
         let flows: Vec<_> = (0..1024)
             .map(|i| {
-                let (a, b) = ((i * 7919) % pods, (i * 104_729 + 13) % pods);
+                let (a, b) = (
+                    PodId::new((i * 7919) % pods),
+                    PodId::new((i * 104_729 + 13) % pods),
+                );
                 let src = e.endpoint_for_pod(a, None).unwrap();
                 let dst = e.endpoint_for_pod(b, Some(src.ip.is_ipv6())).unwrap();
                 Flow {

@@ -1,7 +1,10 @@
-//! A growable set of small integers (pod ids), with the set algebra selectors need.
+//! A growable set of small integers (pod ids, class indexes), with the set algebra
+//! selectors need.
 
 use std::hash::{Hash, Hasher};
 use std::ops::Range;
+
+use crate::state::PodId;
 
 /// A set of ids: a run of 64-bit words, starting at word `start`, so that a set of ids
 /// close together (the pods of one namespace) costs memory for its own range only.
@@ -77,14 +80,16 @@ impl BitSet {
     }
 
     /// Adds `i`.
-    pub fn insert(&mut self, i: usize) {
+    pub fn insert(&mut self, i: impl Into<usize>) {
+        let i = i.into();
         let w = i / 64;
         self.cover(w, w + 1);
         self.words[w - self.start] |= 1 << (i % 64);
     }
 
     /// Removes `i`.
-    pub fn remove(&mut self, i: usize) {
+    pub fn remove(&mut self, i: impl Into<usize>) {
+        let i = i.into();
         if let Some(w) = (i / 64)
             .checked_sub(self.start)
             .and_then(|w| self.words.get_mut(w))
@@ -94,7 +99,8 @@ impl BitSet {
     }
 
     /// Sets whether `i` is in the set.
-    pub fn set(&mut self, i: usize, present: bool) {
+    pub fn set(&mut self, i: impl Into<usize>, present: bool) {
+        let i = i.into();
         if present {
             self.insert(i)
         } else {
@@ -103,12 +109,14 @@ impl BitSet {
     }
 
     /// Whether `i` is in the set.
-    pub fn contains(&self, i: usize) -> bool {
+    pub fn contains(&self, i: impl Into<usize>) -> bool {
+        let i = i.into();
         self.word(i / 64) & (1 << (i % 64)) != 0
     }
 
     /// Moves membership of `from` to `to` (`from` ends up absent): renumbering after a removal.
-    pub fn renumber(&mut self, from: usize, to: usize) {
+    pub fn renumber(&mut self, from: impl Into<usize>, to: impl Into<usize>) {
+        let (from, to) = (from.into(), to.into());
         let present = self.contains(from);
         self.remove(from);
         self.set(to, present);
@@ -246,6 +254,11 @@ impl BitSet {
             .iter()
             .enumerate()
             .flat_map(move |(i, &bits)| word_members(start + i, bits))
+    }
+
+    /// The members of a set of pods, ascending.
+    pub fn pods(&self) -> impl Iterator<Item = PodId> + '_ {
+        self.iter().map(PodId::new)
     }
 
     /// The members that `mask` also has, in words `words` (ids `64 * words.start ..
@@ -458,19 +471,19 @@ mod tests {
     #[test]
     fn algebra() {
         let mut s = BitSet::new(130);
-        for i in [0, 63, 64, 129] {
+        for i in [0usize, 63, 64, 129] {
             s.insert(i);
         }
-        assert!(s.contains(64) && !s.contains(65) && !s.contains(1000));
+        assert!(s.contains(64usize) && !s.contains(65usize) && !s.contains(1000usize));
         assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 63, 64, 129]);
         let mut f = BitSet::full(130);
         f.subtract(&s);
         assert_eq!(f.iter().count(), 126);
         f.intersect(&s);
         assert!(f.is_empty());
-        s.renumber(129, 1);
+        s.renumber(129usize, 1usize);
         assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 1, 63, 64]);
-        s.insert(300);
+        s.insert(300usize);
         let mut u = BitSet::new(0);
         u.union(&s);
         assert_eq!(u, s);

@@ -272,12 +272,12 @@ impl Engine {
         cache: &'s ProgramCache,
     ) -> impl Iterator<Item = IpAddr> + 's {
         let owns_all = cache.owns_all.get_or_init(|| {
-            (0..self.cluster.pods.len())
+            PodId::all(self.cluster.pods.len())
                 .map(|i| self.cluster.pods[i].ips.iter().all(|ip| self.owns(i, ip)))
                 .collect()
         });
         pods.flat_map(move |i| {
-            let all = owns_all.get(i).copied().unwrap_or(false);
+            let all = owns_all.get(i.index()).copied().unwrap_or(false);
             self.cluster.pods[i]
                 .ips
                 .iter()
@@ -302,7 +302,7 @@ impl Engine {
         }
         let addrs = address_set(
             sets.iter()
-                .flat_map(|s| self.pod_addrs(s.iter(), cache))
+                .flat_map(|s| self.pod_addrs(s.pods(), cache))
                 .collect(),
         );
         cache.unions.borrow_mut().insert(key, addrs.clone());
@@ -328,7 +328,7 @@ impl Engine {
         }
         let mut by_number: std::collections::BTreeMap<(Protocol, u16), BTreeSet<IpAddr>> =
             std::collections::BTreeMap::new();
-        for i in self.subjects.iter() {
+        for i in self.subjects.pods() {
             for cp in &self.cluster.pods[i].ports {
                 if cp.name.as_deref() == Some(name) && protocol.is_none_or(|p| p == cp.protocol) {
                     by_number
@@ -493,9 +493,9 @@ impl Engine {
                 let mut blocks = Vec::new();
                 for (peer, model_peer) in c.peers.iter().zip(&rule.peers) {
                     match peer {
-                        AdminPeerC::Pods(set) => addrs.extend(self.pod_addrs(set.iter(), cache)),
+                        AdminPeerC::Pods(set) => addrs.extend(self.pod_addrs(set.pods(), cache)),
                         AdminPeerC::Related { .. } => {
-                            let members = self.subjects.iter().filter(|&q| {
+                            let members = self.subjects.pods().filter(|&q| {
                                 subject.is_some_and(|s| self.related_peer_has(model_peer, s, q))
                             });
                             addrs.extend(self.pod_addrs(members, cache));

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use palisade_model::{Labels, Selector, SelectorOp};
 
 use crate::bitset::BitSet;
+use crate::state::PodId;
 
 /// Pods by label key and by key/value.
 #[derive(Debug, Clone, Default)]
@@ -16,8 +17,8 @@ pub(crate) struct LabelIndex {
 }
 
 impl LabelIndex {
-    /// Indexes object `id` with `labels`.
-    pub fn insert(&mut self, id: usize, labels: &Labels) {
+    /// Indexes pod `id` with `labels`.
+    pub fn insert(&mut self, id: PodId, labels: &Labels) {
         self.all.insert(id);
         for (k, v) in labels {
             self.by_key.entry(k.clone()).or_default().insert(id);
@@ -28,8 +29,8 @@ impl LabelIndex {
         }
     }
 
-    /// Forgets object `id`, which had `labels`.
-    pub fn remove(&mut self, id: usize, labels: &Labels) {
+    /// Forgets pod `id`, which had `labels`.
+    pub fn remove(&mut self, id: PodId, labels: &Labels) {
         self.all.remove(id);
         for (k, v) in labels {
             if let Some(s) = self.by_key.get_mut(k) {
@@ -82,8 +83,8 @@ impl LabelIndex {
         s
     }
 
-    /// Renumbers object `from` as `to` (after `to` was removed), given its labels.
-    pub fn renumber(&mut self, from: usize, to: usize, labels: &Labels) {
+    /// Renumbers pod `from` as `to` (after `to` was removed), given its labels.
+    pub fn renumber(&mut self, from: PodId, to: PodId, labels: &Labels) {
         self.remove(from, labels);
         self.insert(to, labels);
     }
@@ -103,7 +104,7 @@ mod tests {
         ];
         let mut idx = LabelIndex::default();
         for (i, l) in objects.iter().enumerate() {
-            idx.insert(i, l);
+            idx.insert(PodId::new(i), l);
         }
         let sels = [
             Selector::everything(),

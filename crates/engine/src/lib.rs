@@ -74,7 +74,7 @@ pub use state::{
     AdminPeerC, AdminRuleC, CompiledAdmin, CompiledNp, Engine, Isolating, NpPeer, NpRule, NsScope,
     Options, Owner, PodId, PodPolicies, Semantics,
 };
-pub use update::{PeerRule, Touched};
+pub use update::{IdChange, PeerRule, Touched};
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };

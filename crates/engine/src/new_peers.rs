@@ -75,7 +75,7 @@ impl Engine {
         pod: PodId,
     ) -> bool {
         let another = |set: &crate::bitset::BitSet| {
-            set.iter()
+            set.pods()
                 .any(|q| q != pod && (self.cluster.pods[q].ips.iter()).any(|ip| self.owns(q, ip)))
         };
         match slot {

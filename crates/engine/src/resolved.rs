@@ -108,7 +108,7 @@ impl Engine {
     /// The named container ports of every pod that can be a policy peer.
     pub fn named_ports(&self) -> NamedPorts {
         let mut by_name: HashMap<(String, Protocol), Vec<(PodId, Port)>> = HashMap::new();
-        for pod in self.subjects.iter() {
+        for pod in self.subjects.pods() {
             for cp in &self.cluster.pods[pod].ports {
                 let Some(name) = &cp.name else { continue };
                 let entry = by_name.entry((name.clone(), cp.protocol)).or_default();
@@ -171,7 +171,7 @@ spec:
             ("x", "p")
         );
         assert_eq!(
-            p.subject.iter().map(Some).collect::<Vec<_>>(),
+            p.subject.pods().map(Some).collect::<Vec<_>>(),
             [a],
             "host-network pods are never subjects"
         );
@@ -179,7 +179,7 @@ spec:
         assert_eq!(rules.len(), 2, "rules in written order");
         let peers = rules[0].peers.as_deref().unwrap_or_default();
         assert!(
-            matches!(peers, [ResolvedPeer::Pods(s), ResolvedPeer::IpBlock(_)] if s.iter().map(Some).eq([b])),
+            matches!(peers, [ResolvedPeer::Pods(s), ResolvedPeer::IpBlock(_)] if s.pods().map(Some).eq([b])),
             "selector peers are pod sets: {peers:?}"
         );
         assert!(

@@ -208,7 +208,7 @@ impl Engine {
         let (Some(selector), Some(ns)) = (&svc.selector, self.namespace_id(&svc.namespace)) else {
             return out;
         };
-        for pod in self.ns_pods[ns].iter() {
+        for pod in self.ns_pods[ns].pods() {
             let p = &self.cluster.pods[pod];
             if !selector.iter().all(|(k, v)| p.labels.get(k) == Some(v)) {
                 continue;

@@ -45,8 +45,78 @@ impl Default for Options {
     }
 }
 
-/// Pod index in the cluster's pod list.
-pub type PodId = usize;
+/// A pod's position in the engine's pod list: `engine.cluster().pods[id]`.
+///
+/// The pod list stays dense (ids `0..pods.len()`), so an id is stable across every change
+/// but one: when a pod is removed, the last pod takes its id. [`crate::Engine::apply`]
+/// reports that move in [`crate::Touched::renumbered`]; a caller that keeps ids across
+/// changes applies it or drops what it holds. Nothing else renumbers pods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PodId(u32);
+
+impl PodId {
+    /// The pod at position `index` of the pod list.
+    #[inline]
+    pub fn new(index: usize) -> PodId {
+        PodId(u32::try_from(index).unwrap_or_else(|_| panic!("pod index {index} exceeds u32")))
+    }
+
+    /// Its position in the pod list.
+    #[inline]
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+
+    /// The ids of a pod list of `len` pods, ascending.
+    pub fn all(len: usize) -> impl DoubleEndedIterator<Item = PodId> + ExactSizeIterator {
+        (0..len).map(PodId::new)
+    }
+}
+
+impl From<PodId> for usize {
+    #[inline]
+    fn from(id: PodId) -> usize {
+        id.index()
+    }
+}
+
+impl std::fmt::Display for PodId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Per-pod vectors (the pod list, and the engine's and callers' vectors kept beside it) are
+/// indexed by id.
+impl<T> std::ops::Index<PodId> for Vec<T> {
+    type Output = T;
+    #[inline]
+    fn index(&self, id: PodId) -> &T {
+        &self[id.index()]
+    }
+}
+
+impl<T> std::ops::IndexMut<PodId> for Vec<T> {
+    #[inline]
+    fn index_mut(&mut self, id: PodId) -> &mut T {
+        &mut self[id.index()]
+    }
+}
+
+impl<T> std::ops::Index<PodId> for [T] {
+    type Output = T;
+    #[inline]
+    fn index(&self, id: PodId) -> &T {
+        &self[id.index()]
+    }
+}
+
+impl<T> std::ops::IndexMut<PodId> for [T] {
+    #[inline]
+    fn index_mut(&mut self, id: PodId) -> &mut T {
+        &mut self[id.index()]
+    }
+}
 
 /// A peer of a NetworkPolicy rule, with its pods resolved.
 #[derive(Debug, Clone)]
@@ -233,6 +303,8 @@ pub struct Engine {
     /// While a pod is upserted: the rules (policy, direction, index) whose peer sets it
     /// joined or left (see [`crate::Touched`]).
     pub(crate) peers_moved: Option<Vec<(PolicySlot, palisade_model::Direction, usize)>>,
+    /// The pod ids changed by the change being applied.
+    pub(crate) id_changes: Vec<crate::update::IdChange>,
 }
 
 impl Engine {
@@ -257,9 +329,10 @@ impl Engine {
             ingress: Vec::new(),
             egress: Vec::new(),
             peers_moved: None,
+            id_changes: Vec::new(),
         };
         e.index_namespaces_and_nodes();
-        for pod in 0..e.cluster.pods.len() {
+        for pod in PodId::all(e.cluster.pods.len()) {
             e.index_pod(pod);
         }
         e.rebuild_ip_owner();
@@ -359,6 +432,11 @@ impl Engine {
         })
     }
 
+    /// Every pod's id, ascending.
+    pub fn pod_ids(&self) -> impl DoubleEndedIterator<Item = PodId> + ExactSizeIterator + use<> {
+        PodId::all(self.cluster.pods.len())
+    }
+
     /// The namespace (index) of `pod`.
     pub fn pod_namespace(&self, pod: PodId) -> usize {
         self.pod_ns[pod]
@@ -405,9 +483,9 @@ impl Engine {
             .node_name
             .as_ref()
             .and_then(|n| self.node_index.get(n).copied());
-        if pod >= self.pod_ns.len() {
-            self.pod_ns.resize(pod + 1, usize::MAX);
-            self.pod_node.resize(pod + 1, None);
+        if pod.index() >= self.pod_ns.len() {
+            self.pod_ns.resize(pod.index() + 1, usize::MAX);
+            self.pod_node.resize(pod.index() + 1, None);
         }
         self.pod_ns[pod] = ns;
         self.pod_node[pod] = node;
@@ -445,7 +523,7 @@ impl Engine {
         self.shared_address.clear();
         // The first pod to hold each address; every later holder shares it with that one.
         let mut first: HashMap<IpAddr, PodId> = HashMap::with_capacity(self.cluster.pods.len());
-        for (i, p) in self.cluster.pods.iter().enumerate() {
+        for (i, p) in PodId::all(self.cluster.pods.len()).zip(&self.cluster.pods) {
             if !p.host_network {
                 for ip in &p.ips {
                     self.ip_owner.entry(*ip).or_insert(Owner::Pod(i));
@@ -712,7 +790,7 @@ impl Engine {
         let n = self.cluster.pods.len();
         let rep_of: Vec<PodId> = {
             let mut first: HashMap<(usize, &palisade_model::Labels, bool), PodId> = HashMap::new();
-            (0..n)
+            PodId::all(n)
                 .map(|pod| {
                     let p = &self.cluster.pods[pod];
                     *first
@@ -726,7 +804,7 @@ impl Engine {
         // them only, and every other pod shares its representative's.
         let mut slot = vec![u32::MAX; n];
         let mut rep_pods: Vec<PodId> = Vec::new();
-        for (pod, &rep) in rep_of.iter().enumerate() {
+        for (pod, &rep) in PodId::all(n).zip(&rep_of) {
             if pod == rep {
                 reps.insert(pod);
                 slot[pod] = rep_pods.len() as u32;
@@ -784,7 +862,7 @@ impl Engine {
         for &pod in &rep_pods {
             self.refresh_isolating(pod);
         }
-        for (pod, &rep) in rep_of.iter().enumerate() {
+        for (pod, &rep) in PodId::all(n).zip(&rep_of) {
             if pod != rep {
                 self.ingress[pod] = self.ingress[rep].clone();
                 self.egress[pod] = self.egress[rep].clone();
@@ -842,9 +920,9 @@ impl Engine {
             }
         }
         ingress.annotation = self.annotated(pod);
-        if pod >= self.ingress.len() {
-            self.ingress.resize(pod + 1, Arc::default());
-            self.egress.resize(pod + 1, Arc::default());
+        if pod.index() >= self.ingress.len() {
+            self.ingress.resize(pod.index() + 1, Arc::default());
+            self.egress.resize(pod.index() + 1, Arc::default());
         }
         self.ingress[pod] = Arc::new(ingress);
         self.egress[pod] = Arc::new(egress);

@@ -16,12 +16,12 @@ use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PeerSets, PodId, PodPolici
 /// ([`Engine::side_program`]): a data plane that compiled them before may keep the program
 /// of every pod [`Touched::contains`] leaves out, and of the pods only
 /// [`Touched::peer_subjects`] names it may keep everything but the addresses of the
-/// rules in [`Touched::peers`] ([`Engine::new_peers`] gives those). Pod ids stay valid
-/// while `all` is false (a change that removes or adds a pod, or touches addresses,
-/// namespaces or nodes, says `all`).
+/// rules in [`Touched::peers`] ([`Engine::new_peers`] gives those). Pod ids a caller
+/// holds stay valid but for the removals and moves [`Touched::ids`] lists (a change that
+/// removes a pod also says `all`).
 #[derive(Debug, Clone, Default)]
 pub struct Touched {
-    /// Every pod's programs may have changed (and pod ids may have moved).
+    /// Every pod's programs may have changed.
     pub all: bool,
     /// The pods whose programs may have changed in more than peer addresses (their own
     /// labels changed, a policy selecting them changed, or a peer set of theirs may have
@@ -32,6 +32,35 @@ pub struct Touched {
     /// The subjects of the policies of [`Touched::peers`]: their programs may differ in
     /// those rules' peer addresses.
     pub peer_subjects: BitSet,
+    /// The pod ids that changed meaning, in order: removing a pod frees its id, and the
+    /// last pod takes it so that ids stay dense.
+    pub ids: Vec<IdChange>,
+}
+
+/// A change of what a pod id names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdChange {
+    /// The pod with this id was removed.
+    Removed(PodId),
+    /// The pod with id `from` now has id `to` (freed by a removal just before).
+    Moved {
+        /// The id the pod had.
+        from: PodId,
+        /// The id it has now.
+        to: PodId,
+    },
+}
+
+impl IdChange {
+    /// What `id`, an id held before this change, names after it: the same pod's id, or
+    /// `None` when that pod was removed.
+    pub fn follow(self, id: PodId) -> Option<PodId> {
+        match self {
+            IdChange::Removed(gone) if gone == id => None,
+            IdChange::Moved { from, to } if from == id => Some(to),
+            _ => Some(id),
+        }
+    }
 }
 
 /// One rule of one policy, by the policy's name: stable while other policies come and go.
@@ -68,6 +97,7 @@ impl Touched {
     /// What this and then `later` touched.
     pub fn merge(&mut self, later: &Touched) {
         self.all |= later.all;
+        self.ids.extend_from_slice(&later.ids);
         if !self.all {
             self.pods.union(&later.pods);
             self.peer_subjects.union(&later.peer_subjects);
@@ -103,8 +133,15 @@ impl Engine {
     }
 
     /// Applies one change, updating only the state that depends on the changed object;
-    /// returns the pods whose side programs it may have changed.
+    /// returns the pods whose side programs it may have changed, and the pod ids it changed.
     pub fn apply(&mut self, change: Change) -> Touched {
+        let mut touched = self.apply_change(change);
+        touched.ids = std::mem::take(&mut self.id_changes);
+        touched
+    }
+
+    /// [`Engine::apply`] but for the pod ids changed.
+    fn apply_change(&mut self, change: Change) -> Touched {
         let everything = Touched::everything();
         match change {
             Change::Upsert(Object::Namespace(ns)) => self.upsert_namespace(ns),
@@ -487,7 +524,7 @@ impl Engine {
                 self.cluster.namespaces.len() - 1
             }
         };
-        let members: Vec<PodId> = self.ns_pods[i].iter().collect();
+        let members: Vec<PodId> = self.ns_pods[i].pods().collect();
         for pod in members {
             self.refresh_pod(pod);
         }
@@ -498,7 +535,7 @@ impl Engine {
             return;
         };
         loop {
-            let next = self.ns_pods[i].iter().next();
+            let next = self.ns_pods[i].pods().next();
             let Some(pod) = next else { break };
             self.remove_pod(pod);
         }
@@ -517,7 +554,7 @@ impl Engine {
         if i != last {
             let moved = self.cluster.namespaces[i].name.clone();
             self.ns_index.insert(moved, i);
-            for pod in self.ns_pods[i].iter().collect::<Vec<_>>() {
+            for pod in self.ns_pods[i].pods().collect::<Vec<_>>() {
                 self.pod_ns[pod] = i;
             }
         }
@@ -537,7 +574,7 @@ impl Engine {
             }
             None => {
                 self.cluster.pods.push(p);
-                self.cluster.pods.len() - 1
+                PodId::new(self.cluster.pods.len() - 1)
             }
         };
         self.index_pod(id);
@@ -567,12 +604,14 @@ impl Engine {
         self.unindex_pod(id);
         self.forget_ips(id);
         self.change_sets_holding(&[id], |s| s.remove(id));
-        let last = self.cluster.pods.len() - 1;
+        let last = PodId::new(self.cluster.pods.len() - 1);
+        self.id_changes.push(IdChange::Removed(id));
         // Shared addresses are keyed by pod: recount if this pod or the one renumbered had one.
         let shared =
             self.shared_address.contains_key(&id) || self.shared_address.contains_key(&last);
         if id != last {
             // The last pod takes the freed id.
+            self.id_changes.push(IdChange::Moved { from: last, to: id });
             self.change_sets_holding(&[last], |s| s.renumber(last, id));
             let moved = self.cluster.pods[last].clone();
             self.pod_labels.renumber(last, id, &moved.labels);
@@ -589,14 +628,14 @@ impl Engine {
             }
             self.pod_ns[id] = self.pod_ns[last];
             self.pod_node[id] = self.pod_node[last];
-            self.ingress.swap(id, last);
-            self.egress.swap(id, last);
+            self.ingress.swap(id.index(), last.index());
+            self.egress.swap(id.index(), last.index());
         }
-        self.cluster.pods.swap_remove(id);
-        self.pod_ns.truncate(last);
-        self.pod_node.truncate(last);
-        self.ingress.truncate(last);
-        self.egress.truncate(last);
+        self.cluster.pods.swap_remove(id.index());
+        self.pod_ns.truncate(last.index());
+        self.pod_node.truncate(last.index());
+        self.ingress.truncate(last.index());
+        self.egress.truncate(last.index());
         if shared {
             self.rebuild_ip_owner();
         }
@@ -624,7 +663,7 @@ impl Engine {
         }
         let compiled = self.compile_np(&np, &mut PeerSets::default());
         let i = self.nps.len() as u32;
-        let pods: Vec<PodId> = compiled.subject.iter().collect();
+        let pods: Vec<PodId> = compiled.subject.pods().collect();
         for &pod in &pods {
             Arc::make_mut(&mut self.ingress[pod]).network.push(i);
             Arc::make_mut(&mut self.egress[pod]).network.push(i);
@@ -647,7 +686,7 @@ impl Engine {
                 .filter(|x| **x == from)
                 .for_each(|x| *x = to),
         };
-        let removed: Vec<PodId> = self.nps[i].subject.iter().collect();
+        let removed: Vec<PodId> = self.nps[i].subject.pods().collect();
         for &pod in &removed {
             lists(Arc::make_mut(&mut self.ingress[pod]), i as u32, None);
             lists(Arc::make_mut(&mut self.egress[pod]), i as u32, None);
@@ -684,7 +723,7 @@ impl Engine {
             self.remove_admin(i);
         }
         let compiled = self.compile_admin(&p, &mut PeerSets::default());
-        let pods: Vec<PodId> = compiled.subject.iter().collect();
+        let pods: Vec<PodId> = compiled.subject.pods().collect();
         self.cluster.admin_policies.push(p);
         self.admins.push(compiled);
         self.sort_admins();
@@ -695,9 +734,9 @@ impl Engine {
 
     fn remove_admin(&mut self, i: usize) {
         let last = self.admins.len() - 1;
-        let mut affected: Vec<PodId> = self.admins[i].subject.iter().collect();
+        let mut affected: Vec<PodId> = self.admins[i].subject.pods().collect();
         if i != last {
-            affected.extend(self.admins[last].subject.iter());
+            affected.extend(self.admins[last].subject.pods());
         }
         self.admins.swap_remove(i);
         self.cluster.admin_policies.swap_remove(i);

@@ -5,7 +5,7 @@
 
 use std::net::IpAddr;
 
-use palisade_engine::{Engine, Flow, Options};
+use palisade_engine::{Engine, Flow, Options, PodId};
 use palisade_model::*;
 use proptest::prelude::*;
 
@@ -150,12 +150,21 @@ proptest! {
             };
             let ch = relabel.as_ref().unwrap_or(ch);
             let programs = |e: &Engine| -> Vec<_> {
-                let pods: Vec<usize> = (0..e.cluster().pods.len()).collect();
+                let pods: Vec<PodId> = e.pod_ids().collect();
                 [Direction::Ingress, Direction::Egress].map(|d| e.side_programs(&pods, d)).into()
             };
             let before = programs(&engine);
+            let held: Vec<(String, String)> =
+                engine.cluster().pods.iter().map(|p| (p.namespace.clone(), p.name.clone())).collect();
             let touched = engine.apply(ch.clone());
             apply_to_cluster(&mut mirror, ch);
+            // A caller that holds pod ids and follows `ids` still names the same pods.
+            let ids = PodId::all(held.len())
+                .map(|id| touched.ids.iter().try_fold(id, |id, change| change.follow(id)));
+            for (key, id) in held.iter().zip(ids) {
+                let now = engine.pod_id(&key.0, &key.1);
+                prop_assert_eq!(id, now, "pod {:?} after {:#?}", key, ch);
+            }
             // What `apply` says it left alone is left alone (a data plane keeps it).
             // What it says it only moved peers of is the old program with those peers anew.
             if !touched.all {
@@ -163,7 +172,7 @@ proptest! {
                 let new_peers = engine.new_peers(&touched);
                 for (b, a) in before.iter().zip(&after) {
                     prop_assert_eq!(b.len(), a.len());
-                    for (pod, (b, a)) in b.iter().zip(a).enumerate() {
+                    for (pod, (b, a)) in PodId::all(b.len()).zip(b.iter().zip(a)) {
                         if !touched.contains(pod) {
                             prop_assert_eq!(b, a, "pod {} after {:#?}", pod, ch);
                         }
@@ -189,7 +198,7 @@ proptest! {
 
 /// Every side program of every pod, ingress then egress.
 fn all_programs(e: &Engine) -> [Vec<palisade_engine::SideProgram>; 2] {
-    let pods: Vec<usize> = (0..e.cluster().pods.len()).collect();
+    let pods: Vec<PodId> = e.pod_ids().collect();
     [Direction::Ingress, Direction::Egress].map(|d| e.side_programs(&pods, d))
 }
 
@@ -215,21 +224,21 @@ fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
         let touched = e.apply(Change::Upsert(Object::Pod(moved)));
         assert!(!touched.all, "a relabel names the pods it touches");
         assert!(
-            touched.reshaped(a),
+            touched.reshaped(PodId::new(a)),
             "the relabelled pod's own programs are computed anew"
         );
-        for pod in 0..e.cluster().pods.len() {
-            if pod != a && touched.contains(pod) {
+        for pod in e.pod_ids() {
+            if pod != PodId::new(a) && touched.contains(pod) {
                 peers_only += usize::from(!touched.reshaped(pod));
             }
         }
         let after = all_programs(&e);
         let new_peers = e.new_peers(&touched);
         for (bs, xs) in before.iter().zip(&after) {
-            for (pod, (was, is)) in bs.iter().zip(xs).enumerate() {
+            for (pod, (was, is)) in PodId::all(bs.len()).zip(bs.iter().zip(xs)) {
                 if !touched.contains(pod) {
                     assert_eq!(was, is, "pod {pod} untouched by relabelling pod {a}");
-                } else if pod != a && was != is {
+                } else if pod != PodId::new(a) && was != is {
                     others_changed += 1;
                 }
                 if !touched.reshaped(pod) {
@@ -266,7 +275,7 @@ fn fresh_classes_share_the_moved_peers_of_programs_brought_up_to_date() {
         let touched = e.apply(Change::Upsert(Object::Pod(moved)));
         let new_peers = e.new_peers(&touched);
         for (bs, d) in before.iter().zip([Direction::Ingress, Direction::Egress]) {
-            for (pod, was) in bs.iter().enumerate() {
+            for (pod, was) in PodId::all(bs.len()).zip(bs) {
                 if touched.reshaped(pod) {
                     continue;
                 }

@@ -3,7 +3,7 @@
 
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
-use palisade_engine::{Engine, Options};
+use palisade_engine::{Engine, Options, PodId};
 use palisade_model::Direction;
 use proptest::prelude::*;
 
@@ -13,7 +13,7 @@ proptest! {
     #[test]
     fn members_have_their_class_program(c in palisade_gen::strategies::cluster(), node_local in any::<bool>()) {
         let e = Engine::new(c, Options { allow_node_local: node_local, ..Options::default() });
-        let pods: Vec<usize> = (0..e.cluster().pods.len()).collect();
+        let pods: Vec<PodId> = e.pod_ids().collect();
         for dir in [Direction::Ingress, Direction::Egress] {
             let classes = e.side_classes(&pods, dir);
             prop_assert_eq!(classes.class_of.len(), pods.len());

@@ -10,7 +10,7 @@ mod common;
 
 use common::{engine, generated, translation};
 
-use palisade_engine::Engine;
+use palisade_engine::{Engine, PodId};
 use palisade_neutron_sync::client::Client;
 use palisade_neutron_sync::quota::usage;
 use palisade_neutron_sync::state::{DEFAULT_CLUSTER_ID, Owner, PortFilter, list_ports, observe};
@@ -145,11 +145,11 @@ fn an_over_quota_refusal_during_an_apply_is_an_error() {
 
 /// A network whose ports hold the pods' addresses, one port per pod, except that pod
 /// `with`'s address is added to pod `to`'s port (a port with a second fixed IP).
-fn ports_sharing(c: &Client, e: &Engine, to: usize, with: usize) -> PortFilter {
+fn ports_sharing(c: &Client, e: &Engine, to: PodId, with: PodId) -> PortFilter {
     let pods = &e.cluster().pods;
-    let rest: Vec<_> = pods
-        .iter()
-        .enumerate()
+    let rest: Vec<_> = e
+        .pod_ids()
+        .zip(pods)
         .filter(|(i, _)| *i != with)
         .map(|(_, p)| p.clone())
         .collect();
@@ -179,8 +179,9 @@ fn port_of(c: &Client, filter: &PortFilter, ip: &str) -> serde_json::Value {
     ports[0].clone()
 }
 
-fn pod_indexes(e: &Engine) -> (usize, usize) {
-    let pods: Vec<usize> = (0..e.cluster().pods.len())
+fn pod_indexes(e: &Engine) -> (PodId, PodId) {
+    let pods: Vec<PodId> = e
+        .pod_ids()
         .filter(|&i| !e.cluster().pods[i].host_network && !e.cluster().pods[i].ips.is_empty())
         .collect();
     (pods[0], pods[1])

@@ -192,7 +192,7 @@ impl<'e> Translator<'e> {
 
     /// The port pods of a resolved pod set, ascending.
     fn port_pods<'s>(&'s self, set: &'s BitSet) -> impl Iterator<Item = PodId> + 's {
-        set.iter().filter(|&i| self.is_port(i))
+        set.pods().filter(|&i| self.is_port(i))
     }
 
     /// The name of one of `np`'s groups (`parts` empty: its own).
@@ -538,9 +538,7 @@ impl<'e> Translator<'e> {
         };
         let cluster = self.engine.cluster();
         let mut used_open = (false, false);
-        let ports: Vec<PodId> = (0..cluster.pods.len())
-            .filter(|&i| self.is_port(i))
-            .collect();
+        let ports: Vec<PodId> = self.engine.pod_ids().filter(|&i| self.is_port(i)).collect();
         for pod in ports {
             let b = self.bindings.entry(pod).or_default();
             if !self.engine.isolated(pod, Direction::Ingress) {

@@ -75,7 +75,8 @@ impl Pods {
             .filter(|n| node.is_none_or(|want| n.name == want))
             .flat_map(|n| n.addresses.iter().copied())
             .collect();
-        let mut list: Vec<PodId> = (0..cluster.pods.len())
+        let mut list: Vec<PodId> = engine
+            .pod_ids()
             .filter(|&p| {
                 let pod = &cluster.pods[p];
                 !pod.host_network

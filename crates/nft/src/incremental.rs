@@ -106,6 +106,10 @@ impl Compiled {
         if touched.all {
             return Err("the change touched every pod");
         }
+        if !touched.ids.is_empty() {
+            // The memo's pod list holds ids from before the change.
+            return Err("pods were removed or renumbered");
+        }
         if memo.node.as_deref() != node {
             return Err("another node");
         }

@@ -19,7 +19,7 @@ impl Analysis<'_> {
         let servers: Vec<Endpoint> = self
             .engine
             .subjects()
-            .iter()
+            .pods()
             .filter(|&p| {
                 self.engine.cluster().pods[p]
                     .labels

@@ -136,7 +136,7 @@ impl Analysis<'_> {
                             .is_some_and(|at| at + 1 < list.len())
                     }
                 };
-                if subject.iter().any(below) {
+                if subject.pods().any(below) {
                     continue;
                 }
                 let what = match p.tier {

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 
 use palisade_analysis::{Matrix, ServiceCell};
+use palisade_engine::PodId;
 
 use super::dot::quote;
 use super::service_view::ServiceView;
@@ -12,7 +13,7 @@ use super::summary::{class_line, namespace_and_labels, ranges};
 
 /// The pod matrix class of each row of `v` (the classes `matrix -o summary` numbers).
 fn class_of_rows(v: &ServiceView<'_>, m: &Matrix) -> Vec<usize> {
-    let class: HashMap<usize, usize> = m
+    let class: HashMap<PodId, usize> = m
         .pods
         .iter()
         .copied()
