@@ -210,17 +210,19 @@ impl Analysis<'_> {
     /// connection).
     fn openness(&self, universe: &Universe, pod: PodId, dir: Direction) -> (bool, bool) {
         let (mut all, mut any, mut default) = (true, false, false);
-        for flow in self.side_flows(universe, pod, dir, |_| true) {
-            let v = self.engine.evaluate(&flow);
-            let side = match dir {
-                Direction::Ingress => v.ingress,
-                Direction::Egress => v.egress,
-            };
-            any = true;
-            all &= side.allowed;
-            default |= side.tier == Tier::Default;
-            if !all && default {
-                break;
+        'pairs: for (src, dst) in self.side_pairs(universe, pod, dir, |_| true) {
+            for probe in &universe.probes {
+                let v = self.engine.evaluate(&probe.flow(src, dst));
+                let side = match dir {
+                    Direction::Ingress => v.ingress,
+                    Direction::Egress => v.egress,
+                };
+                any = true;
+                all &= side.allowed;
+                default |= side.tier == Tier::Default;
+                if !all && default {
+                    break 'pairs;
+                }
             }
         }
         (all, any && !default)

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use palisade_engine::{Endpoint, EndpointKind};
+use palisade_engine::{Endpoint, EndpointKind, Flow};
 use palisade_model::{AdminPort, Cluster, PortRange, PortSpec, Protocol};
 
 use crate::Analysis;
@@ -17,6 +17,19 @@ pub struct Probe {
     pub protocol: Protocol,
     /// Destination port.
     pub port: u16,
+}
+
+impl Probe {
+    /// The flow from `src` to `dst` on this probe.
+    #[inline]
+    pub fn flow(self, src: Endpoint, dst: Endpoint) -> Flow {
+        Flow {
+            src,
+            dst,
+            protocol: self.protocol,
+            port: self.port,
+        }
+    }
 }
 
 /// Every numeric port range a policy's rule names (NetworkPolicy and admin), with its

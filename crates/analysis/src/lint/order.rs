@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use palisade_engine::{AdminPeerC, Endpoint, Engine, Flow, PodId, RuleMatch};
+use palisade_engine::{AdminPeerC, Endpoint, Engine, PodId, RuleMatch};
 use palisade_model::{Action, AdminPeer, AdminTier, Direction};
 
 use super::{Code, Finding, rules_path, some};
@@ -12,25 +12,6 @@ use crate::Analysis;
 use crate::universe::Universe;
 
 const DIRECTIONS: [Direction; 2] = [Direction::Ingress, Direction::Egress];
-
-/// The representative flows in which a pod is the subject in a direction, generated on
-/// demand (kept, they would take memory in proportion to classes × peers × probes), and
-/// only towards the peers a rule's peers cover (the others cannot match it).
-struct Flows<'u> {
-    analysis: Analysis<'u>,
-    universe: &'u Universe,
-}
-
-impl<'u> Flows<'u> {
-    fn of(
-        &self,
-        pod: PodId,
-        dir: Direction,
-        keep: impl Fn(&Endpoint) -> bool + 'u,
-    ) -> impl Iterator<Item = Flow> + 'u {
-        self.analysis.side_flows(self.universe, pod, dir, keep)
-    }
-}
 
 /// How often a rule matched and decided, and which rules decided instead (counting stops
 /// once the answer is known).
@@ -47,10 +28,6 @@ impl Analysis<'_> {
     pub(crate) fn lint_order(&self, universe: &Universe, out: &mut Vec<Finding>) {
         self.lint_same_priority(out);
         self.lint_pass_to_nothing(out);
-        let flows = Flows {
-            analysis: *self,
-            universe,
-        };
         let reps: Vec<PodId> = universe
             .representatives()
             .filter(|&p| self.engine.is_subject(p) && self.engine.shared_address(p).is_none())
@@ -63,9 +40,9 @@ impl Analysis<'_> {
         out.extend(super::parallel(admins + nps, |k| {
             let mut found = Vec::new();
             if k < admins {
-                self.lint_shadowed(k, &reps, &flows, &mut found);
+                self.lint_shadowed(k, &reps, universe, &mut found);
             } else {
-                self.lint_np_rules(k - admins, &reps, &flows, &mut found);
+                self.lint_np_rules(k - admins, &reps, universe, &mut found);
             }
             found
         }));
@@ -173,7 +150,7 @@ impl Analysis<'_> {
     }
 
     /// The rules of admin policy `i` that match connections but never decide one.
-    fn lint_shadowed(&self, i: usize, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
+    fn lint_shadowed(&self, i: usize, reps: &[PodId], universe: &Universe, out: &mut Vec<Finding>) {
         {
             let p = &self.engine.cluster().admin_policies[i];
             for dir in DIRECTIONS {
@@ -200,25 +177,30 @@ impl Analysis<'_> {
                                 .iter()
                                 .any(|x| self.engine.admin_peer_matches(x, pod, peer))
                         };
-                        for flow in flows.of(pod, dir, keep) {
-                            if self
-                                .engine
-                                .admin_rule_match(i as u32, k, pod, dir, &flow)
-                                .is_none()
-                            {
-                                continue;
-                            }
-                            t.matched += 1;
-                            match self.engine.first_admin_match(list, pod, dir, &flow) {
-                                // It decides one connection: it is not shadowed.
-                                Some(m) if is_rule(&m, i, self.engine, k) => {
-                                    t.decided += 1;
-                                    break 'reps;
+                        // Only towards the peers the rule's peers cover (the others cannot
+                        // match it), on every probe.
+                        for (src, dst) in self.side_pairs(universe, pod, dir, keep) {
+                            for probe in &universe.probes {
+                                let flow = probe.flow(src, dst);
+                                if self
+                                    .engine
+                                    .admin_rule_match(i as u32, k, pod, dir, &flow)
+                                    .is_none()
+                                {
+                                    continue;
                                 }
-                                Some(m) => {
-                                    t.by.entry(key(&m)).or_insert(m);
+                                t.matched += 1;
+                                match self.engine.first_admin_match(list, pod, dir, &flow) {
+                                    // It decides one connection: it is not shadowed.
+                                    Some(m) if is_rule(&m, i, self.engine, k) => {
+                                        t.decided += 1;
+                                        break 'reps;
+                                    }
+                                    Some(m) => {
+                                        t.by.entry(key(&m)).or_insert(m);
+                                    }
+                                    None => {}
                                 }
-                                None => {}
                             }
                         }
                     }
@@ -239,7 +221,7 @@ impl Analysis<'_> {
 
     /// The rules of NetworkPolicy `i` the admin tier overrides, and those earlier rules of
     /// the same policy make redundant.
-    fn lint_np_rules(&self, i: usize, reps: &[PodId], flows: &Flows<'_>, out: &mut Vec<Finding>) {
+    fn lint_np_rules(&self, i: usize, reps: &[PodId], universe: &Universe, out: &mut Vec<Finding>) {
         {
             let np = &self.engine.cluster().network_policies[i];
             for dir in DIRECTIONS.into_iter().filter(|&d| np.policy_types.has(d)) {
@@ -267,32 +249,34 @@ impl Analysis<'_> {
                             continue;
                         }
                         let rule = &rules[k];
-                        for flow in
-                            flows.of(pod, dir, move |peer| Engine::np_peers_match(rule, peer))
-                        {
+                        let keep = move |peer: &Endpoint| Engine::np_peers_match(rule, peer);
+                        for (src, dst) in self.side_pairs(universe, pod, dir, keep) {
                             let peer = match dir {
-                                Direction::Ingress => &flow.src,
-                                Direction::Egress => &flow.dst,
+                                Direction::Ingress => &src,
+                                Direction::Egress => &dst,
                             };
-                            if !self.engine.np_rule_matches(&rules[k], peer, &flow) {
-                                continue;
-                            }
-                            over.matched += 1;
-                            earlier.matched += 1;
-                            match self.engine.first_admin_match(admin, pod, dir, &flow) {
-                                Some(m) if m.action != Action::Pass => {
-                                    over.by.entry((key(&m).0, 0)).or_insert(m);
+                            for probe in &universe.probes {
+                                let flow = probe.flow(src, dst);
+                                if !self.engine.np_rule_matches(&rules[k], peer, &flow) {
+                                    continue;
                                 }
-                                _ => over.decided += 1,
-                            }
-                            if !rules[..k]
-                                .iter()
-                                .any(|r| self.engine.np_rule_matches(r, peer, &flow))
-                            {
-                                earlier.decided += 1;
-                            }
-                            if settled(&over, &earlier) {
-                                break 'reps;
+                                over.matched += 1;
+                                earlier.matched += 1;
+                                match self.engine.first_admin_match(admin, pod, dir, &flow) {
+                                    Some(m) if m.action != Action::Pass => {
+                                        over.by.entry((key(&m).0, 0)).or_insert(m);
+                                    }
+                                    _ => over.decided += 1,
+                                }
+                                if !rules[..k]
+                                    .iter()
+                                    .any(|r| self.engine.np_rule_matches(r, peer, &flow))
+                                {
+                                    earlier.decided += 1;
+                                }
+                                if settled(&over, &earlier) {
+                                    break 'reps;
+                                }
                             }
                         }
                     }
