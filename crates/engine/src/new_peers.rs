@@ -49,9 +49,9 @@ impl Engine {
             let policies: HashMap<_, _> = slots.collect();
             for rule in &touched.peers {
                 // A policy removed since has no subjects left whose programs name it.
-                if let Some(&slot) = policies.get(&rule.policy) {
+                if let Some(&slot) = policies.get(&rule.policy.reference) {
                     by_name
-                        .entry(rule.policy.name.as_str())
+                        .entry(rule.policy.reference.name.as_str())
                         .or_default()
                         .push((rule, slot));
                 }
@@ -164,7 +164,7 @@ impl NewPeers<'_> {
             return Ok(None);
         };
         let found = candidates.iter().find(|(rule, _)| {
-            rule.policy == m.policy.reference
+            rule.policy.reference == m.policy.reference
                 && rule.direction == m.direction
                 && rule.index == m.index
         });

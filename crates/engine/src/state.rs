@@ -645,24 +645,6 @@ impl Engine {
         }
     }
 
-    /// Whether `pod` is in a NetworkPolicy peer (the per-pod form of `compile_np_peer`).
-    pub(crate) fn np_peer_has(
-        &self,
-        np: &NetworkPolicy,
-        peer: &NetworkPolicyPeer,
-        pod: PodId,
-    ) -> bool {
-        let NetworkPolicyPeer::Pods { namespaces, pods } = peer else {
-            return false;
-        };
-        let p = &self.cluster.pods[pod];
-        let ns_ok = match namespaces {
-            None => p.namespace == np.namespace,
-            Some(sel) => self.ns_labels(pod).is_some_and(|l| sel.matches(l)),
-        };
-        self.is_subject(pod) && ns_ok && pods.matches(&p.labels)
-    }
-
     pub(crate) fn compile_admin(
         &self,
         policy: &AdminPolicy,
@@ -739,36 +721,15 @@ impl Engine {
         Some(ips.into_iter().map(ipnet::IpNet::from).collect())
     }
 
-    /// Whether `pod` is in a statically resolved admin peer (per-pod form).
-    pub(crate) fn admin_static_peer_has(&self, peer: &AdminPeer, pod: PodId) -> bool {
+    /// `pod` as selectors see it: the per-pod form of the compiled sets.
+    pub(crate) fn selectable(&self, pod: PodId) -> Selectable<'_> {
         let p = &self.cluster.pods[pod];
-        let ns_ok = |sel: &Selector| self.ns_labels(pod).is_some_and(|l| sel.matches(l));
-        self.is_subject(pod)
-            && match peer {
-                AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => ns_ok(ns),
-                AdminPeer::Pods {
-                    namespaces: NamespaceMatch::Selector(ns),
-                    pods,
-                } => ns_ok(ns) && pods.matches(&p.labels),
-                _ => false,
-            }
-    }
-
-    /// Whether an admin policy's subject selects `pod` (per-pod form).
-    pub(crate) fn admin_subject_has(&self, policy: &AdminPolicy, pod: PodId) -> bool {
-        let p = &self.cluster.pods[pod];
-        let ns_ok = |sel: &Selector| self.ns_labels(pod).is_some_and(|l| sel.matches(l));
-        self.is_subject(pod)
-            && match &policy.subject {
-                Subject::Namespaces(ns) => ns_ok(ns),
-                Subject::Pods { namespaces, pods } => ns_ok(namespaces) && pods.matches(&p.labels),
-            }
-    }
-
-    /// Whether a NetworkPolicy selects `pod` (per-pod form).
-    pub(crate) fn np_subject_has(&self, np: &NetworkPolicy, pod: PodId) -> bool {
-        let p = &self.cluster.pods[pod];
-        self.is_subject(pod) && p.namespace == np.namespace && np.pod_selector.matches(&p.labels)
+        Selectable {
+            subject: self.is_subject(pod),
+            namespace: &p.namespace,
+            ns_labels: self.ns_labels(pod),
+            labels: &p.labels,
+        }
     }
 
     // ------------------------------------------------------------------ per-pod lists
@@ -927,5 +888,72 @@ impl Engine {
         self.ingress[pod] = Arc::new(ingress);
         self.egress[pod] = Arc::new(egress);
         self.refresh_isolating(pod);
+    }
+}
+
+/// One pod as selectors see it, looked up once: whether it is in a compiled subject or
+/// static peer set is decided here (the per-pod form of [`Engine::compile_np`] and
+/// [`Engine::compile_admin`]'s sets).
+pub(crate) struct Selectable<'a> {
+    /// It can be selected at all (not host-network).
+    subject: bool,
+    namespace: &'a str,
+    ns_labels: Option<&'a palisade_model::Labels>,
+    labels: &'a palisade_model::Labels,
+}
+
+impl Selectable<'_> {
+    fn in_namespaces(&self, sel: &Selector) -> bool {
+        self.ns_labels.is_some_and(|l| sel.matches(l))
+    }
+
+    /// Pushes whether the pod is in `np`'s subject, then in each of its peers (ingress
+    /// rules, then egress, in order; an `ipBlock` holds no pod).
+    pub(crate) fn np_memberships(&self, np: &NetworkPolicy, out: &mut Vec<bool>) {
+        let own_namespace = self.subject && self.namespace == np.namespace;
+        out.push(own_namespace && np.pod_selector.matches(self.labels));
+        for r in np.ingress.iter().chain(&np.egress) {
+            for peer in r.peers.iter().flatten() {
+                out.push(match peer {
+                    NetworkPolicyPeer::Pods { namespaces, pods } => {
+                        let ns_ok = match namespaces {
+                            None => own_namespace,
+                            Some(sel) => self.subject && self.in_namespaces(sel),
+                        };
+                        ns_ok && pods.matches(self.labels)
+                    }
+                    NetworkPolicyPeer::IpBlock(_) => false,
+                });
+            }
+        }
+    }
+
+    /// Whether an admin policy's subject selects the pod.
+    pub(crate) fn in_admin_subject(&self, policy: &AdminPolicy) -> bool {
+        self.subject
+            && match &policy.subject {
+                Subject::Namespaces(ns) => self.in_namespaces(ns),
+                Subject::Pods { namespaces, pods } => {
+                    self.in_namespaces(namespaces) && pods.matches(self.labels)
+                }
+            }
+    }
+
+    /// Whether the pod is in a statically resolved admin peer (`None` for a peer that is
+    /// resolved per flow or holds no pod).
+    pub(crate) fn in_admin_static_peer(&self, peer: &AdminPeer) -> Option<bool> {
+        let ns = match peer {
+            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => ns,
+            AdminPeer::Pods {
+                namespaces: NamespaceMatch::Selector(ns),
+                ..
+            } => ns,
+            _ => return None,
+        };
+        let pods = match peer {
+            AdminPeer::Pods { pods, .. } => Some(pods),
+            _ => None,
+        };
+        Some(self.subject && self.in_namespaces(ns) && pods.is_none_or(|p| p.matches(self.labels)))
     }
 }

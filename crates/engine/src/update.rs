@@ -1,16 +1,16 @@
 //! Incremental updates: add, change or remove one object and update only what depends on
 //! it. The result equals a full [`Engine::new`] on the changed cluster (property-tested).
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use palisade_model::{
-    AdminPeer, AdminPolicy, Change, Direction, EndpointSlice, Kind, Namespace, NetworkPolicy,
-    Object, ObjectKey, Pod, PolicyRef, Service,
+    AdminPolicy, Change, Direction, EndpointSlice, Kind, Namespace, NetworkPolicy, Object,
+    ObjectKey, Pod, Service,
 };
 
 use crate::bitset::BitSet;
 use crate::state::{AdminPeerC, Engine, NpPeer, Owner, PeerSets, PodId, PodPolicies, PolicySlot};
+use crate::verdict::PolicyInfo;
 
 /// What one [`Engine::apply`] may have changed in the pods' side programs
 /// ([`Engine::side_program`]): a data plane that compiled them before may keep the program
@@ -27,8 +27,9 @@ pub struct Touched {
     /// labels changed, a policy selecting them changed, or a peer set of theirs may have
     /// become empty or stopped being so).
     pub pods: BitSet,
-    /// The rules whose peers gained or lost a pod.
-    pub peers: BTreeSet<PeerRule>,
+    /// The rules whose peers gained or lost a pod (once each per change; a rule may repeat
+    /// after [`Touched::merge`]).
+    pub peers: Vec<PeerRule>,
     /// The subjects of the policies of [`Touched::peers`]: their programs may differ in
     /// those rules' peer addresses.
     pub peer_subjects: BitSet,
@@ -64,15 +65,26 @@ impl IdChange {
 }
 
 /// One rule of one policy, by the policy's name: stable while other policies come and go.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Rules are equal when the policy's reference (kind, namespace, name), direction and
+/// index are.
+#[derive(Debug, Clone)]
 pub struct PeerRule {
-    /// The policy.
-    pub policy: PolicyRef,
+    /// The policy, as verdicts name it (shared with the engine: no copy of its names).
+    pub policy: Arc<PolicyInfo>,
     /// The rule's direction.
     pub direction: Direction,
     /// The rule's index among the policy's rules of that direction.
     pub index: u32,
 }
+
+impl PartialEq for PeerRule {
+    fn eq(&self, other: &PeerRule) -> bool {
+        (&self.policy.reference, self.direction, self.index)
+            == (&other.policy.reference, other.direction, other.index)
+    }
+}
+
+impl Eq for PeerRule {}
 
 impl Touched {
     /// Every pod touched.
@@ -331,8 +343,8 @@ impl Engine {
         } else {
             touched.pods.union(subject);
         }
-        touched.peers.insert(PeerRule {
-            policy: info.reference.clone(),
+        touched.peers.push(PeerRule {
+            policy: Arc::clone(info),
             direction,
             index: index as u32,
         });
@@ -397,36 +409,20 @@ impl Engine {
 
     /// Recomputes `pod`'s membership in every compiled set, then its policy lists.
     fn refresh_pod(&mut self, pod: PodId) {
+        let member = self.selectable(pod);
         let mut bits: Vec<bool> = Vec::new();
         for np in &self.cluster.network_policies {
-            bits.push(self.np_subject_has(np, pod));
-            for dir in [
-                palisade_model::Direction::Ingress,
-                palisade_model::Direction::Egress,
-            ] {
-                for r in np.rules(dir) {
-                    for p in r.peers.iter().flatten() {
-                        bits.push(self.np_peer_has(np, p, pod));
-                    }
-                }
-            }
+            member.np_memberships(np, &mut bits);
         }
         let mut admin_bits: Vec<bool> = Vec::new();
         for a in &self.cluster.admin_policies {
-            admin_bits.push(self.admin_subject_has(a, pod));
+            admin_bits.push(member.in_admin_subject(a));
             for r in a.ingress.iter().chain(&a.egress) {
-                for p in &r.peers {
-                    if matches!(
-                        p,
-                        AdminPeer::Namespaces(palisade_model::NamespaceMatch::Selector(_))
-                            | AdminPeer::Pods {
-                                namespaces: palisade_model::NamespaceMatch::Selector(_),
-                                ..
-                            }
-                    ) {
-                        admin_bits.push(self.admin_static_peer_has(p, pod));
-                    }
-                }
+                admin_bits.extend(
+                    r.peers
+                        .iter()
+                        .filter_map(|p| member.in_admin_static_peer(p)),
+                );
             }
         }
         let (mut nb, mut ab) = (bits.into_iter(), admin_bits.into_iter());
