@@ -212,11 +212,7 @@ impl Analysis<'_> {
         let (mut all, mut any, mut default) = (true, false, false);
         'pairs: for (src, dst) in self.side_pairs(universe, pod, dir, |_| true) {
             for probe in &universe.probes {
-                let v = self.engine.evaluate(&probe.flow(src, dst));
-                let side = match dir {
-                    Direction::Ingress => v.ingress,
-                    Direction::Egress => v.egress,
-                };
+                let side = self.engine.evaluate_side(&probe.flow(src, dst), dir);
                 any = true;
                 all &= side.allowed;
                 default |= side.tier == Tier::Default;

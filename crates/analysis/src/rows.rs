@@ -437,9 +437,7 @@ impl<'e> Rows<'e> {
                     return;
                 }
                 // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
-                if rule.action != Action::Allow
-                    && c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported))
-                {
+                if rule.action != Action::Allow && c.fail_closed {
                     undecided.iter_mut().for_each(BitSet::clear);
                     return;
                 }

@@ -546,7 +546,7 @@ impl Engine {
         let compiled = self.admins[i as usize].rules(dir);
         let mut out = Vec::new();
         for (index, (rule, c)) in policy.rules(dir).iter().zip(compiled).enumerate() {
-            let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
+            let fail_closed = c.fail_closed;
             let mut m = RuleMatch {
                 policy: self.admins[i as usize].info.clone(),
                 direction: dir,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use palisade_model::{Action, Direction, NamespaceMatch, Protocol};
 
 use crate::rule_parts::ports_take;
-use crate::state::{AdminPeerC, Engine, Isolating, Owner, PodId, Semantics};
+use crate::state::{Engine, Isolating, Owner, PodId, Semantics};
 use crate::verdict::{Decision, Exemption, PolicyInfo, RuleMatch, SideVerdict, Tier, Verdict};
 
 /// What an address is.
@@ -91,13 +91,7 @@ impl Engine {
 
     /// Decides a connection, with the explanation of both sides.
     pub fn evaluate(&self, flow: &Flow) -> Verdict {
-        // A workload's representative stands for all its replicas: from itself to itself is
-        // one replica to another, decided by policy like any two pods.
-        if let (EndpointKind::Pod(a), EndpointKind::Pod(b)) = (flow.src.kind, flow.dst.kind)
-            && a == b
-            && palisade_model::workload_of(&self.cluster.pods[a]).is_none()
-        {
-            let s = SideVerdict::exempt(Exemption::SamePod);
+        if let Some(s) = self.same_pod(flow) {
             return Verdict {
                 allowed: true,
                 egress: s.clone(),
@@ -107,17 +101,57 @@ impl Engine {
         self.evaluate_sides(flow)
     }
 
+    /// The `dir` side of [`Engine::evaluate`]`(flow)`, deciding that side only.
+    pub fn evaluate_side(&self, flow: &Flow, dir: Direction) -> SideVerdict {
+        if let Some(s) = self.same_pod(flow) {
+            return s;
+        }
+        match dir {
+            Direction::Egress => self.egress_side(flow),
+            Direction::Ingress => self.ingress_side(flow),
+        }
+    }
+
+    /// A pod's flow to itself is exempt. A workload's representative stands for all its
+    /// replicas: from itself to itself is one replica to another, decided by policy like
+    /// any two pods.
+    fn same_pod(&self, flow: &Flow) -> Option<SideVerdict> {
+        match (flow.src.kind, flow.dst.kind) {
+            (EndpointKind::Pod(a), EndpointKind::Pod(b))
+                if a == b && palisade_model::workload_of(&self.cluster.pods[a]).is_none() =>
+            {
+                Some(SideVerdict::exempt(Exemption::SamePod))
+            }
+            _ => None,
+        }
+    }
+
     /// Decides both sides of `flow` by policy, with no same-pod shortcut.
     pub(crate) fn evaluate_sides(&self, flow: &Flow) -> Verdict {
-        let egress = match flow.src.kind {
+        let egress = self.egress_side(flow);
+        let ingress = self.ingress_side(flow);
+        Verdict {
+            allowed: egress.allowed && ingress.allowed,
+            egress,
+            ingress,
+        }
+    }
+
+    /// The source's side of `flow`, with no same-pod shortcut.
+    fn egress_side(&self, flow: &Flow) -> SideVerdict {
+        match flow.src.kind {
             EndpointKind::Pod(p) => match self.shared_address(p) {
                 Some(ip) => SideVerdict::shared_address(ip),
                 None => self.decide(p, Direction::Egress, flow),
             },
             EndpointKind::Host(_) => SideVerdict::exempt(Exemption::Host),
             EndpointKind::External => SideVerdict::exempt(Exemption::External),
-        };
-        let ingress = match flow.dst.kind {
+        }
+    }
+
+    /// The destination's side of `flow`, with no same-pod shortcut.
+    fn ingress_side(&self, flow: &Flow) -> SideVerdict {
+        match flow.dst.kind {
             EndpointKind::Pod(p) => match self.shared_address(p) {
                 Some(ip) => SideVerdict::shared_address(ip),
                 None if self.node_local(flow, p) => SideVerdict::exempt(Exemption::NodeLocal),
@@ -125,11 +159,6 @@ impl Engine {
             },
             EndpointKind::Host(_) => SideVerdict::exempt(Exemption::Host),
             EndpointKind::External => SideVerdict::exempt(Exemption::External),
-        };
-        Verdict {
-            allowed: egress.allowed && ingress.allowed,
-            egress,
-            ingress,
         }
     }
 
@@ -309,7 +338,7 @@ impl Engine {
             action,
             fail_closed,
         };
-        let fail_closed = c.peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
+        let fail_closed = c.fail_closed;
         // "For Deny and Pass rules, fail closed means: treat the rule as a 'Deny all' rule".
         if fail_closed && rule.action != Action::Allow {
             return Some(matched(Action::Deny, true));

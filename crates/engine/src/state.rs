@@ -208,6 +208,9 @@ pub enum AdminPeerC {
 pub struct AdminRuleC {
     /// The rule's peers.
     pub peers: Vec<AdminPeerC>,
+    /// Some peer is [`AdminPeerC::Unsupported`]: the rule fails closed (a Deny or Pass
+    /// rule then matches every peer; an Allow rule only its other peers).
+    pub fail_closed: bool,
 }
 
 /// An admin policy with its subject and peers resolved: a read-only view, kept current by
@@ -653,12 +656,14 @@ impl Engine {
         let mut rules = |rules: &[AdminRule]| {
             rules
                 .iter()
-                .map(|r| AdminRuleC {
-                    peers: r
+                .map(|r| {
+                    let peers: Vec<AdminPeerC> = r
                         .peers
                         .iter()
                         .map(|p| self.compile_admin_peer(p, shared))
-                        .collect(),
+                        .collect();
+                    let fail_closed = peers.iter().any(|p| matches!(p, AdminPeerC::Unsupported));
+                    AdminRuleC { peers, fail_closed }
                 })
                 .collect()
         };

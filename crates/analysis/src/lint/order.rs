@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use palisade_engine::{AdminPeerC, Endpoint, Engine, PodId, RuleMatch};
+use palisade_engine::{Endpoint, Engine, PodId, RuleMatch};
 use palisade_model::{Action, AdminPeer, AdminTier, Direction};
 
 use super::{Code, Finding, rules_path, some};
@@ -167,10 +167,7 @@ impl Analysis<'_> {
                         };
                         let compiled = &self.engine.admin_policies()[i].rules(dir)[k];
                         // A fail-closed rule matches every peer.
-                        let any = compiled
-                            .peers
-                            .iter()
-                            .any(|x| matches!(x, AdminPeerC::Unsupported));
+                        let any = compiled.fail_closed;
                         let keep = move |peer: &Endpoint| {
                             any || compiled
                                 .peers
