@@ -527,14 +527,8 @@ impl Engine {
     }
 
     fn remove_namespace(&mut self, name: &str) {
-        let Some(&i) = self.ns_index.get(name) else {
-            return;
-        };
-        loop {
-            let next = self.ns_pods[i].pods().next();
-            let Some(pod) = next else { break };
-            self.remove_pod(pod);
-        }
+        // Its NetworkPolicies go with it, also when the namespace was never declared (a
+        // policy does not create its namespace; a pod does).
         while let Some(np) = self
             .cluster
             .network_policies
@@ -542,6 +536,14 @@ impl Engine {
             .position(|p| p.namespace == name)
         {
             self.remove_np(np);
+        }
+        let Some(&i) = self.ns_index.get(name) else {
+            return;
+        };
+        loop {
+            let next = self.ns_pods[i].pods().next();
+            let Some(pod) = next else { break };
+            self.remove_pod(pod);
         }
         let last = self.cluster.namespaces.len() - 1;
         self.cluster.namespaces.swap_remove(i);
