@@ -66,18 +66,29 @@ impl Engine {
 
     /// Whether rule `index` of `slot` in `direction` covers some address whether or not
     /// `pod` is among its peers (so `pod` joining or leaving cannot make it appear in or
-    /// vanish from its subjects' programs). False when unsure.
+    /// vanish from its subjects' programs). False when unsure. `owners` remembers which
+    /// pods were found to own an address, for the next call about the same change (the
+    /// first other member of many sets is one of a few pods).
     pub(crate) fn peers_hold_more_than(
         &self,
         slot: PolicySlot,
         direction: Direction,
         index: usize,
         pod: PodId,
+        owners: &mut Vec<(PodId, bool)>,
     ) -> bool {
-        let another = |set: &crate::bitset::BitSet| {
-            set.pods()
-                .any(|q| q != pod && (self.cluster.pods[q].ips.iter()).any(|ip| self.owns(q, ip)))
+        let mut owns_some = |q: PodId| {
+            if let Some(&(_, owns)) = owners.iter().find(|(p, _)| *p == q) {
+                return owns;
+            }
+            let owns = (self.cluster.pods[q].ips.iter()).any(|ip| self.owns(q, ip));
+            if owners.len() < 16 {
+                owners.push((q, owns));
+            }
+            owns
         };
+        let mut another =
+            |set: &crate::bitset::BitSet| set.pods().any(|q| q != pod && owns_some(q));
         match slot {
             PolicySlot::Network(i) => {
                 let rule = &self.nps[i as usize].rules(direction)[index];

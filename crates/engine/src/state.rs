@@ -49,13 +49,15 @@ impl Default for Options {
 ///
 /// The pod list stays dense (ids `0..pods.len()`), so an id is stable across every change
 /// but one: when a pod is removed, the last pod takes its id. [`crate::Engine::apply`]
-/// reports that move in [`crate::Touched::renumbered`]; a caller that keeps ids across
-/// changes applies it or drops what it holds. Nothing else renumbers pods.
+/// reports the removal and the move in [`crate::Touched::ids`]; a caller that keeps ids
+/// across changes follows them ([`crate::IdChange::follow`]) or drops what it holds.
+/// Nothing else renumbers pods.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct PodId(u32);
 
 impl PodId {
-    /// The pod at position `index` of the pod list.
+    /// The pod at position `index` of the pod list. Panics past `u32::MAX` pods, which no
+    /// engine can hold in memory.
     #[inline]
     pub fn new(index: usize) -> PodId {
         PodId(u32::try_from(index).unwrap_or_else(|_| panic!("pod index {index} exceeds u32")))

@@ -311,8 +311,9 @@ impl Engine {
             Some(id) if labels_only && !self.shared_address.contains_key(&id) => {
                 let mut touched = Touched::of(BitSet::default());
                 touched.pods.insert(id);
+                let mut owners = Vec::new();
                 for (slot, direction, index) in moved {
-                    self.note_moved_peer(&mut touched, slot, direction, index, id);
+                    self.note_moved_peer(&mut touched, (slot, direction, index), id, &mut owners);
                 }
                 touched
             }
@@ -322,14 +323,14 @@ impl Engine {
 
     /// Adds to `touched` one rule whose peers `pod` joined or left: its policy's subjects
     /// keep their programs' shape unless the rule's peers could have become empty or
-    /// stopped being so (the rule then leaves or enters their programs).
+    /// stopped being so (the rule then leaves or enters their programs). `owners` is
+    /// [`Engine::peers_hold_more_than`]'s memory for this change.
     fn note_moved_peer(
         &self,
         touched: &mut Touched,
-        slot: PolicySlot,
-        direction: Direction,
-        index: usize,
+        (slot, direction, index): (PolicySlot, Direction, usize),
         pod: PodId,
+        owners: &mut Vec<(PodId, bool)>,
     ) {
         let (info, subject) = match slot {
             PolicySlot::Network(i) => (&self.nps[i as usize].info, &self.nps[i as usize].subject),
@@ -338,7 +339,7 @@ impl Engine {
                 &self.admins[i as usize].subject,
             ),
         };
-        if self.peers_hold_more_than(slot, direction, index, pod) {
+        if self.peers_hold_more_than(slot, direction, index, pod, owners) {
             touched.peer_subjects.union(subject);
         } else {
             touched.pods.union(subject);
