@@ -949,17 +949,13 @@ impl Selectable<'_> {
     /// Whether the pod is in a statically resolved admin peer (`None` for a peer that is
     /// resolved per flow or holds no pod).
     pub(crate) fn in_admin_static_peer(&self, peer: &AdminPeer) -> Option<bool> {
-        let ns = match peer {
-            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => ns,
+        let (ns, pods) = match peer {
+            AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => (ns, None),
             AdminPeer::Pods {
                 namespaces: NamespaceMatch::Selector(ns),
-                ..
-            } => ns,
+                pods,
+            } => (ns, Some(pods)),
             _ => return None,
-        };
-        let pods = match peer {
-            AdminPeer::Pods { pods, .. } => Some(pods),
-            _ => None,
         };
         Some(self.subject && self.in_namespaces(ns) && pods.is_none_or(|p| p.matches(self.labels)))
     }
