@@ -208,6 +208,14 @@ impl Reconciler {
             outcome.committed = committed?;
         }
         self.publish_status(store);
+        // The readers now hold the version just published: the one before it can take
+        // the changes it lacks before the next batch arrives.
+        for published in [self.engine.as_mut(), self.staged.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            published.prepare();
+        }
         Ok(outcome)
     }
 
@@ -300,10 +308,12 @@ impl Reconciler {
         outcome.transaction = t.elapsed();
         self.metrics.applied(seen);
         self.metrics.ruleset(new.ruleset());
-        self.compiled = Some(new);
         // Freeing what the previous compile kept (the programs and chains of the classes
-        // built again) is not on the way to the kernel.
+        // built again, the peer sets no program names any more) is not on the way to the
+        // kernel.
         drop(old);
+        new.tidy();
+        self.compiled = Some(new);
         Ok(true)
     }
 

@@ -51,6 +51,34 @@ impl Published {
         &self.current
     }
 
+    /// Brings the previous version up to date now, if no reader holds it, so that the next
+    /// change applies to it alone: replaying the changes it lacks is not on the way from
+    /// that change to the kernel.
+    pub(crate) fn prepare(&mut self) {
+        let Some((previous, lag)) = self.previous.take() else {
+            return;
+        };
+        if lag.is_empty() {
+            self.previous = Some((previous, lag));
+            return;
+        }
+        self.previous = Some(match Arc::try_unwrap(previous) {
+            Ok(engine) => (Arc::new(self.caught_up(engine, lag)), Vec::new()),
+            Err(held) => (held, lag),
+        });
+    }
+
+    /// `engine`, the previous version, with the changes it lacks (`lag`) applied.
+    fn caught_up(&self, mut engine: Engine, lag: Vec<Change>) -> Engine {
+        for change in lag {
+            engine.apply(change);
+        }
+        // The same changes from the same engine: the same addresses, and the compile's
+        // caches of them stay valid for this version too.
+        engine.share_address_epoch(&self.current);
+        engine
+    }
+
     /// Makes a new current version: the old one with `changes` applied, in order; returns
     /// what they touched.
     pub(crate) fn apply(&mut self, changes: Vec<Change>) -> Touched {
@@ -60,12 +88,7 @@ impl Published {
         }
         let mut next = match self.previous.take() {
             Some((previous, lag)) => match Arc::try_unwrap(previous) {
-                Ok(mut engine) => {
-                    for change in lag {
-                        engine.apply(change);
-                    }
-                    engine
-                }
+                Ok(engine) => self.caught_up(engine, lag),
                 Err(_) => Engine::clone(&self.current),
             },
             None => Engine::clone(&self.current),

@@ -10,8 +10,10 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use palisade_model::{Action, AdminPeer, AdminPort, Direction, PortSpec, Protocol};
 
+use crate::address_cache::AddressCache;
 use crate::bitset::BitSet;
 use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, PolicySlot};
+use crate::update::RenewedSet;
 use crate::verdict::{PolicyInfo, RuleMatch};
 
 /// The addresses a rule's peers cover (for one subject pod).
@@ -140,6 +142,17 @@ impl Engine {
     /// only there: see [`Engine::side_exempt`]).
     pub fn side_classes(&self, pods: &[PodId], dir: Direction) -> SideClasses {
         self.side_classes_with(pods, dir, &ProgramCache::default())
+    }
+
+    /// [`Engine::side_classes`], with the addresses of pod sets kept in `cache` (and
+    /// those it has taken from it).
+    pub fn side_classes_cached(
+        &self,
+        pods: &[PodId],
+        dir: Direction,
+        cache: &Arc<AddressCache>,
+    ) -> SideClasses {
+        self.side_classes_with(pods, dir, &ProgramCache::sharing(self, cache))
     }
 
     /// [`Engine::side_classes`] with the address sets of `cache` (computed for this
@@ -271,10 +284,9 @@ impl Engine {
         pods: impl Iterator<Item = PodId> + 's,
         cache: &'s ProgramCache,
     ) -> impl Iterator<Item = IpAddr> + 's {
-        let owns_all = cache.owns_all.get_or_init(|| {
-            PodId::all(self.cluster.pods.len())
-                .map(|i| self.cluster.pods[i].ips.iter().all(|ip| self.owns(i, ip)))
-                .collect()
+        let owns_all = cache.owns_all.get_or_init(|| match &cache.shared {
+            Some(shared) => shared.owns_all(|| self.owns_all()),
+            None => Arc::new(self.owns_all()),
         });
         pods.flat_map(move |i| {
             let all = owns_all.get(i.index()).copied().unwrap_or(false);
@@ -300,13 +312,68 @@ impl Engine {
         if let Some(hit) = cache.unions.borrow().get(&key) {
             return hit.clone();
         }
-        let addrs = address_set(
-            sets.iter()
-                .flat_map(|s| self.pod_addrs(s.pods(), cache))
-                .collect(),
-        );
+        let compute = || {
+            self.union_from_earlier(&sets, cache).unwrap_or_else(|| {
+                address_set(
+                    sets.iter()
+                        .flat_map(|s| self.pod_addrs(s.pods(), cache))
+                        .collect(),
+                )
+            })
+        };
+        let addrs = match &cache.shared {
+            Some(shared) => shared.union(&sets, compute),
+            None => compute(),
+        };
         cache.unions.borrow_mut().insert(key, addrs.clone());
         addrs
+    }
+
+    /// The addresses of the union of `sets` (sorted and deduplicated), from the union of
+    /// the sets they were copied from ([`ProgramCache::renewed`]) when that one is known:
+    /// its addresses plus or minus those of the pods that joined or left. An address is
+    /// in a union when its owner is in one of the sets, so a pod in none of them now takes
+    /// its addresses out, and no other pod's.
+    fn union_from_earlier(
+        &self,
+        sets: &[&Arc<BitSet>],
+        cache: &ProgramCache,
+    ) -> Option<Arc<BTreeSet<IpAddr>>> {
+        let shared = cache.shared.as_ref()?;
+        if cache.renewed.is_empty() {
+            return None;
+        }
+        let mut pods: Vec<PodId> = Vec::new();
+        let mut was: Vec<&Arc<BitSet>> = Vec::with_capacity(sets.len());
+        for &set in sets {
+            let mut s = set;
+            // Back through every copy (each copy is newer than its original: no cycle).
+            while let Some(r) = cache.renewed.iter().find(|r| Arc::ptr_eq(&r.now, s)) {
+                s = &r.was;
+                pods.push(r.pod);
+            }
+            was.push(s);
+        }
+        if pods.is_empty() {
+            return None;
+        }
+        was.sort_by_key(|s| Arc::as_ptr(s));
+        was.dedup_by_key(|s| Arc::as_ptr(s));
+        let earlier = shared.known_union(&was)?;
+        let mut addrs = BTreeSet::clone(&earlier);
+        pods.sort_unstable();
+        pods.dedup();
+        for pod in pods {
+            let member = sets.iter().any(|s| s.contains(pod));
+            for ip in self.pod_addrs(std::iter::once(pod), cache) {
+                if member {
+                    addrs.insert(ip);
+                } else {
+                    addrs.remove(&ip);
+                }
+            }
+        }
+        Some(Arc::new(addrs))
     }
 
     /// Whether pod `i` owns `ip` (no node, and no earlier pod, has it).
@@ -326,6 +393,21 @@ impl Engine {
         if let Some(hit) = cache.named.borrow().get(&key) {
             return hit.clone();
         }
+        let alts = match &cache.shared {
+            Some(shared) => shared.named(&key, || self.resolve_named(name, protocol, cache)),
+            None => self.resolve_named(name, protocol, cache),
+        };
+        cache.named.borrow_mut().insert(key, alts.clone());
+        alts
+    }
+
+    /// [`Engine::named_everywhere`], computed.
+    fn resolve_named(
+        &self,
+        name: &str,
+        protocol: Option<Protocol>,
+        cache: &ProgramCache,
+    ) -> Vec<PortAlt> {
         let mut by_number: std::collections::BTreeMap<(Protocol, u16), BTreeSet<IpAddr>> =
             std::collections::BTreeMap::new();
         for i in self.subjects.pods() {
@@ -338,7 +420,7 @@ impl Engine {
                 }
             }
         }
-        let alts: Vec<PortAlt> = by_number
+        by_number
             .into_iter()
             .filter(|(_, to)| !to.is_empty())
             .map(|((p, n), to)| PortAlt {
@@ -346,9 +428,7 @@ impl Engine {
                 range: Some((n, n)),
                 only_to: Some(Arc::new(to)),
             })
-            .collect();
-        cache.named.borrow_mut().insert(key, alts.clone());
-        alts
+            .collect()
     }
 
     /// A named port resolved for a flow whose destination pod is `subject` (ingress).
@@ -654,14 +734,20 @@ struct ClassKey<'a> {
 type RuleKey = (PolicySlot, Direction, usize, Option<usize>);
 
 /// A named port and the protocol it must have (`None`: any).
-type NamedKey = (String, Option<Protocol>);
+pub(crate) type NamedKey = (String, Option<Protocol>);
 
-/// Address sets that do not depend on the subject pod, computed once per compile.
+/// Address sets that do not depend on the subject pod, computed once per compile (and
+/// the unions of pod sets once per [`AddressCache`], when it has one).
 #[derive(Default)]
 pub(crate) struct ProgramCache {
     /// Per pod, whether it owns every one of its addresses (most do: then its addresses
     /// need no lookup in the owner table).
-    owns_all: OnceCell<Vec<bool>>,
+    owns_all: OnceCell<Arc<Vec<bool>>>,
+    /// Unions of pod sets and `owns_all` kept beyond this cache.
+    shared: Option<Arc<AddressCache>>,
+    /// Sets copied since `shared`'s unions were computed, whose unions are brought up to
+    /// date from those.
+    renewed: Vec<RenewedSet>,
     rules: RefCell<HashMap<RuleKey, PeerAddrs>>,
     named: RefCell<HashMap<NamedKey, Vec<PortAlt>>>,
     /// The addresses of a union of shared pod sets, by the sets (their addresses: the
@@ -671,6 +757,24 @@ pub(crate) struct ProgramCache {
 }
 
 impl ProgramCache {
+    /// A cache that keeps its unions of pod sets in `shared` too, for `engine`.
+    pub(crate) fn sharing(engine: &Engine, shared: &Arc<AddressCache>) -> ProgramCache {
+        shared.sync(engine);
+        ProgramCache {
+            shared: Some(Arc::clone(shared)),
+            ..ProgramCache::default()
+        }
+    }
+
+    /// This cache, bringing unions of the sets `renewed` copied up to date from the unions
+    /// of the sets they were copied from.
+    pub(crate) fn renewed(self, renewed: &[RenewedSet]) -> ProgramCache {
+        ProgramCache {
+            renewed: renewed.to_vec(),
+            ..self
+        }
+    }
+
     fn peers(
         &self,
         policy: PolicySlot,

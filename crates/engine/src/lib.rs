@@ -43,6 +43,7 @@
 //! assert_eq!(v.ingress.tier, palisade_engine::Tier::NetworkPolicy);
 //! ```
 
+mod address_cache;
 mod addressless;
 mod bitset;
 mod concrete;
@@ -58,6 +59,7 @@ mod state;
 mod update;
 mod verdict;
 
+pub use address_cache::AddressCache;
 pub use addressless::{addressless, addressless_ip};
 pub use bitset::{BitSet, transpose};
 pub use concrete::{ConcreteRule, LearnedDomains, PeerAddrs, PortAlt, SideClasses, SideProgram};
@@ -74,7 +76,7 @@ pub use state::{
     AdminPeerC, AdminRuleC, CompiledAdmin, CompiledNp, Engine, Isolating, NpPeer, NpRule, NsScope,
     Options, Owner, PodId, PodPolicies, Semantics,
 };
-pub use update::{IdChange, PeerRule, Touched};
+pub use update::{IdChange, PeerRule, RenewedSet, Touched};
 pub use verdict::{
     Decision, Exemption, PolicyInfo, RuleInPolicy, RuleMatch, SideVerdict, Tier, Verdict,
 };

@@ -2,11 +2,12 @@
 //! rules' peers ([`Touched::peers`]): the rules stay, their peer addresses are recomputed.
 //! A data plane that compiled the old programs then changes only those addresses.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use palisade_model::Direction;
 
+use crate::address_cache::AddressCache;
 use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideClasses, SideProgram};
 use crate::state::{AdminPeerC, Engine, NpPeer, PodId, PolicySlot};
 use crate::update::{PeerRule, Touched};
@@ -36,20 +37,49 @@ pub struct NewPeers<'e> {
 
 impl Engine {
     /// The peers the changes that touched `touched` moved pods in or out of, for
-    /// [`NewPeers::program`].
-    pub fn new_peers<'e>(&'e self, touched: &'e Touched) -> NewPeers<'e> {
+    /// [`NewPeers::program`], with the addresses of pod sets kept in `cache` (and those it
+    /// has taken from it).
+    pub fn new_peers<'e>(
+        &'e self,
+        touched: &'e Touched,
+        cache: &Arc<AddressCache>,
+    ) -> NewPeers<'e> {
         let mut by_name: HashMap<&str, Vec<(&PeerRule, PolicySlot)>> = HashMap::new();
         if !touched.peers.is_empty() {
-            let slots = (self.nps.iter().enumerate())
-                .map(|(i, p)| (&p.info.reference, PolicySlot::Network(i as u32)))
-                .chain(
-                    (self.admins.iter().enumerate())
-                        .map(|(i, p)| (&p.info.reference, PolicySlot::Admin(i as u32))),
-                );
-            let policies: HashMap<_, _> = slots.collect();
+            let slots = || {
+                (self.nps.iter().enumerate())
+                    .map(|(i, p)| (&p.info, PolicySlot::Network(i as u32)))
+                    .chain(
+                        (self.admins.iter().enumerate())
+                            .map(|(i, p)| (&p.info, PolicySlot::Admin(i as u32))),
+                    )
+            };
+            // The moved rules' policies by identity (the engine's own record of each, which
+            // the rule holds: its address is not reused), then by name for any replaced since.
+            let moved: HashSet<*const PolicyInfo> = touched
+                .peers
+                .iter()
+                .map(|r| Arc::as_ptr(&r.policy))
+                .collect();
+            let by_identity: HashMap<*const PolicyInfo, PolicySlot> = slots()
+                .filter(|(info, _)| moved.contains(&Arc::as_ptr(info)))
+                .map(|(info, slot)| (Arc::as_ptr(info), slot))
+                .collect();
+            let mut by_reference = None;
             for rule in &touched.peers {
+                let slot = match by_identity.get(&Arc::as_ptr(&rule.policy)) {
+                    Some(&slot) => Some(slot),
+                    None => by_reference
+                        .get_or_insert_with(|| {
+                            slots()
+                                .map(|(info, slot)| (&info.reference, slot))
+                                .collect::<HashMap<_, _>>()
+                        })
+                        .get(&rule.policy.reference)
+                        .copied(),
+                };
                 // A policy removed since has no subjects left whose programs name it.
-                if let Some(&slot) = policies.get(&rule.policy.reference) {
+                if let Some(slot) = slot {
                     by_name
                         .entry(rule.policy.reference.name.as_str())
                         .or_default()
@@ -60,7 +90,7 @@ impl Engine {
         NewPeers {
             engine: self,
             by_name,
-            cache: ProgramCache::default(),
+            cache: ProgramCache::sharing(self, cache).renewed(&touched.renewed),
         }
     }
 

@@ -307,9 +307,11 @@ pub struct Engine {
     pub(crate) egress: Vec<Arc<PodPolicies>>,
     /// While a pod is upserted: the rules (policy, direction, index) whose peer sets it
     /// joined or left (see [`crate::Touched`]).
-    pub(crate) peers_moved: Option<Vec<(PolicySlot, palisade_model::Direction, usize)>>,
+    pub(crate) peers_moved: Option<crate::update::PeerMoves>,
     /// The pod ids changed by the change being applied.
     pub(crate) id_changes: Vec<crate::update::IdChange>,
+    /// See [`Engine::address_epoch`].
+    pub(crate) address_epoch: u64,
 }
 
 impl Engine {
@@ -335,6 +337,7 @@ impl Engine {
             egress: Vec::new(),
             peers_moved: None,
             id_changes: Vec::new(),
+            address_epoch: crate::address_cache::next_epoch(),
         };
         e.index_namespaces_and_nodes();
         for pod in PodId::all(e.cluster.pods.len()) {
@@ -518,6 +521,7 @@ impl Engine {
     /// Recomputes which pod or node owns every address (nodes win over host-network pods;
     /// the first pod wins a duplicate address) and which pods share an address.
     pub(crate) fn rebuild_ip_owner(&mut self) {
+        self.address_epoch = crate::address_cache::next_epoch();
         self.ip_owner.clear();
         for (i, n) in self.cluster.nodes.iter().enumerate() {
             for ip in &n.addresses {

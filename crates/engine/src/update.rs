@@ -36,6 +36,28 @@ pub struct Touched {
     /// The pod ids that changed meaning, in order: removing a pod frees its id, and the
     /// last pod takes it so that ids stay dense.
     pub ids: Vec<IdChange>,
+    /// The peer sets of [`Touched::peers`] as copied when their pod joined or left them,
+    /// in order: a data plane that kept the addresses of a set before brings them up to
+    /// date from these instead of computing them anew.
+    pub renewed: Vec<RenewedSet>,
+}
+
+/// A pod set of some rules' peers, copied because a pod joined or left it (the rules took
+/// the copy; the set they had is unchanged).
+#[derive(Debug, Clone)]
+pub struct RenewedSet {
+    pub(crate) was: Arc<BitSet>,
+    pub(crate) now: Arc<BitSet>,
+    /// The pod that joined or left.
+    pub(crate) pod: PodId,
+}
+
+/// While a pod is upserted: the rules (policy, direction, index) whose peer sets it joined
+/// or left, and those sets as copied.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct PeerMoves {
+    rules: Vec<(PolicySlot, Direction, usize)>,
+    sets: Vec<RenewedSet>,
 }
 
 /// A change of what a pod id names.
@@ -114,6 +136,7 @@ impl Touched {
             self.pods.union(&later.pods);
             self.peer_subjects.union(&later.peer_subjects);
             self.peers.extend(later.peers.iter().cloned());
+            self.renewed.extend(later.renewed.iter().cloned());
         }
     }
 }
@@ -304,15 +327,16 @@ impl Engine {
             was.labels = p.labels.clone();
             was == p && !self.shared_address.contains_key(&id)
         }) && !self.has_related_peers();
-        self.peers_moved = Some(Vec::new());
+        self.peers_moved = Some(PeerMoves::default());
         self.upsert_pod(p);
         let moved = self.peers_moved.take().unwrap_or_default();
         match id {
             Some(id) if labels_only && !self.shared_address.contains_key(&id) => {
                 let mut touched = Touched::of(BitSet::default());
                 touched.pods.insert(id);
+                touched.renewed = moved.sets;
                 let mut owners = Vec::new();
-                for (slot, direction, index) in moved {
+                for (slot, direction, index) in moved.rules {
                     self.note_moved_peer(&mut touched, (slot, direction, index), id, &mut owners);
                 }
                 touched
@@ -408,7 +432,8 @@ impl Engine {
         }
     }
 
-    /// Recomputes `pod`'s membership in every compiled set, then its policy lists.
+    /// Recomputes `pod`'s membership in every compiled set, then its policy lists. A peer
+    /// set that rules share stays shared: it is copied once and every rule takes the copy.
     fn refresh_pod(&mut self, pod: PodId) {
         let member = self.selectable(pod);
         let mut bits: Vec<bool> = Vec::new();
@@ -428,6 +453,7 @@ impl Engine {
         }
         let (mut nb, mut ab) = (bits.into_iter(), admin_bits.into_iter());
         let mut moved: Vec<(PolicySlot, Direction, usize)> = Vec::new();
+        let mut renewed = Renewed::default();
         for (i, (np, model)) in self
             .nps
             .iter_mut()
@@ -448,7 +474,7 @@ impl Engine {
                         if let NpPeer::Pods(s) = p
                             && s.contains(pod) != b
                         {
-                            Arc::make_mut(s).set(pod, b);
+                            renewed.set(s, pod, b);
                             changed = true;
                         }
                     }
@@ -470,7 +496,7 @@ impl Engine {
                         if let AdminPeerC::Pods(s) = p {
                             let b = ab.next().unwrap_or(false);
                             if s.contains(pod) != b {
-                                Arc::make_mut(s).set(pod, b);
+                                renewed.set(s, pod, b);
                                 changed = true;
                             }
                         }
@@ -482,7 +508,13 @@ impl Engine {
             }
         }
         if let Some(m) = self.peers_moved.as_mut() {
-            m.extend(moved);
+            m.rules.extend(moved);
+            m.sets
+                .extend(renewed.copies.into_iter().map(|(was, _, now)| RenewedSet {
+                    was,
+                    now,
+                    pod,
+                }));
         }
         self.rebuild_pod_lists(pod);
     }
@@ -565,6 +597,10 @@ impl Engine {
         let mut shared = false;
         let id = match self.pod_id(&p.namespace, &p.name) {
             Some(id) => {
+                let was = &self.cluster.pods[id];
+                if was.ips != p.ips || was.host_network != p.host_network || was.ports != p.ports {
+                    self.address_epoch = crate::address_cache::next_epoch();
+                }
                 shared = self.shared_address.contains_key(&id);
                 self.unindex_pod(id);
                 self.forget_ips(id);
@@ -572,6 +608,7 @@ impl Engine {
                 id
             }
             None => {
+                self.address_epoch = crate::address_cache::next_epoch();
                 self.cluster.pods.push(p);
                 PodId::new(self.cluster.pods.len() - 1)
             }
@@ -600,6 +637,8 @@ impl Engine {
     }
 
     fn remove_pod(&mut self, id: PodId) {
+        // Ids and the addresses' owners change.
+        self.address_epoch = crate::address_cache::next_epoch();
         self.unindex_pod(id);
         self.forget_ips(id);
         self.change_sets_holding(&[id], |s| s.remove(id));
@@ -745,5 +784,41 @@ impl Engine {
         for pod in affected {
             self.rebuild_pod_lists(pod);
         }
+    }
+}
+
+/// The peer sets one pod's refresh copied, by the set they were copied from: rules that
+/// shared a set share its copy (and a data plane computes its addresses once).
+#[derive(Default)]
+struct Renewed {
+    /// (the set as it was, held so that its address is not reused meanwhile; the pod's
+    /// membership; the copy).
+    copies: Vec<(Arc<BitSet>, bool, Arc<BitSet>)>,
+}
+
+impl Renewed {
+    /// Sets `pod`'s membership in `set` to `member`: in place when no one else holds the
+    /// set, else by taking the copy made for an earlier holder, or making it.
+    fn set(&mut self, set: &mut Arc<BitSet>, pod: PodId, member: bool) {
+        if let Some(bits) = Arc::get_mut(set) {
+            bits.set(pod, member);
+            return;
+        }
+        let copied = self
+            .copies
+            .iter()
+            .find(|(was, m, _)| Arc::ptr_eq(was, set) && *m == member);
+        let copy = match copied {
+            Some((_, _, copy)) => Arc::clone(copy),
+            None => {
+                let mut bits = BitSet::clone(set);
+                bits.set(pod, member);
+                let copy = Arc::new(bits);
+                self.copies
+                    .push((Arc::clone(set), member, Arc::clone(&copy)));
+                copy
+            }
+        };
+        *set = copy;
     }
 }

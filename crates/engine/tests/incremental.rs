@@ -4,8 +4,9 @@
 #![allow(missing_docs, clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use palisade_engine::{Engine, Flow, Options, PodId};
+use palisade_engine::{AddressCache, Engine, Flow, Options, PodId};
 use palisade_model::*;
 use proptest::prelude::*;
 
@@ -138,6 +139,8 @@ proptest! {
     fn incremental_equals_full_recompile(c in cluster(), changes in proptest::collection::vec(change(), 1..12)) {
         let mut engine = Engine::new(c.clone(), Options::default());
         let mut mirror = c;
+        // Kept across every change, as a data plane keeps it from one compile to the next.
+        let addresses = Arc::new(AddressCache::default());
         for ch in &changes {
             // Half the upserts of an existing pod change only its labels (a relabel).
             let relabel = match ch {
@@ -156,6 +159,11 @@ proptest! {
             let before = programs(&engine);
             let held: Vec<(String, String)> =
                 engine.cluster().pods.iter().map(|p| (p.namespace.clone(), p.name.clone())).collect();
+            // The address sets of the engine before the change, kept.
+            let pods: Vec<PodId> = engine.pod_ids().collect();
+            for d in [Direction::Ingress, Direction::Egress] {
+                engine.side_classes_cached(&pods, d, &addresses);
+            }
             let touched = engine.apply(ch.clone());
             apply_to_cluster(&mut mirror, ch);
             // A caller that holds pod ids and follows `ids` still names the same pods.
@@ -169,7 +177,7 @@ proptest! {
             // What it says it only moved peers of is the old program with those peers anew.
             if !touched.all {
                 let after = programs(&engine);
-                let new_peers = engine.new_peers(&touched);
+                let new_peers = engine.new_peers(&touched, &addresses);
                 for (b, a) in before.iter().zip(&after) {
                     prop_assert_eq!(b.len(), a.len());
                     for (pod, (b, a)) in PodId::all(b.len()).zip(b.iter().zip(a)) {
@@ -185,6 +193,15 @@ proptest! {
                     }
                 }
             }
+            // The address sets kept from before the change, and those brought up to date
+            // from them, are right for the engine after.
+            let pods: Vec<PodId> = engine.pod_ids().collect();
+            for d in [Direction::Ingress, Direction::Egress] {
+                let cached = engine.side_classes_cached(&pods, d, &addresses);
+                let fresh = engine.side_classes(&pods, d);
+                prop_assert_eq!(cached.programs, fresh.programs, "{:?} after {:#?}", d, ch);
+            }
+            addresses.prune();
         }
         let full = Engine::new(mirror.clone(), Options::default());
         let mut ips: Vec<IpAddr> = mirror.pods.iter().flat_map(|p| p.ips.clone()).collect();
@@ -233,7 +250,7 @@ fn a_relabel_touches_the_subjects_of_the_peer_sets_it_moves_between() {
             }
         }
         let after = all_programs(&e);
-        let new_peers = e.new_peers(&touched);
+        let new_peers = e.new_peers(&touched, &Default::default());
         for (bs, xs) in before.iter().zip(&after) {
             for (pod, (was, is)) in PodId::all(bs.len()).zip(bs.iter().zip(xs)) {
                 if !touched.contains(pod) {
@@ -273,7 +290,7 @@ fn fresh_classes_share_the_moved_peers_of_programs_brought_up_to_date() {
         moved.labels = e.cluster().pods[b].labels.clone();
         let before = all_programs(&e);
         let touched = e.apply(Change::Upsert(Object::Pod(moved)));
-        let new_peers = e.new_peers(&touched);
+        let new_peers = e.new_peers(&touched, &Default::default());
         for (bs, d) in before.iter().zip([Direction::Ingress, Direction::Egress]) {
             for (pod, was) in PodId::all(bs.len()).zip(bs) {
                 if touched.reshaped(pod) {

@@ -11,12 +11,14 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_engine::{
-    ConcreteRule, Decision, EndpointKind, Engine, PeerAddrs, PodId, SideClasses, SideProgram, Tier,
+    AddressCache, ConcreteRule, Decision, EndpointKind, Engine, PeerAddrs, PodId, SideClasses,
+    SideProgram, Tier,
 };
 use palisade_model::{Action, Direction, Protocol};
 
 use crate::chain_names::content_name;
 use crate::ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
+use crate::peer_cache::PeerCache;
 use crate::peer_names::PeerSpecs;
 use crate::shadow;
 
@@ -43,8 +45,9 @@ pub fn compile_after(
     previous: &Ruleset,
 ) -> Result<Ruleset, CompileError> {
     let pods = Pods::of(engine, node)?;
-    let sides = Classes::all(engine, &pods.list);
-    Ok(assemble(engine, &pods, &sides, None, &previous.logs).0)
+    let sides = Classes::all(engine, &pods.list, &Arc::default());
+    let peers = PeerCache::default();
+    Ok(assemble(engine, &pods, &sides, None, &previous.logs, &peers).0)
 }
 
 /// The pods a compile covers: the node's pods with an address and a network of their own,
@@ -110,12 +113,17 @@ pub(crate) struct Classes {
 }
 
 impl Classes {
-    /// The engine's classes of `pods`, egress then ingress, nothing built yet.
-    pub(crate) fn all(engine: &Engine, pods: &[PodId]) -> [Classes; 2] {
+    /// The engine's classes of `pods`, egress then ingress, nothing built yet, with the
+    /// addresses of pod sets kept in `addresses`.
+    pub(crate) fn all(
+        engine: &Engine,
+        pods: &[PodId],
+        addresses: &Arc<AddressCache>,
+    ) -> [Classes; 2] {
         // The two sides are independent: one task each on rayon's pool.
         let (egress, ingress) = rayon::join(
-            || engine.side_classes(pods, Direction::Egress),
-            || engine.side_classes(pods, Direction::Ingress),
+            || engine.side_classes_cached(pods, Direction::Egress, addresses),
+            || engine.side_classes_cached(pods, Direction::Ingress, addresses),
         );
         [egress, ingress].map(Classes::from)
     }
@@ -150,11 +158,17 @@ pub(crate) fn assemble(
     sides: &[Classes; 2],
     exempt: Option<[Vec<(IpAddr, IpAddr)>; 2]>,
     previous_logs: &[LoggedDecision],
+    peers: &PeerCache,
 ) -> (Ruleset, [Vec<Arc<Built>>; 2]) {
     let cluster = engine.cluster();
     let mut b = Builder {
         logs: Logs::seeded(previous_logs),
-        interner: Interner::default(),
+        interner: Interner {
+            by_set: HashMap::new(),
+            sets: HashMap::new(),
+            record: None,
+            peers,
+        },
         chains: HashMap::new(),
         cluster,
         specs: None,
@@ -273,7 +287,7 @@ fn dispatch(engine: &Engine, pods: &[PodId]) -> Vec<(IpAddr, usize)> {
 /// Chains, sets and log ids under construction.
 struct Builder<'c> {
     logs: Logs,
-    interner: Interner,
+    interner: Interner<'c>,
     chains: HashMap<String, Chain>,
     cluster: &'c palisade_model::Cluster,
     /// The policies by name, made when a class is built (a replay needs none).
@@ -290,7 +304,7 @@ pub(crate) struct Built {
     /// The rules of the class's own chain.
     entry: Arc<Vec<Rule>>,
     /// Every named set its rules use, as asked of the interner.
-    sets: Vec<SetUse>,
+    sets: Vec<Arc<SetUse>>,
     /// Every content chain it stored, after shadowed rules were dropped.
     chains: Arc<Vec<Chain>>,
 }
@@ -304,7 +318,7 @@ impl Built {
     pub(crate) fn with_new_peers(
         &self,
         moved: &[(&ConcreteRule, &ConcreteRule)],
-        nets: &mut PeerNets,
+        nets: &PeerCache,
     ) -> Option<Built> {
         let mut now: HashMap<*const BTreeSet<IpAddr>, &Arc<BTreeSet<IpAddr>>> = HashMap::new();
         for (was, is) in moved {
@@ -330,11 +344,11 @@ impl Built {
                     if elements.len() <= INLINE_MAX {
                         return None;
                     }
-                    sets.push(SetUse {
+                    sets.push(Arc::new(SetUse {
                         nets: elements,
                         source,
-                        ..set.clone()
-                    });
+                        ..SetUse::clone(set)
+                    }));
                 }
             }
         }
@@ -357,15 +371,17 @@ struct SetUse {
     /// The name the set's peers give it ([`Interner::base_name`]).
     base: String,
     name: String,
+    /// Whether `name` is `base`.
+    as_base: bool,
 }
 
 /// What a set of peer addresses is made of: a rule's peer addresses and CIDRs (or the
 /// pods a named port resolves on).
 #[derive(Debug, Clone)]
 pub(crate) struct SetSource {
-    addrs: Arc<BTreeSet<IpAddr>>,
+    pub(crate) addrs: Arc<BTreeSet<IpAddr>>,
     /// CIDRs, each minus its exceptions.
-    blocks: Vec<(IpNet, Vec<IpNet>)>,
+    pub(crate) blocks: Vec<(IpNet, Vec<IpNet>)>,
 }
 
 impl From<&PeerAddrs> for SetSource {
@@ -380,7 +396,7 @@ impl From<&PeerAddrs> for SetSource {
 impl SetSource {
     /// The prefixes, IPv4 then IPv6, merged (an interval set holds no overlapping
     /// elements, and consecutive pod addresses become one prefix).
-    fn families(&self) -> [Vec<IpNet>; 2] {
+    pub(crate) fn families(&self) -> [Vec<IpNet>; 2] {
         let mut nets: Vec<IpNet> = self.addrs.iter().map(|&ip| IpNet::from(ip)).collect();
         for (cidr, except) in &self.blocks {
             nets.extend(subtract(*cidr, except));
@@ -388,26 +404,6 @@ impl SetSource {
         let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
             nets.into_iter().partition(|n| matches!(n, IpNet::V4(_)));
         [IpNet::aggregate(&v4), IpNet::aggregate(&v6)]
-    }
-}
-
-/// A [`SetSource`] by the identity of its addresses and its CIDRs.
-type SourceKey = (*const BTreeSet<IpAddr>, Vec<(IpNet, Vec<IpNet>)>);
-
-/// [`SetSource::families`] computed once per source (by the identity of its addresses,
-/// which stay alive while the cache is used, and its CIDRs).
-#[derive(Default)]
-pub(crate) struct PeerNets {
-    seen: HashMap<SourceKey, [Arc<Vec<IpNet>>; 2]>,
-}
-
-impl PeerNets {
-    fn of(&mut self, source: &SetSource) -> [Arc<Vec<IpNet>>; 2] {
-        let key = (Arc::as_ptr(&source.addrs), source.blocks.clone());
-        self.seen
-            .entry(key)
-            .or_insert_with(|| source.families().map(Arc::new))
-            .clone()
     }
 }
 
@@ -448,8 +444,11 @@ impl Builder<'_> {
     fn content_chain(&mut self, prefix: char, rules: Vec<Rule>) -> String {
         let rules = Arc::new(shadow::reachable(rules));
         let name = content_name(prefix, &rules);
-        let name = self.store_chain(name, Arc::clone(&rules));
+        let name = self.store_chain(name, rules);
         if let Some(record) = &mut self.record {
+            // The rules the name holds (equal to these): one `Arc` per chain, which a
+            // replay compares by identity.
+            let rules = self.chains[&name].rules.clone();
             record.push(Chain {
                 name: name.clone(),
                 rules,
@@ -463,7 +462,12 @@ impl Builder<'_> {
     /// checked without a copy).
     fn restored_chain(&mut self, c: &Chain) -> bool {
         match self.chains.get(&c.name) {
-            Some(held) if held.rules == c.rules && !c.name.ends_with('x') => true,
+            Some(held)
+                if (Arc::ptr_eq(&held.rules, &c.rules) || held.rules == c.rules)
+                    && !c.name.ends_with('x') =>
+            {
+                true
+            }
             None if !c.name.ends_with('x') => {
                 self.chains.insert(c.name.clone(), c.clone());
                 true
@@ -497,10 +501,10 @@ impl Builder<'_> {
 
     /// The text the set of `r`'s peers is named after.
     fn peers_named(&mut self, r: &ConcreteRule) -> String {
-        let cluster = self.cluster;
-        self.specs
-            .get_or_insert_with(|| PeerSpecs::new(cluster))
-            .of(r)
+        let (cluster, specs) = (self.cluster, &mut self.specs);
+        self.interner.peers.text(r, || {
+            specs.get_or_insert_with(|| PeerSpecs::new(cluster)).of(r)
+        })
     }
 
     /// Stores a class's own chain, `name`, with the entry `rules` [`Builder::side`] gave;
@@ -689,14 +693,15 @@ type FamilyMatches = Vec<(bool, Match)>;
 /// sets when long. A named set is named after what it stands for (a rule's peers, or the
 /// pods a named port resolves on), not after its content: when a pod joins or leaves it,
 /// its elements change in place and the chains that use it stay as they are.
-#[derive(Default)]
-struct Interner {
+struct Interner<'n> {
     /// Per shared set, the matches made of it for each thing it stood for (rules with
     /// different peers may share a set of addresses; each names its own).
     by_set: HashMap<SetKey, Vec<(String, FamilyMatches)>>,
     sets: HashMap<String, SetElements>,
     /// The sets named while a class is built, in order.
-    record: Option<Vec<SetUse>>,
+    record: Option<Vec<Arc<SetUse>>>,
+    /// The prefixes of each peer source.
+    peers: &'n PeerCache,
 }
 
 /// A named set under construction: its elements are shared with the records that name it,
@@ -707,7 +712,7 @@ struct SetElements {
     nets: Arc<Vec<IpNet>>,
 }
 
-impl Interner {
+impl Interner<'_> {
     /// `ip saddr|daddr` matches for `addrs` (the set `what` stands for), one per family
     /// present.
     fn matches(
@@ -744,14 +749,16 @@ impl Interner {
             if let Match::Set { set, .. } = m
                 && let Some(s) = self.sets.get(set)
             {
-                record.push(SetUse {
+                let base = Interner::base_name(s.v6, s.interval, what);
+                record.push(Arc::new(SetUse {
                     v6: s.v6,
                     interval: s.interval,
                     nets: s.nets.clone(),
                     source: source.clone(),
-                    base: Interner::base_name(s.v6, s.interval, what),
+                    as_base: *set == base,
+                    base,
                     name: set.clone(),
-                });
+                }));
             }
         }
     }
@@ -760,7 +767,7 @@ impl Interner {
     /// inline when short, else a named set (an interval set).
     fn prefixes(&mut self, source: &SetSource, field: Field, what: &str) -> Vec<(bool, Match)> {
         let mut out = Vec::new();
-        let [v4, v6] = source.families();
+        let [v4, v6] = self.peers.of(source);
         for (v6, nets) in [(false, v4), (true, v6)] {
             if nets.is_empty() {
                 continue;
@@ -771,13 +778,13 @@ impl Interner {
                     Match::Addr {
                         field,
                         v6,
-                        nets,
+                        nets: nets.to_vec(),
                         negate: false,
                     },
                 ));
                 continue;
             }
-            let set = self.named(v6, true, Arc::new(nets), what, source);
+            let set = self.named(v6, true, nets, what, source);
             out.push((
                 v6,
                 Match::Set {
@@ -804,16 +811,17 @@ impl Interner {
         source: &SetSource,
     ) -> String {
         let base = Interner::base_name(v6, interval, what);
-        let name = self.name_from(&base, v6, interval, nets.clone());
+        let (name, nets) = self.name_from(&base, v6, interval, nets);
         if let Some(record) = &mut self.record {
-            record.push(SetUse {
+            record.push(Arc::new(SetUse {
                 v6,
                 interval,
                 nets,
                 source: source.clone(),
+                as_base: name == base,
                 base,
                 name: name.clone(),
-            });
+            }));
         }
         name
     }
@@ -828,8 +836,15 @@ impl Interner {
         )
     }
 
-    /// [`Interner::named`] from the base name.
-    fn name_from(&mut self, base: &str, v6: bool, interval: bool, nets: Arc<Vec<IpNet>>) -> String {
+    /// [`Interner::named`] from the base name, with the elements the name holds (`nets`,
+    /// or equal elements named before: one `Arc` per name).
+    fn name_from(
+        &mut self,
+        base: &str,
+        v6: bool,
+        interval: bool,
+        nets: Arc<Vec<IpNet>>,
+    ) -> (String, Arc<Vec<IpNet>>) {
         let holds_other = |s: &SetElements| !Arc::ptr_eq(&s.nets, &nets) && *s.nets != *nets;
         let mut name = base.to_string();
         if self.sets.get(&name).is_some_and(holds_other) {
@@ -839,21 +854,22 @@ impl Interner {
         while self.sets.get(&name).is_some_and(holds_other) {
             name.push('x'); // a digest collision: still unique, still not user text
         }
-        self.sets
+        let held = self
+            .sets
             .entry(name.clone())
             .or_insert(SetElements { v6, interval, nets });
-        name
+        (name, held.nets.clone())
     }
 
     /// Names a recorded set again: true when the name comes out as recorded (the common
     /// case, the base name holding these very elements, is checked without a copy).
     fn renamed(&mut self, s: &SetUse) -> bool {
-        if s.name == s.base
+        if s.as_base
             && let Some(held) = self.sets.get(&s.base)
         {
             return Arc::ptr_eq(&held.nets, &s.nets) || *held.nets == *s.nets;
         }
-        self.name_from(&s.base, s.v6, s.interval, s.nets.clone()) == s.name
+        self.name_from(&s.base, s.v6, s.interval, s.nets.clone()).0 == s.name
     }
 }
 

@@ -2,7 +2,7 @@
 //! as one `nft -f` script (the kernel half also divides it into a preparation script and
 //! one netlink batch: `kernel/split.rs`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::net::IpAddr;
 
@@ -235,32 +235,53 @@ fn element_change<'a, T: Ord + Clone + 'a>(
 }
 
 /// The `v6` (else IPv4) keys of a dispatch map whose target changed: removed and added again.
-fn map_change<'a>(
+/// One walk over both maps in address order (a compile writes them sorted, and each
+/// address once).
+fn map_change(
     name: String,
     v6: bool,
-    old: &'a [(IpAddr, String)],
-    new: &'a [(IpAddr, String)],
+    old: &[(IpAddr, String)],
+    new: &[(IpAddr, String)],
 ) -> ElementChange<(IpAddr, String)> {
-    let of_family = |list: &'a [(IpAddr, String)]| -> HashMap<IpAddr, &'a str> {
-        list.iter()
-            .filter(|(ip, _)| ip.is_ipv6() == v6)
-            .map(|(ip, c)| (*ip, c.as_str()))
-            .collect()
-    };
-    let (om, nm) = (of_family(old), of_family(new));
-    let moved = |from: &HashMap<IpAddr, &str>, to: &HashMap<IpAddr, &str>| {
-        let mut m: Vec<(IpAddr, String)> = from
-            .iter()
-            .filter(|(ip, c)| to.get(ip) != Some(c))
-            .map(|(ip, c)| (*ip, c.to_string()))
-            .collect();
-        m.sort();
-        m
-    };
-    ElementChange {
-        removed: moved(&om, &nm),
-        added: moved(&nm, &om),
+    fn of_family(list: &[(IpAddr, String)], v6: bool) -> Vec<&(IpAddr, String)> {
+        let mut l: Vec<&(IpAddr, String)> =
+            list.iter().filter(|(ip, _)| ip.is_ipv6() == v6).collect();
+        if !l.is_sorted() {
+            l.sort();
+        }
+        l
+    }
+    let (old, new) = (of_family(old, v6), of_family(new, v6));
+    let mut change = ElementChange {
         name,
+        removed: Vec::new(),
+        added: Vec::new(),
+    };
+    let (mut o, mut n) = (old.into_iter().peekable(), new.into_iter().peekable());
+    loop {
+        match (o.peek(), n.peek()) {
+            (Some(&was), Some(&is)) if was.0 == is.0 => {
+                if was.1 != is.1 {
+                    change.removed.push(was.clone());
+                    change.added.push(is.clone());
+                }
+                o.next();
+                n.next();
+            }
+            (Some(&was), Some(&is)) if was.0 < is.0 => {
+                change.removed.push(was.clone());
+                o.next();
+            }
+            (_, Some(&is)) => {
+                change.added.push(is.clone());
+                n.next();
+            }
+            (Some(&was), None) => {
+                change.removed.push(was.clone());
+                o.next();
+            }
+            (None, None) => return change,
+        }
     }
 }
 
@@ -288,5 +309,43 @@ fn element_lines<T>(s: &mut String, change: &ElementChange<T>, text: impl Fn(&[T
                 text(items)
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entries(list: &[(&str, &str)]) -> Vec<(IpAddr, String)> {
+        list.iter()
+            .map(|(ip, c)| (ip.parse().expect("an address"), c.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_dispatch_map_change_names_the_keys_that_went_came_or_moved() {
+        let old = entries(&[
+            ("10.0.0.1", "ea"),
+            ("10.0.0.2", "eb"),
+            ("fd00::1", "ec"),
+            ("10.0.0.3", "ec"),
+        ]);
+        let new = entries(&[
+            ("10.0.0.4", "ed"),
+            ("10.0.0.2", "ee"),
+            ("10.0.0.3", "ec"),
+            ("fd00::1", "ed"),
+        ]);
+        let v4 = map_change("m".into(), false, &old, &new);
+        assert_eq!(
+            v4.removed,
+            entries(&[("10.0.0.1", "ea"), ("10.0.0.2", "eb")])
+        );
+        assert_eq!(v4.added, entries(&[("10.0.0.2", "ee"), ("10.0.0.4", "ed")]));
+        let v6 = map_change("m".into(), true, &old, &new);
+        assert_eq!(v6.removed, entries(&[("fd00::1", "ec")]));
+        assert_eq!(v6.added, entries(&[("fd00::1", "ed")]));
+        let same = map_change("m".into(), false, &new, &new);
+        assert!(same.removed.is_empty() && same.added.is_empty());
     }
 }

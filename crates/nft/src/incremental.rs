@@ -17,10 +17,11 @@ use std::sync::Arc;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use palisade_engine::{ConcreteRule, Engine, NewPeers, PodId, SideProgram, Touched};
+use palisade_engine::{AddressCache, ConcreteRule, Engine, NewPeers, PodId, SideProgram, Touched};
 
-use crate::compile::{Built, Classes, CompileError, PeerNets, Pods, SIDES, assemble};
+use crate::compile::{Built, Classes, CompileError, Pods, SIDES, assemble};
 use crate::ir::Ruleset;
+use crate::peer_cache::PeerCache;
 
 /// A compiled ruleset and what the next compile reuses of it.
 #[derive(Debug, Clone)]
@@ -52,6 +53,10 @@ struct Memo {
     sides: [Classes; 2],
     /// Per side, each class by its id.
     by_id: [HashMap<u64, usize>; 2],
+    /// The addresses of the engine's pod sets and the prefixes of the peers of this
+    /// compile's programs, for the next.
+    addresses: Arc<AddressCache>,
+    nets: Arc<PeerCache>,
 }
 
 impl Compiled {
@@ -62,10 +67,12 @@ impl Compiled {
         previous: Option<&Ruleset>,
     ) -> Result<Compiled, CompileError> {
         let pods = Pods::of(engine, node)?;
-        let sides = Classes::all(engine, &pods.list);
+        let addresses = Arc::new(AddressCache::default());
+        let sides = Classes::all(engine, &pods.list, &addresses);
         let logs = previous.map_or(&[][..], |r| &r.logs);
-        let (ruleset, built) = assemble(engine, &pods, &sides, None, logs);
-        let memo = Memo::new(node, engine, Arc::new(pods), sides, built);
+        let nets = Arc::new(PeerCache::default());
+        let (ruleset, built) = assemble(engine, &pods, &sides, None, logs, &nets);
+        let memo = Memo::new(node, engine, Arc::new(pods), sides, built, addresses, nets);
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
             memo,
@@ -75,6 +82,17 @@ impl Compiled {
     /// The ruleset.
     pub fn ruleset(&self) -> &Arc<Ruleset> {
         &self.ruleset
+    }
+
+    /// Forgets what this compile kept for the next that only earlier compiles needed (the
+    /// addresses and prefixes of peer sets no program names any more), once those are
+    /// dropped. Not needed for correctness; it bounds the memory of a long run of changes,
+    /// and is best called off the way to the kernel (it frees those sets).
+    pub fn tidy(&self) {
+        if let Some(memo) = &self.memo {
+            memo.addresses.prune();
+            memo.nets.prune();
+        }
     }
 
     /// Compiles `engine`, which is this compile's engine with changes that touched
@@ -131,6 +149,7 @@ impl Compiled {
         for &k in &touched_k {
             is_touched[k] = true;
         }
+        let nets = &*memo.nets;
         let side = |d: usize| {
             // A reshaped pod whose class a pod left alone still has takes that class's
             // program (brought up to date): pods of one class have one program. Only the
@@ -148,14 +167,14 @@ impl Compiled {
             let pods: Vec<PodId> = asked.iter().map(|&i| list[touched_k[i]]).collect();
             // One cache for the fresh classes and the moved peers: a set both need is
             // computed once, and comparing the two programs finds one `Arc`.
-            let new_peers = engine.new_peers(touched);
+            let new_peers = engine.new_peers(touched, &memo.addresses);
             let fresh = Classes::from(new_peers.side_classes(&pods, SIDES[d]));
             let reshaped = Reshaped {
                 k: &touched_k,
                 ids: &ids,
                 asked: &asked,
             };
-            merge(old, &memo.by_id[d], &reshaped, &fresh, &new_peers)
+            merge(old, &memo.by_id[d], &reshaped, &fresh, &new_peers, nets)
         };
         let (egress, ingress) = rayon::join(|| side(0), || side(1));
         let sides = [egress?, ingress?];
@@ -163,9 +182,23 @@ impl Compiled {
             self.ruleset.egress_exempt.clone(),
             self.ruleset.ingress_exempt.clone(),
         ];
-        let (ruleset, built) =
-            assemble(engine, &memo.pods, &sides, Some(exempt), &self.ruleset.logs);
-        let memo = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built);
+        let (ruleset, built) = assemble(
+            engine,
+            &memo.pods,
+            &sides,
+            Some(exempt),
+            &self.ruleset.logs,
+            nets,
+        );
+        let memo = Memo::new(
+            node,
+            engine,
+            Arc::clone(&memo.pods),
+            sides,
+            built,
+            Arc::clone(&memo.addresses),
+            Arc::clone(&memo.nets),
+        );
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
             memo,
@@ -182,6 +215,8 @@ impl Memo {
         pods: Arc<Pods>,
         mut sides: [Classes; 2],
         built: [Vec<Arc<crate::compile::Built>>; 2],
+        addresses: Arc<AddressCache>,
+        nets: Arc<PeerCache>,
     ) -> Option<Memo> {
         let mut by_id: [HashMap<u64, usize>; 2] = Default::default();
         for ((side, built), by_id) in sides.iter_mut().zip(built).zip(&mut by_id) {
@@ -203,6 +238,8 @@ impl Memo {
             pods,
             sides,
             by_id,
+            addresses,
+            nets,
         })
     }
 }
@@ -228,6 +265,7 @@ fn merge(
     touched: &Reshaped<'_>,
     fresh: &Classes,
     new_peers: &NewPeers<'_>,
+    nets: &PeerCache,
 ) -> Result<Classes, &'static str> {
     let mut id_of: Vec<u64> = old.class_of.iter().map(|&c| old.ids[c]).collect();
     let mut is_touched = vec![false; id_of.len()];
@@ -248,14 +286,13 @@ fn merge(
     let mut kept: Vec<bool> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut same = SameSets::default();
-    let mut nets = PeerNets::default();
     for (k, &id) in id_of.iter().enumerate() {
         let class = match index.get(&id) {
             Some(&c) => c,
             None => {
                 let now = old_by_id
                     .get(&id)
-                    .map(|&o| up_to_date(old, o, new_peers, &mut nets));
+                    .map(|&o| up_to_date(old, o, new_peers, nets));
                 let (program, built, is_kept) = match (fresh_by_id.get(&id), now) {
                     (Some(&f), Some(Ok((p, b)))) if same.programs(&fresh.programs[f], &p) => {
                         (p, b, true)
@@ -288,7 +325,7 @@ fn up_to_date(
     old: &Classes,
     o: usize,
     new_peers: &NewPeers<'_>,
-    nets: &mut PeerNets,
+    nets: &PeerCache,
 ) -> Result<(Arc<SideProgram>, Option<Arc<Built>>), &'static str> {
     let program = &old.programs[o];
     let now = match new_peers.program(program) {

@@ -28,6 +28,7 @@ mod diff;
 mod incremental;
 mod ir;
 mod lookup;
+mod peer_cache;
 mod peer_names;
 mod render;
 mod shadow;

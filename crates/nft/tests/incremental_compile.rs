@@ -253,7 +253,10 @@ proptest! {
         for ch in changes {
             let ch = as_relabel(&engine, ch);
             match step(&mut engine, &compiled, node, ch)? {
-                Some((next, _)) => compiled = next,
+                Some((next, _)) => {
+                    compiled = next;
+                    compiled.tidy(); // as the agent does after each commit
+                }
                 None => return Ok(()),
             }
         }
@@ -286,7 +289,10 @@ proptest! {
                 Step::Other(ch) => *ch,
             };
             match step(&mut engine, &compiled, node, ch)? {
-                Some((next, _)) => compiled = next,
+                Some((next, _)) => {
+                    compiled = next;
+                    compiled.tidy(); // as the agent does after each commit
+                }
                 None => return Ok(()),
             }
         }
