@@ -3,7 +3,10 @@
 //! for a policy change and a pod relabel, with one node's pods local and with every pod
 //! local. Needs root (a scratch network namespace); prints p50 and p99.
 //!
-//! `cargo bench -p palisade-agent --bench time_to_apply [-- PODS...]`
+//! `cargo bench -p palisade-agent --bench time_to_apply [-- PODS... [--local node|all]
+//! [--only policy|relabel] [--changes N]]`: `--local` runs one of the two placements,
+//! `--only` one of the two kinds of change (the other is made twice, to warm up), and
+//! `--changes` measures N changes of each kind instead of 40 (for a profile).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,8 +26,53 @@ use serde_json::Value;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Changes measured per scenario.
+/// Changes measured per scenario, by default.
 const CHANGES: usize = 40;
+
+/// What to run.
+struct Args {
+    sizes: Vec<usize>,
+    /// Only the node's pods local (`Some(true)`), only every pod (`Some(false)`), or both.
+    node_local: Option<bool>,
+    /// Only policy changes (`Some(true)`), only relabels (`Some(false)`), or both.
+    policy: Option<bool>,
+    changes: usize,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let mut args = Args {
+            sizes: Vec::new(),
+            node_local: None,
+            policy: None,
+            changes: CHANGES,
+        };
+        let mut it = std::env::args().skip(1);
+        while let Some(a) = it.next() {
+            match a.as_str() {
+                "--local" => args.node_local = Some(it.next().as_deref() == Some("node")),
+                "--only" => args.policy = Some(it.next().as_deref() == Some("policy")),
+                "--changes" => {
+                    args.changes = it.next().and_then(|n| n.parse().ok()).unwrap_or(CHANGES)
+                }
+                // cargo bench passes `--bench`; sizes are numbers.
+                _ => args.sizes.extend(a.parse::<usize>().ok()),
+            }
+        }
+        if args.sizes.is_empty() {
+            args.sizes = vec![1000, 10000];
+        }
+        args
+    }
+
+    /// How many changes of the policy kind (`true`) or relabels to make.
+    fn count(&self, policy: bool) -> usize {
+        match self.policy {
+            Some(only) if only != policy => 2,
+            _ => self.changes,
+        }
+    }
+}
 
 /// The agent's sink, keeping each reconcile's outcome.
 struct Measured {
@@ -120,7 +168,7 @@ fn to_apply(o: &Outcome) -> Duration {
     o.store + o.engine + o.compile + o.transaction
 }
 
-fn scenario(pods: usize, node: Option<&str>) {
+fn scenario(pods: usize, node: Option<&str>, args: &Args) {
     let generated = palisade_gen::generate(&palisade_gen::Spec {
         pods,
         policies: pods / 5,
@@ -167,11 +215,7 @@ fn scenario(pods: usize, node: Option<&str>) {
         })
         .expect("a NetworkPolicy with an ingress port");
     let mut times = Vec::new();
-    for i in 0..(if std::env::var_os("TTA_SKIP_POLICY").is_some() {
-        2
-    } else {
-        CHANGES
-    }) {
+    for i in 0..args.count(true) {
         let mut changed = np.clone();
         changed["spec"]["ingress"][0]["ports"][0]["port"] =
             Value::from(if i % 2 == 0 { 8081 } else { 80 });
@@ -197,11 +241,7 @@ fn scenario(pods: usize, node: Option<&str>) {
         .collect();
     let (a, b) = (pods_idx[0], pods_idx[pods_idx.len() / 2]);
     let mut times = Vec::new();
-    let n: usize = std::env::var("TTA_RELABELS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(CHANGES);
-    for i in 0..n {
+    for i in 0..args.count(false) {
         let mut changed = objects[a].clone();
         if i % 2 == 0 {
             changed["metadata"]["labels"] = objects[b]["metadata"]["labels"].clone();
@@ -217,25 +257,13 @@ fn scenario(pods: usize, node: Option<&str>) {
 }
 
 fn main() {
-    let sizes: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
-    let sizes = if sizes.is_empty() {
-        vec![1000, 10000]
-    } else {
-        sizes
-    };
-    for pods in sizes {
-        if std::env::var_os("TTA_NODE0").is_some() {
-            scenario(pods, Some("node-0"));
-            continue;
+    let args = Args::parse();
+    for &pods in &args.sizes {
+        if args.node_local != Some(false) {
+            scenario(pods, Some("node-0"), &args);
         }
-        if std::env::var_os("TTA_ALL").is_some() {
-            scenario(pods, None);
-            continue;
+        if args.node_local != Some(true) {
+            scenario(pods, None, &args);
         }
-        scenario(pods, Some("node-0"));
-        scenario(pods, None);
     }
 }

@@ -47,7 +47,8 @@ pub fn compile_after(
     let pods = Pods::of(engine, node)?;
     let sides = Classes::all(engine, &pods.list, &Arc::default());
     let peers = PeerCache::default();
-    Ok(assemble(engine, &pods, &sides, None, &previous.logs, &peers).0)
+    let logs = Logs::seeded(&previous.logs);
+    Ok(assemble(engine, &pods, &sides, None, logs, &peers).0)
 }
 
 /// The pods a compile covers: the node's pods with an address and a network of their own,
@@ -144,9 +145,9 @@ impl From<SideClasses> for Classes {
 pub(crate) const SIDES: [Direction; 2] = [Direction::Egress, Direction::Ingress];
 
 /// The ruleset of `pods` whose sides fall into `sides` (egress, ingress), keeping the log
-/// ids of `previous_logs`; with `exempt` (egress, ingress), the exemption pairs are taken as
-/// given instead of asked of the engine. Also returns, per side and class, what building
-/// the class's chains did.
+/// ids `logs` has handed out; with `exempt` (egress, ingress), the exemption pairs are
+/// taken as given instead of asked of the engine. Also returns, per side and class, what
+/// building the class's chains did, and the log ids as the ruleset has them.
 ///
 /// A class with a [`Classes::built`] record is replayed: the sets and chains it named are
 /// named again in the same order, and when every name comes out as recorded (it does unless
@@ -157,12 +158,12 @@ pub(crate) fn assemble(
     pods: &Pods,
     sides: &[Classes; 2],
     exempt: Option<[Vec<(IpAddr, IpAddr)>; 2]>,
-    previous_logs: &[LoggedDecision],
+    logs: Logs,
     peers: &PeerCache,
-) -> (Ruleset, [Vec<Arc<Built>>; 2]) {
+) -> (Ruleset, [Vec<Arc<Built>>; 2], Logs) {
     let cluster = engine.cluster();
     let mut b = Builder {
-        logs: Logs::seeded(previous_logs),
+        logs,
         interner: Interner {
             by_set: HashMap::new(),
             sets: HashMap::new(),
@@ -261,8 +262,8 @@ pub(crate) fn assemble(
         .collect();
     rs.sets.extend(learned_sets(sides, &used));
     rs.sets.sort_unstable_by(|x, y| x.name.cmp(&y.name));
-    rs.logs = b.logs.entries;
-    (rs, built)
+    rs.logs = b.logs.entries.clone();
+    (rs, built, b.logs)
 }
 
 /// Each address of the compiled pods with the pod (index into `pods`) whose chains decide
@@ -304,7 +305,7 @@ pub(crate) struct Built {
     /// The rules of the class's own chain.
     entry: Arc<Vec<Rule>>,
     /// Every named set its rules use, as asked of the interner.
-    sets: Vec<Arc<SetUse>>,
+    sets: Vec<SetUse>,
     /// Every content chain it stored, after shadowed rules were dropped.
     chains: Arc<Vec<Chain>>,
 }
@@ -320,7 +321,9 @@ impl Built {
         moved: &[(&ConcreteRule, &ConcreteRule)],
         nets: &PeerCache,
     ) -> Option<Built> {
-        let mut now: HashMap<*const BTreeSet<IpAddr>, &Arc<BTreeSet<IpAddr>>> = HashMap::new();
+        // Each moved rule's addresses before and now (a class has a few: a list is faster
+        // to look through than a hash of pointers).
+        let mut now: Vec<(&Arc<BTreeSet<IpAddr>>, &Arc<BTreeSet<IpAddr>>)> = Vec::new();
         for (was, is) in moved {
             let (before, after) = (nets.of(&(&was.peers).into()), nets.of(&(&is.peers).into()));
             for family in 0..2 {
@@ -329,13 +332,16 @@ impl Built {
                     return None;
                 }
             }
-            now.insert(Arc::as_ptr(&was.peers.addrs), &is.peers.addrs);
+            now.push((&was.peers.addrs, &is.peers.addrs));
         }
         let mut sets = Vec::with_capacity(self.sets.len());
         for set in &self.sets {
-            match now.get(&Arc::as_ptr(&set.source.addrs)) {
+            match now
+                .iter()
+                .find(|(was, _)| Arc::ptr_eq(was, &set.source.addrs))
+            {
                 None => sets.push(set.clone()),
-                Some(&addrs) => {
+                Some(&(_, addrs)) => {
                     let source = SetSource {
                         addrs: addrs.clone(),
                         blocks: set.source.blocks.clone(),
@@ -344,11 +350,11 @@ impl Built {
                     if elements.len() <= INLINE_MAX {
                         return None;
                     }
-                    sets.push(Arc::new(SetUse {
+                    sets.push(SetUse {
                         nets: elements,
                         source,
-                        ..SetUse::clone(set)
-                    }));
+                        ..set.clone()
+                    });
                 }
             }
         }
@@ -368,9 +374,10 @@ struct SetUse {
     nets: Arc<Vec<IpNet>>,
     /// What the elements were made of.
     source: SetSource,
-    /// The name the set's peers give it ([`Interner::base_name`]).
-    base: String,
-    name: String,
+    /// The name the set's peers give it ([`Interner::base_name`]); shared, so that a
+    /// record is cheap to copy.
+    base: Arc<str>,
+    name: Arc<str>,
     /// Whether `name` is `base`.
     as_base: bool,
 }
@@ -699,7 +706,7 @@ struct Interner<'n> {
     by_set: HashMap<SetKey, Vec<(String, FamilyMatches)>>,
     sets: HashMap<String, SetElements>,
     /// The sets named while a class is built, in order.
-    record: Option<Vec<Arc<SetUse>>>,
+    record: Option<Vec<SetUse>>,
     /// The prefixes of each peer source.
     peers: &'n PeerCache,
 }
@@ -750,15 +757,15 @@ impl Interner<'_> {
                 && let Some(s) = self.sets.get(set)
             {
                 let base = Interner::base_name(s.v6, s.interval, what);
-                record.push(Arc::new(SetUse {
+                record.push(SetUse {
                     v6: s.v6,
                     interval: s.interval,
                     nets: s.nets.clone(),
                     source: source.clone(),
                     as_base: *set == base,
-                    base,
-                    name: set.clone(),
-                }));
+                    base: base.into(),
+                    name: set.as_str().into(),
+                });
             }
         }
     }
@@ -813,15 +820,15 @@ impl Interner<'_> {
         let base = Interner::base_name(v6, interval, what);
         let (name, nets) = self.name_from(&base, v6, interval, nets);
         if let Some(record) = &mut self.record {
-            record.push(Arc::new(SetUse {
+            record.push(SetUse {
                 v6,
                 interval,
                 nets,
                 source: source.clone(),
                 as_base: name == base,
-                base,
-                name: name.clone(),
-            }));
+                base: base.into(),
+                name: name.as_str().into(),
+            });
         }
         name
     }
@@ -865,11 +872,11 @@ impl Interner<'_> {
     /// case, the base name holding these very elements, is checked without a copy).
     fn renamed(&mut self, s: &SetUse) -> bool {
         if s.as_base
-            && let Some(held) = self.sets.get(&s.base)
+            && let Some(held) = self.sets.get(&*s.base)
         {
             return Arc::ptr_eq(&held.nets, &s.nets) || *held.nets == *s.nets;
         }
-        self.name_from(&s.base, s.v6, s.interval, s.nets.clone()).0 == s.name
+        *self.name_from(&s.base, s.v6, s.interval, s.nets.clone()).0 == *s.name
     }
 }
 
@@ -888,8 +895,8 @@ fn subtract(net: IpNet, except: &[IpNet]) -> Vec<IpNet> {
 }
 
 /// The log ids handed out so far: one per distinct decision.
-#[derive(Default)]
-struct Logs {
+#[derive(Debug, Default)]
+pub(crate) struct Logs {
     entries: Vec<LoggedDecision>,
     index: HashMap<LoggedDecision, u32>,
 }
@@ -922,7 +929,7 @@ impl Logs {
     }
 
     /// The ids of a previous ruleset, kept.
-    fn seeded(previous: &[LoggedDecision]) -> Logs {
+    pub(crate) fn seeded(previous: &[LoggedDecision]) -> Logs {
         Logs {
             entries: previous.to_vec(),
             index: previous

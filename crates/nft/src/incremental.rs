@@ -12,14 +12,14 @@
 //! full.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use palisade_engine::{AddressCache, ConcreteRule, Engine, NewPeers, PodId, SideProgram, Touched};
 
-use crate::compile::{Built, Classes, CompileError, Pods, SIDES, assemble};
+use crate::compile::{Built, Classes, CompileError, Logs, Pods, SIDES, assemble};
 use crate::ir::Ruleset;
 use crate::peer_cache::PeerCache;
 
@@ -57,6 +57,9 @@ struct Memo {
     /// compile's programs, for the next.
     addresses: Arc<AddressCache>,
     nets: Arc<PeerCache>,
+    /// The log ids of this compile's ruleset, indexed, for the next compile to take (one
+    /// does; another seeds them from the ruleset again).
+    logs: Arc<Mutex<Option<Logs>>>,
 }
 
 impl Compiled {
@@ -69,10 +72,15 @@ impl Compiled {
         let pods = Pods::of(engine, node)?;
         let addresses = Arc::new(AddressCache::default());
         let sides = Classes::all(engine, &pods.list, &addresses);
-        let logs = previous.map_or(&[][..], |r| &r.logs);
+        let logs = Logs::seeded(previous.map_or(&[][..], |r| &r.logs));
         let nets = Arc::new(PeerCache::default());
-        let (ruleset, built) = assemble(engine, &pods, &sides, None, logs, &nets);
-        let memo = Memo::new(node, engine, Arc::new(pods), sides, built, addresses, nets);
+        let (ruleset, built, logs) = assemble(engine, &pods, &sides, None, logs, &nets);
+        let kept = Kept {
+            addresses,
+            nets,
+            logs,
+        };
+        let memo = Memo::new(node, engine, Arc::new(pods), sides, built, kept);
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
             memo,
@@ -182,23 +190,16 @@ impl Compiled {
             self.ruleset.egress_exempt.clone(),
             self.ruleset.ingress_exempt.clone(),
         ];
-        let (ruleset, built) = assemble(
-            engine,
-            &memo.pods,
-            &sides,
-            Some(exempt),
-            &self.ruleset.logs,
-            nets,
-        );
-        let memo = Memo::new(
-            node,
-            engine,
-            Arc::clone(&memo.pods),
-            sides,
-            built,
-            Arc::clone(&memo.addresses),
-            Arc::clone(&memo.nets),
-        );
+        let logs = memo
+            .take_logs()
+            .unwrap_or_else(|| Logs::seeded(&self.ruleset.logs));
+        let (ruleset, built, logs) = assemble(engine, &memo.pods, &sides, Some(exempt), logs, nets);
+        let kept = Kept {
+            addresses: Arc::clone(&memo.addresses),
+            nets: Arc::clone(&memo.nets),
+            logs,
+        };
+        let memo = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built, kept);
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
             memo,
@@ -215,8 +216,7 @@ impl Memo {
         pods: Arc<Pods>,
         mut sides: [Classes; 2],
         built: [Vec<Arc<crate::compile::Built>>; 2],
-        addresses: Arc<AddressCache>,
-        nets: Arc<PeerCache>,
+        kept: Kept,
     ) -> Option<Memo> {
         let mut by_id: [HashMap<u64, usize>; 2] = Default::default();
         for ((side, built), by_id) in sides.iter_mut().zip(built).zip(&mut by_id) {
@@ -238,10 +238,26 @@ impl Memo {
             pods,
             sides,
             by_id,
-            addresses,
-            nets,
+            addresses: kept.addresses,
+            nets: kept.nets,
+            logs: Arc::new(Mutex::new(Some(kept.logs))),
         })
     }
+
+    /// The log ids of this compile, unless another compile took them.
+    fn take_logs(&self) -> Option<Logs> {
+        self.logs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+}
+
+/// What a compile keeps for the next besides its classes.
+struct Kept {
+    addresses: Arc<AddressCache>,
+    nets: Arc<PeerCache>,
+    logs: Logs,
 }
 
 /// The pods a change reshaped: their places in the compiled pods, their class ids now,
