@@ -323,7 +323,7 @@ impl Built {
     ) -> Option<Built> {
         // Each moved rule's addresses before and now (a class has a few: a list is faster
         // to look through than a hash of pointers).
-        let mut now: Vec<(&Arc<BTreeSet<IpAddr>>, &Arc<BTreeSet<IpAddr>>)> = Vec::new();
+        let mut now: Vec<(&Addrs, &Addrs)> = Vec::new();
         for (was, is) in moved {
             let (before, after) = (nets.of(&(&was.peers).into()), nets.of(&(&is.peers).into()));
             for family in 0..2 {
@@ -365,6 +365,9 @@ impl Built {
         })
     }
 }
+
+/// A rule's peer addresses, shared.
+type Addrs = Arc<BTreeSet<IpAddr>>;
 
 /// One named set a class's rules use: what the interner was asked, and the name it gave.
 #[derive(Debug, Clone)]

@@ -24,11 +24,15 @@ pub(crate) struct PeerCache {
 #[derive(Debug, Default)]
 struct Inner {
     /// [`SetSource::families`] by the source's addresses and its CIDRs.
-    prefixes: HashMap<(usize, Vec<(IpNet, Vec<IpNet>)>), Prefixes>,
+    prefixes: HashMap<SourceKey, Prefixes>,
     /// The text a rule's peer set is named after, by the rule's policy (as compiled:
     /// another version of the policy is another record), direction and index.
     texts: HashMap<(usize, Direction, u32), Text>,
 }
+
+/// A [`SetSource`] by the identity of its addresses (their address in memory) and its
+/// CIDRs.
+type SourceKey = (usize, Vec<(IpNet, Vec<IpNet>)>);
 
 /// A source's prefixes per family, with the addresses they were made of.
 #[derive(Debug)]
