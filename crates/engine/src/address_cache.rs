@@ -19,10 +19,10 @@ use crate::bitset::BitSet;
 use crate::concrete::{NamedKey, PortAlt};
 use crate::state::{Engine, PodId};
 
-/// The addresses of unions of an engine's pod sets, kept across compiles (see the module
-/// documentation). Pass one to [`Engine::side_classes_cached`] and
-/// [`Engine::new_peers_cached`] for every compile of one engine as it changes; an engine
-/// whose addresses changed empties it first.
+/// The addresses of unions of an engine's pod sets and where named ports resolve, kept
+/// across compiles (see the module documentation). Pass one to
+/// [`Engine::side_classes_cached`] and [`Engine::new_peers`] for every compile of one
+/// engine as it changes; an engine whose addresses changed empties it first.
 #[derive(Debug, Default)]
 pub struct AddressCache {
     inner: Mutex<Inner>,

@@ -710,7 +710,7 @@ struct Interner<'n> {
     sets: HashMap<String, SetElements>,
     /// The sets named while a class is built, in order.
     record: Option<Vec<SetUse>>,
-    /// The prefixes of each peer source.
+    /// What is known of the peers: each source's prefixes, each rule's peer text.
     peers: &'n PeerCache,
 }
 

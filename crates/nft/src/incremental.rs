@@ -53,10 +53,10 @@ struct Memo {
     sides: [Classes; 2],
     /// Per side, each class by its id.
     by_id: [HashMap<u64, usize>; 2],
-    /// The addresses of the engine's pod sets and the prefixes of the peers of this
-    /// compile's programs, for the next.
+    /// The addresses of the engine's pod sets, and the prefixes and names of the peers of
+    /// this compile's programs, for the next.
     addresses: Arc<AddressCache>,
-    nets: Arc<PeerCache>,
+    peers: Arc<PeerCache>,
     /// The log ids of this compile's ruleset, indexed, for the next compile to take (one
     /// does; another seeds them from the ruleset again).
     logs: Arc<Mutex<Option<Logs>>>,
@@ -73,11 +73,11 @@ impl Compiled {
         let addresses = Arc::new(AddressCache::default());
         let sides = Classes::all(engine, &pods.list, &addresses);
         let logs = Logs::seeded(previous.map_or(&[][..], |r| &r.logs));
-        let nets = Arc::new(PeerCache::default());
-        let (ruleset, built, logs) = assemble(engine, &pods, &sides, None, logs, &nets);
+        let peers = Arc::new(PeerCache::default());
+        let (ruleset, built, logs) = assemble(engine, &pods, &sides, None, logs, &peers);
         let kept = Kept {
             addresses,
-            nets,
+            peers,
             logs,
         };
         let memo = Memo::new(node, engine, Arc::new(pods), sides, built, kept);
@@ -99,7 +99,7 @@ impl Compiled {
     pub fn tidy(&self) {
         if let Some(memo) = &self.memo {
             memo.addresses.prune();
-            memo.nets.prune();
+            memo.peers.prune();
         }
     }
 
@@ -157,7 +157,7 @@ impl Compiled {
         for &k in &touched_k {
             is_touched[k] = true;
         }
-        let nets = &*memo.nets;
+        let peers = &*memo.peers;
         let side = |d: usize| {
             // A reshaped pod whose class a pod left alone still has takes that class's
             // program (brought up to date): pods of one class have one program. Only the
@@ -182,7 +182,7 @@ impl Compiled {
                 ids: &ids,
                 asked: &asked,
             };
-            merge(old, &memo.by_id[d], &reshaped, &fresh, &new_peers, nets)
+            merge(old, &memo.by_id[d], &reshaped, &fresh, &new_peers, peers)
         };
         let (egress, ingress) = rayon::join(|| side(0), || side(1));
         let sides = [egress?, ingress?];
@@ -193,10 +193,11 @@ impl Compiled {
         let logs = memo
             .take_logs()
             .unwrap_or_else(|| Logs::seeded(&self.ruleset.logs));
-        let (ruleset, built, logs) = assemble(engine, &memo.pods, &sides, Some(exempt), logs, nets);
+        let (ruleset, built, logs) =
+            assemble(engine, &memo.pods, &sides, Some(exempt), logs, peers);
         let kept = Kept {
             addresses: Arc::clone(&memo.addresses),
-            nets: Arc::clone(&memo.nets),
+            peers: Arc::clone(&memo.peers),
             logs,
         };
         let memo = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built, kept);
@@ -239,7 +240,7 @@ impl Memo {
             sides,
             by_id,
             addresses: kept.addresses,
-            nets: kept.nets,
+            peers: kept.peers,
             logs: Arc::new(Mutex::new(Some(kept.logs))),
         })
     }
@@ -256,7 +257,7 @@ impl Memo {
 /// What a compile keeps for the next besides its classes.
 struct Kept {
     addresses: Arc<AddressCache>,
-    nets: Arc<PeerCache>,
+    peers: Arc<PeerCache>,
     logs: Logs,
 }
 
