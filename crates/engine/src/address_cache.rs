@@ -196,3 +196,57 @@ impl Engine {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+    use palisade_model::{Direction, Object, Pod};
+
+    use super::*;
+    use crate::{Change, Options};
+
+    /// After a run of relabels, each moving a pod in or out of peer sets, `prune` leaves
+    /// only the unions of sets an engine still holds (it would keep every set ever copied).
+    #[test]
+    fn prune_keeps_only_the_unions_of_sets_an_engine_holds() {
+        let g = palisade_gen::generate(&palisade_gen::Spec {
+            pods: 200,
+            policies: 40,
+            seed: 1,
+            admin: true,
+        });
+        let mut engine = Engine::new(g.load().unwrap(), Options::default());
+        let cache = Arc::new(AddressCache::default());
+        let fill = |e: &Engine| {
+            let pods: Vec<PodId> = e.pod_ids().collect();
+            for d in [Direction::Ingress, Direction::Egress] {
+                e.side_classes_cached(&pods, d, &cache);
+            }
+        };
+        fill(&engine);
+        let pods = engine.cluster().pods.clone();
+        let mut moved = 0;
+        for (i, pod) in pods.iter().enumerate().take(20) {
+            // Each pod takes the labels of a pod of another deployment.
+            let labels = pods[(i + 100) % pods.len()].labels.clone();
+            // What the change touched is dropped before the prune, as the agent drops it
+            // once compiled (it holds the sets the change copied).
+            moved += engine
+                .apply(Change::Upsert(Object::Pod(Pod {
+                    labels,
+                    ..pod.clone()
+                })))
+                .renewed
+                .len();
+            fill(&engine);
+            cache.prune();
+        }
+        assert!(moved > 0, "the relabels moved no peer set");
+        let inner = cache.lock();
+        assert!(!inner.unions.is_empty());
+        for u in inner.unions.values().flatten() {
+            assert!(u.sets.iter().all(|s| Arc::strong_count(s) > 1));
+        }
+    }
+}

@@ -96,3 +96,50 @@ impl PeerCache {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+    use palisade_engine::{Engine, Options, PodId};
+
+    use super::*;
+
+    /// `prune` forgets the prefixes and texts of what nothing else holds any more (the
+    /// programs of earlier compiles) and keeps the rest.
+    #[test]
+    fn prune_forgets_what_only_the_cache_holds() {
+        let g = palisade_gen::generate(&palisade_gen::Spec {
+            pods: 100,
+            policies: 20,
+            seed: 1,
+            admin: true,
+        });
+        let engine = Engine::new(g.load().unwrap(), Options::default());
+        let cache = PeerCache::default();
+        let rules = |pod: usize| {
+            let p = engine.side_program(PodId::new(pod), Direction::Ingress);
+            p.admin.into_iter().chain(p.network).collect::<Vec<_>>()
+        };
+        let held = rules(0);
+        let gone = rules(1);
+        assert!(!held.is_empty() && !gone.is_empty());
+        for r in held.iter().chain(&gone) {
+            cache.of(&(&r.peers).into());
+            cache.text(r, || "peers".to_string());
+        }
+        // The engine holds the policies' records too: with it gone, the held rules are the
+        // only other holders left.
+        drop(gone);
+        drop(engine);
+        cache.prune();
+        let inner = cache.lock();
+        assert!(!inner.prefixes.is_empty() && !inner.texts.is_empty());
+        for p in inner.prefixes.values() {
+            assert!(held.iter().any(|r| Arc::ptr_eq(&r.peers.addrs, &p.addrs)));
+        }
+        for t in inner.texts.values() {
+            assert!(held.iter().any(|r| Arc::ptr_eq(&r.rule.policy, &t.policy)));
+        }
+    }
+}
