@@ -510,11 +510,7 @@ impl Engine {
         if let Some(m) = self.peers_moved.as_mut() {
             m.rules.extend(moved);
             m.sets
-                .extend(renewed.copies.into_iter().map(|(was, _, now)| RenewedSet {
-                    was,
-                    now,
-                    pod,
-                }));
+                .extend(renewed.copies.into_iter().map(|(_, copy)| copy));
         }
         self.rebuild_pod_lists(pod);
     }
@@ -791,9 +787,9 @@ impl Engine {
 /// shared a set share its copy (and a data plane computes its addresses once).
 #[derive(Default)]
 struct Renewed {
-    /// (the set as it was, held so that its address is not reused meanwhile; the pod's
-    /// membership; the copy).
-    copies: Vec<(Arc<BitSet>, bool, Arc<BitSet>)>,
+    /// Each copy with the pod's membership in it (its `was` is held, so that its address
+    /// is not reused meanwhile).
+    copies: Vec<(bool, RenewedSet)>,
 }
 
 impl Renewed {
@@ -807,15 +803,19 @@ impl Renewed {
         let copied = self
             .copies
             .iter()
-            .find(|(was, m, _)| Arc::ptr_eq(was, set) && *m == member);
+            .find(|(m, r)| *m == member && Arc::ptr_eq(&r.was, set));
         let copy = match copied {
-            Some((_, _, copy)) => Arc::clone(copy),
+            Some((_, r)) => Arc::clone(&r.now),
             None => {
                 let mut bits = BitSet::clone(set);
                 bits.set(pod, member);
                 let copy = Arc::new(bits);
-                self.copies
-                    .push((Arc::clone(set), member, Arc::clone(&copy)));
+                let renewed = RenewedSet {
+                    was: Arc::clone(set),
+                    now: Arc::clone(&copy),
+                    pod,
+                };
+                self.copies.push((member, renewed));
                 copy
             }
         };
