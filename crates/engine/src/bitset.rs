@@ -301,26 +301,38 @@ impl Hash for BitSet {
     }
 }
 
-/// The transpose of the `n`×`n` bit matrix whose row `i` is `rows[i]`: row `j` of the
-/// result holds `i` when `rows[i]` holds `j`.
-pub fn transpose(rows: &[BitSet], n: usize) -> Vec<BitSet> {
-    let w = n.div_ceil(64);
-    let mut out = vec![vec![0u64; w]; n];
-    let mut block = [0u64; 64];
-    for bi in 0..w {
-        for bj in 0..w {
-            for (k, b) in block.iter_mut().enumerate() {
-                *b = rows.get(bi * 64 + k).map_or(0, |r| r.word(bj));
-            }
-            transpose64(&mut block);
-            for (k, b) in block.iter().enumerate() {
-                if let Some(row) = out.get_mut(bj * 64 + k) {
-                    row[bi] = *b;
+/// Keeps in each row `rows[i]` only the members `j` whose column `cols[j]` holds `i`: the
+/// rows intersected with the transpose of the columns, without building it.
+pub fn intersect_transposed(rows: &mut [BitSet], cols: &[BitSet]) {
+    use rayon::prelude::*;
+    /// Blocks of 64 rows taken together: each column's words for them share a cache line.
+    const BLOCKS: usize = 8;
+    // Groups of blocks in parallel. Of each 64×64 block of the columns, transposed in
+    // place, word `k` masks row `k` of the block of rows.
+    rows.par_chunks_mut(64 * BLOCKS)
+        .enumerate()
+        .for_each(|(group, rows)| {
+            let first = group * BLOCKS;
+            let words = rows.iter().map(BitSet::end).max().unwrap_or(0);
+            let mut blocks = [[0u64; 64]; BLOCKS];
+            for w in 0..words {
+                for k in 0..64 {
+                    let col = cols.get(w * 64 + k);
+                    for (q, block) in blocks.iter_mut().enumerate() {
+                        block[k] = col.map_or(0, |c| c.word(first + q));
+                    }
+                }
+                for (block, rows) in blocks.iter_mut().zip(rows.chunks_mut(64)) {
+                    transpose64(block);
+                    for (row, mask) in rows.iter_mut().zip(block.iter()) {
+                        let at = w.checked_sub(row.start);
+                        if let Some(word) = at.and_then(|i| row.words.get_mut(i)) {
+                            *word &= mask;
+                        }
+                    }
                 }
             }
-        }
-    }
-    out.into_iter().map(BitSet::from_words).collect()
+        });
 }
 
 /// Transposes a 64×64 bit block in place (bit `c` of word `r` moves to bit `r` of word `c`).
@@ -345,24 +357,35 @@ mod tests {
     use super::*;
 
     #[test]
-    fn transpose_swaps_rows_and_columns() {
+    fn intersecting_with_the_transpose_keeps_the_pairs_both_hold() {
         for n in [1, 63, 64, 65, 130] {
-            let mut rows = vec![BitSet::new(n); n];
             let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-            for (i, row) in rows.iter_mut().enumerate() {
-                for j in 0..n {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    if x.is_multiple_of(3) || i == j {
-                        row.insert(j);
-                    }
-                }
-            }
-            let t = transpose(&rows, n);
-            for (i, row) in rows.iter().enumerate() {
-                for (j, col) in t.iter().enumerate() {
-                    assert_eq!(col.contains(i), row.contains(j), "n={n} ({i}, {j})");
+            let mut random = |offset: usize| -> Vec<BitSet> {
+                (0..n)
+                    .map(|i| {
+                        let mut row = BitSet::default();
+                        for j in 0..n {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                            if x.is_multiple_of(3) || (i + offset) % n == j {
+                                row.insert(j);
+                            }
+                        }
+                        row
+                    })
+                    .collect()
+            };
+            let (before, cols) = (random(0), random(1));
+            let mut rows = before.clone();
+            intersect_transposed(&mut rows, &cols);
+            for (i, (row, before)) in rows.iter().zip(&before).enumerate() {
+                for (j, col) in cols.iter().enumerate() {
+                    assert_eq!(
+                        row.contains(j),
+                        before.contains(j) && col.contains(i),
+                        "n={n} ({i}, {j})"
+                    );
                 }
             }
         }

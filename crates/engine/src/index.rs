@@ -11,9 +11,15 @@ use crate::state::PodId;
 /// Pods by label key and by key/value.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct LabelIndex {
-    by_key: HashMap<String, BitSet>,
-    by_value: HashMap<(String, String), BitSet>,
+    by_key: HashMap<String, KeyIndex>,
     all: BitSet,
+}
+
+/// The pods carrying one label key: all of them, and by value.
+#[derive(Debug, Clone, Default)]
+struct KeyIndex {
+    pods: BitSet,
+    by_value: HashMap<String, BitSet>,
 }
 
 impl LabelIndex {
@@ -21,11 +27,16 @@ impl LabelIndex {
     pub fn insert(&mut self, id: PodId, labels: &Labels) {
         self.all.insert(id);
         for (k, v) in labels {
-            self.by_key.entry(k.clone()).or_default().insert(id);
-            self.by_value
-                .entry((k.clone(), v.clone()))
-                .or_default()
-                .insert(id);
+            // Keys and values are copied only the first time they are seen.
+            let key = match self.by_key.get_mut(k.as_str()) {
+                Some(key) => key,
+                None => self.by_key.entry(k.clone()).or_default(),
+            };
+            key.pods.insert(id);
+            match key.by_value.get_mut(v.as_str()) {
+                Some(pods) => pods.insert(id),
+                None => key.by_value.entry(v.clone()).or_default().insert(id),
+            }
         }
     }
 
@@ -33,17 +44,21 @@ impl LabelIndex {
     pub fn remove(&mut self, id: PodId, labels: &Labels) {
         self.all.remove(id);
         for (k, v) in labels {
-            if let Some(s) = self.by_key.get_mut(k) {
-                s.remove(id);
-            }
-            if let Some(s) = self.by_value.get_mut(&(k.clone(), v.clone())) {
-                s.remove(id);
+            if let Some(key) = self.by_key.get_mut(k.as_str()) {
+                key.pods.remove(id);
+                if let Some(s) = key.by_value.get_mut(v.as_str()) {
+                    s.remove(id);
+                }
             }
         }
     }
 
+    fn key(&self, k: &str) -> Option<&BitSet> {
+        self.by_key.get(k).map(|key| &key.pods)
+    }
+
     fn value(&self, k: &str, v: &str) -> Option<&BitSet> {
-        self.by_value.get(&(k.to_string(), v.to_string()))
+        self.by_key.get(k).and_then(|key| key.by_value.get(v))
     }
 
     fn any_value(&self, k: &str, values: &[String]) -> BitSet {
@@ -76,8 +91,8 @@ impl LabelIndex {
             match &r.op {
                 SelectorOp::In(values) => s.intersect(&self.any_value(&r.key, values)),
                 SelectorOp::NotIn(values) => s.subtract(&self.any_value(&r.key, values)),
-                SelectorOp::Exists => s.intersect(self.by_key.get(&r.key).unwrap_or(&empty)),
-                SelectorOp::DoesNotExist => s.subtract(self.by_key.get(&r.key).unwrap_or(&empty)),
+                SelectorOp::Exists => s.intersect(self.key(&r.key).unwrap_or(&empty)),
+                SelectorOp::DoesNotExist => s.subtract(self.key(&r.key).unwrap_or(&empty)),
             }
         }
         s

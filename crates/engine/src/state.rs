@@ -340,6 +340,7 @@ impl Engine {
             address_epoch: crate::address_cache::next_epoch(),
         };
         e.index_namespaces_and_nodes();
+        e.pod_index.reserve(e.cluster.pods.len());
         for pod in PodId::all(e.cluster.pods.len()) {
             e.index_pod(pod);
         }
@@ -761,15 +762,13 @@ impl Engine {
     fn build_lists(&mut self) {
         let n = self.cluster.pods.len();
         let rep_of: Vec<PodId> = {
-            let mut first: HashMap<(usize, &palisade_model::Labels, bool), PodId> = HashMap::new();
-            PodId::all(n)
-                .map(|pod| {
-                    let p = &self.cluster.pods[pod];
-                    *first
-                        .entry((self.pod_ns[pod], &p.labels, p.host_network))
-                        .or_insert(pod)
-                })
-                .collect()
+            let pods = &self.cluster.pods;
+            crate::group::first_equal(n, |i| {
+                (self.pod_ns[i], &pods[i].labels, pods[i].host_network)
+            })
+            .into_iter()
+            .map(PodId::new)
+            .collect()
         };
         let mut reps = BitSet::new(n);
         // Each representative's position among the representatives: lists are built for
