@@ -5,11 +5,12 @@
 //! — form classes; each class's row of destination classes is computed at once by set
 //! algebra (see the `rows` module), the classes in parallel.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use palisade_engine::{BitSet, Endpoint, Flow, PodId};
+use palisade_engine::{BitSet, Endpoint, Flow, PodId, first_equal};
 use palisade_model::{AdminPeer, NetworkPolicyPeer, Protocol};
+use rayon::prelude::*;
 
 use crate::Analysis;
 use crate::probes::Probe;
@@ -145,35 +146,71 @@ impl std::fmt::Display for Distinction {
     }
 }
 
-/// What makes two pods indistinguishable to every policy.
+/// What makes two pods indistinguishable to every policy (borrowing the pod's labels and
+/// port names).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct Signature {
+struct Signature<'a> {
     namespace: usize,
-    labels: Vec<(String, String)>,
+    labels: &'a palisade_model::Labels,
     host_network: bool,
     family_v6: bool,
-    regions: Vec<bool>,
+    regions: Regions,
     node: Option<usize>,
-    ports: Vec<(Option<String>, u16, Protocol)>,
+    ports: Vec<(Option<&'a str>, u16, Protocol)>,
     shared_address: bool,
+}
+
+/// Which policy CIDRs hold a pod's addresses: a bit per (address, CIDR), address-major;
+/// the first 64 inline (most pods need no more).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Regions {
+    len: usize,
+    first: u64,
+    rest: Vec<u64>,
+}
+
+impl Regions {
+    fn of(ips: &[IpAddr], cidrs: &[ipnet::IpNet]) -> Regions {
+        let len = ips.len() * cidrs.len();
+        let mut regions = Regions {
+            len,
+            first: 0,
+            rest: vec![0; len.div_ceil(64).saturating_sub(1)],
+        };
+        let inside = ips
+            .iter()
+            .flat_map(|ip| cidrs.iter().map(move |c| c.contains(ip)));
+        for (i, inside) in inside.enumerate() {
+            if inside {
+                let word = match i / 64 {
+                    0 => &mut regions.first,
+                    w => &mut regions.rest[w - 1],
+                };
+                *word |= 1 << (i % 64);
+            }
+        }
+        regions
+    }
 }
 
 impl Analysis<'_> {
     /// Pods that have an address (host-network pods through their node), with their
     /// endpoint, in namespace/name order.
     pub fn addressable_pods(&self) -> Vec<(PodId, Endpoint)> {
-        let mut pods: Vec<(PodId, Endpoint)> = self
-            .engine
-            .pod_ids()
-            .filter_map(|p| self.engine.endpoint_for_pod(p, None).map(|e| (p, e)))
+        let engine = self.engine;
+        let ids: Vec<PodId> = engine.pod_ids().collect();
+        let mut pods: Vec<(PodId, Endpoint)> = ids
+            .par_iter()
+            .filter_map(|&p| engine.endpoint_for_pod(p, None).map(|e| (p, e)))
             .collect();
-        pods.sort_by(|a, b| {
-            let (x, y) = (
-                &self.engine.cluster().pods[a.0],
-                &self.engine.cluster().pods[b.0],
-            );
-            (&x.namespace, &x.name).cmp(&(&y.namespace, &y.name))
-        });
+        let key = |p: PodId| {
+            let pod = &engine.cluster().pods[p];
+            (&pod.namespace, &pod.name)
+        };
+        // Loading sorts the pods so; only pods added since need sorting in.
+        if !pods.par_windows(2).all(|w| key(w[0].0) <= key(w[1].0)) {
+            pods.sort_by(|a, b| key(a.0).cmp(&key(b.0)));
+        }
         pods
     }
 
@@ -242,7 +279,7 @@ impl Analysis<'_> {
         let owners: Vec<_> = self.cidr_owners().collect();
         let (named, nodes_matter) = (self.engine.uses_named_ports(), false);
         pairs
-            .iter()
+            .par_iter()
             .map(|&(a, b)| {
                 let sa = self.signature_with(a, &cidrs, named, nodes_matter);
                 let sb = self.signature_with(b, &cidrs, named, nodes_matter);
@@ -317,25 +354,22 @@ impl Analysis<'_> {
         cidrs: &[ipnet::IpNet],
         named: bool,
         nodes_matter: bool,
-    ) -> Signature {
+    ) -> Signature<'_> {
         let p = &self.engine.cluster().pods[pod];
-        let ips: Vec<IpAddr> = match self.engine.endpoint_for_pod(pod, None) {
-            Some(e) if p.host_network => vec![e.ip],
-            _ => p.ips.clone(),
+        let host_ip;
+        let ips: &[IpAddr] = match self.engine.endpoint_for_pod(pod, None) {
+            Some(e) if p.host_network => {
+                host_ip = [e.ip];
+                &host_ip
+            }
+            _ => &p.ips,
         };
         Signature {
             namespace: self.engine.pod_namespace(pod),
-            labels: p
-                .labels
-                .iter()
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
+            labels: &p.labels,
             host_network: p.host_network,
             family_v6: ips.first().is_some_and(IpAddr::is_ipv6),
-            regions: ips
-                .iter()
-                .flat_map(|ip| cidrs.iter().map(move |c| c.contains(ip)))
-                .collect(),
+            regions: Regions::of(ips, cidrs),
             node: if nodes_matter || p.host_network {
                 self.engine.pod_node(pod)
             } else {
@@ -344,7 +378,7 @@ impl Analysis<'_> {
             ports: if named {
                 p.ports
                     .iter()
-                    .map(|c| (c.name.clone(), c.port.get(), c.protocol))
+                    .map(|c| (c.name.as_deref(), c.port.get(), c.protocol))
                     .collect()
             } else {
                 Vec::new()
@@ -360,16 +394,19 @@ impl Analysis<'_> {
         let cidrs = self.policy_cidrs();
         let named = self.engine.uses_named_ports();
         let nodes_matter = by_node && self.nodes_matter();
-        let mut index: HashMap<Signature, usize> = HashMap::new();
+        let first = first_equal(pods.len(), |i| {
+            self.signature_with(pods[i], &cidrs, named, nodes_matter)
+        });
+        // Classes in the order of their first pod.
         let mut members: Vec<Vec<PodId>> = Vec::new();
-        let mut class_of = Vec::with_capacity(pods.len());
-        for &pod in pods {
-            let sig = self.signature_with(pod, &cidrs, named, nodes_matter);
-            let next = members.len();
-            let c = *index.entry(sig).or_insert(next);
-            if c == next {
+        let mut class_of: Vec<usize> = Vec::with_capacity(pods.len());
+        for (i, (&pod, first)) in pods.iter().zip(first).enumerate() {
+            let c = if first == i {
                 members.push(Vec::new());
-            }
+                members.len() - 1
+            } else {
+                class_of[first]
+            };
             members[c].push(pod);
             class_of.push(c);
         }
@@ -377,13 +414,21 @@ impl Analysis<'_> {
         (class_of, reps, members)
     }
 
-    /// The matrix pods, their classes, the members of each class and its representative.
-    fn matrix_classes(&self) -> (Vec<PodId>, Vec<usize>, Vec<Vec<PodId>>) {
-        let pods: Vec<PodId> = self
-            .addressable_pods()
+    /// The pods of [`Analysis::addressable_pods`], in its order.
+    pub fn addressable_pod_ids(&self) -> Vec<PodId> {
+        self.addressable_pods()
             .into_iter()
             .map(|(p, _)| p)
-            .collect();
+            .collect()
+    }
+
+    /// The matrix pods, their classes, the members of each class and its representative.
+    fn matrix_classes(&self) -> (Vec<PodId>, Vec<usize>, Vec<Vec<PodId>>) {
+        self.classes_of_pods(self.addressable_pod_ids())
+    }
+
+    /// [`Analysis::matrix_classes`] of `pods`, the addressable pods in their order.
+    fn classes_of_pods(&self, pods: Vec<PodId>) -> (Vec<PodId>, Vec<usize>, Vec<Vec<PodId>>) {
         let (class_of, _reps, members) = self.classes(&pods, false);
         (pods, class_of, members)
     }
@@ -391,18 +436,20 @@ impl Analysis<'_> {
     /// The matrix classes split by node where the node-local exemption tells pods apart:
     /// classes every flow of whose members, exemption included, is decided alike.
     pub(crate) fn classes_by_node(&self) -> Vec<Vec<PodId>> {
-        let pods: Vec<PodId> = self
-            .addressable_pods()
-            .into_iter()
-            .map(|(p, _)| p)
-            .collect();
-        self.classes(&pods, true).2
+        self.classes(&self.addressable_pod_ids(), true).2
     }
 
     /// Evaluates every probe between every pair of addressable pods, a source class at a
     /// time.
     pub fn matrix(&self, probes: &[Probe]) -> Matrix {
-        let (pods, class_of, members) = self.matrix_classes();
+        self.matrix_of(self.addressable_pod_ids(), probes)
+    }
+
+    /// [`Analysis::matrix`] given the addressable pods, as [`Analysis::addressable_pod_ids`]
+    /// returns them (for a caller that holds them already).
+    pub fn matrix_of(&self, pods: Vec<PodId>, probes: &[Probe]) -> Matrix {
+        debug_assert_eq!(pods, self.addressable_pod_ids());
+        let (pods, class_of, members) = self.classes_of_pods(pods);
         let reps: Vec<PodId> = members.iter().map(|m| m[0]).collect();
         let mut verdicts: Vec<BitSet> = if probes.is_empty() {
             Vec::new()

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_engine::rule_parts::{PortEntry, admin_port_entry, np_port_entry};
-use palisade_engine::{AdminPeerC, BitSet, EndpointKind, Engine, NpPeer, NpRule, PodId, transpose};
+use palisade_engine::{
+    AdminPeerC, BitSet, EndpointKind, Engine, NpPeer, NpRule, PodId, intersect_transposed,
+};
 use palisade_model::{
     Action, AdminPort, Direction, IpBlock, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
 };
@@ -341,10 +343,7 @@ impl<'e> Rows<'e> {
             .into_iter()
             .zip(ingress)
             .map(|(mut out, ingress)| {
-                let by_source = transpose(&ingress, self.len());
-                for (row, allowed_in) in out.iter_mut().zip(&by_source) {
-                    row.intersect(allowed_in);
-                }
+                intersect_transposed(&mut out, &ingress);
                 out
             })
             .collect()

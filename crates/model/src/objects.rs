@@ -456,12 +456,29 @@ impl Staged {
     }
 }
 
+/// Sorts `items` stably by the names `key` gives, comparing names gathered once: the
+/// items, large and scattered in memory, are neither read again nor moved while sorting.
+fn sort_by_names<T>(items: &mut Vec<T>, key: impl Fn(&T) -> (&str, &str)) {
+    let mut order: Vec<(&str, &str, usize)> = (items.iter().enumerate())
+        .map(|(i, item)| {
+            let (a, b) = key(item);
+            (a, b, i)
+        })
+        .collect();
+    order.sort_unstable();
+    if order.iter().enumerate().all(|(at, &(_, _, i))| at == i) {
+        return;
+    }
+    let order: Vec<usize> = order.into_iter().map(|(_, _, i)| i).collect();
+    let mut slots: Vec<Option<T>> = items.drain(..).map(Some).collect();
+    items.extend(order.into_iter().filter_map(|i| slots[i].take()));
+}
+
 impl Cluster {
     /// Puts every list in its canonical order (namespace/name, kind/name), as loading does.
     pub fn sort(&mut self) {
         self.namespaces.sort_by(|a, b| a.name.cmp(&b.name));
-        self.pods
-            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        sort_by_names(&mut self.pods, |p| (&p.namespace, &p.name));
         self.nodes.sort_by(|a, b| a.name.cmp(&b.name));
         self.network_policies
             .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));

@@ -4,6 +4,8 @@ mod services;
 
 use std::collections::BTreeSet;
 
+use rayon::prelude::*;
+
 use palisade_analysis::{Analysis, Probe};
 use palisade_engine::{Engine, PodId};
 use palisade_model::Protocol;
@@ -208,11 +210,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     }
     // The matrix rows are the addressable pods in this order, whatever the probes: focus
     // first, so that a port name resolves against the destinations shown only.
-    let order: Vec<PodId> = analysis
-        .addressable_pods()
-        .into_iter()
-        .map(|(p, _)| p)
-        .collect();
+    let order: Vec<PodId> = analysis.addressable_pod_ids();
     if order.is_empty() {
         return Err(CliError::Empty(
             "no pod in the input has an address (status.podIP/podIPs) and no workload (Deployment, StatefulSet, DaemonSet, ReplicaSet, Job, CronJob) stands for one, so the matrix would be empty; dump the pods with `kubectl get pods -A -o yaml`".into(),
@@ -222,7 +220,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
         return services::run(&args, &engine, &order);
     }
     let pods = &engine.cluster().pods;
-    let names: Vec<String> = order.iter().map(|&p| pods[p].key()).collect();
+    let names: Vec<String> = order.par_iter().map(|&p| pods[p].key()).collect();
     let keys: Vec<(&str, &str)> = order
         .iter()
         .map(|&p| (pods[p].namespace.as_str(), pods[p].name.as_str()))
@@ -231,7 +229,7 @@ pub fn run(args: Args) -> Result<(), CliError> {
     let dests: Vec<PodId> = cols_idx.iter().map(|&c| order[c]).collect();
     let cols = probe_cols(&engine, &dests, &args.ports, &args.protocols)?;
     let probes: Vec<Probe> = cols.iter().map(|c| c.probe).collect();
-    let m = analysis.matrix(&probes);
+    let m = analysis.matrix_of(order, &probes);
     let allowed = |p: usize, f: usize, t: usize| m.allowed(p, f, t);
     let applies = |p: usize, t: usize| match &cols[p].name {
         None => true,

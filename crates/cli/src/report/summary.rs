@@ -3,7 +3,10 @@
 //! reach the same classes on one line).
 
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::io::Write;
+
+use rayon::prelude::*;
 
 use palisade_analysis::{Analysis, Matrix};
 use palisade_engine::{BitSet, Engine, PodId};
@@ -71,9 +74,14 @@ pub fn summary(
             "node-local: a node's own address (its host-network pods) reaches every pod on that node, whatever the policies say (--no-node-local turns this off); the reach below is by policy"
         )?;
     }
+    // Each class's namespace and labels, the classes in parallel.
+    let classes: Vec<(&usize, &Vec<usize>)> = members.iter().collect();
+    let described: Vec<(String, String)> = classes
+        .par_iter()
+        .map(|(_, rows)| namespace_and_labels(&engine.cluster().pods[m.pods[rows[0]]]))
+        .collect();
     let mut by_labels: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
-    for (&c, rows) in &members {
-        let (ns, labels) = namespace_and_labels(&engine.cluster().pods[m.pods[rows[0]]]);
+    for ((&c, rows), (ns, labels)) in classes.into_iter().zip(described) {
         class_line(out, c, (&ns, &labels), rows, v.names)?;
         by_labels.entry((ns, labels)).or_default().push(c);
     }
@@ -116,24 +124,34 @@ pub fn summary(
         shown.insert(c);
         shown_pods[c] = rows.len();
     }
-    for pi in 0..v.probes.len() {
-        writeln!(out, "\n{}:", v.probes[pi].label())?;
-        for (sources, reach) in reach_groups(m, pi, &from_classes, &shown) {
-            let pods: usize = reach.iter().map(|to| shown_pods[to]).sum();
-            let sources_pods: usize = sources.iter().map(|c| from_classes[c].len()).sum();
-            let list = if reach.len() == to_classes.len() {
-                "all classes".to_string()
-            } else if reach.is_empty() {
-                "no class".to_string()
-            } else {
-                ranges(reach.iter())
-            };
-            writeln!(
-                out,
-                "  {} ({sources_pods} pods) -> {pods} of {to_count} pods: {list}",
-                ranges(sources.iter().copied())
-            )?;
-        }
+    // Each probe's section is written apart, the probes in parallel, then in probe order.
+    let labels: Vec<String> = v.probes.iter().map(|p| p.label()).collect();
+    let sections: Vec<String> = (labels.par_iter().enumerate())
+        .map(|(pi, label)| {
+            let mut text = format!("\n{label}:\n");
+            for (sources, reach) in reach_groups(m, pi, &from_classes, &shown) {
+                let pods: usize = reach.iter().map(|to| shown_pods[to]).sum();
+                let sources_pods: usize = sources.iter().map(|c| from_classes[c].len()).sum();
+                text.push_str("  ");
+                push_ranges(&mut text, sources.iter().copied());
+                let _ = write!(
+                    text,
+                    " ({sources_pods} pods) -> {pods} of {to_count} pods: "
+                );
+                if reach.len() == to_classes.len() {
+                    text.push_str("all classes");
+                } else if reach.is_empty() {
+                    text.push_str("no class");
+                } else {
+                    push_ranges(&mut text, reach.iter());
+                }
+                text.push('\n');
+            }
+            text
+        })
+        .collect();
+    for section in sections {
+        out.write_all(section.as_bytes())?;
     }
     out.flush()
 }
@@ -164,33 +182,61 @@ fn reach_groups(
 /// Ascending class numbers as `C1-C4 C7`.
 pub(super) fn ranges(classes: impl Iterator<Item = usize>) -> String {
     let mut out = String::new();
-    let mut run: Option<(usize, usize)> = None;
+    push_ranges(&mut out, classes);
+    out
+}
+
+/// [`ranges`], appended to `out`.
+fn push_ranges(out: &mut String, classes: impl Iterator<Item = usize>) {
+    let start = out.len();
     let flush = |out: &mut String, (a, b): (usize, usize)| {
-        use std::fmt::Write as _;
-        if !out.is_empty() {
+        if out.len() > start {
             out.push(' ');
         }
-        // Writing into a String cannot fail.
-        let _ = match b - a {
-            0 => write!(out, "C{a}"),
-            1 => write!(out, "C{a} C{b}"),
-            _ => write!(out, "C{a}-C{b}"),
-        };
+        push_class(out, a);
+        match b - a {
+            0 => {}
+            1 => {
+                out.push(' ');
+                push_class(out, b);
+            }
+            _ => {
+                out.push('-');
+                push_class(out, b);
+            }
+        }
     };
+    let mut run: Option<(usize, usize)> = None;
     for c in classes {
         run = match run {
             Some((a, b)) if c == b + 1 => Some((a, c)),
             Some(r) => {
-                flush(&mut out, r);
+                flush(out, r);
                 Some((c, c))
             }
             None => Some((c, c)),
         };
     }
     if let Some(r) = run {
-        flush(&mut out, r);
+        flush(out, r);
     }
-    out
+}
+
+/// `C` and the class number, in decimal (the summary writes millions of them).
+fn push_class(out: &mut String, c: usize) {
+    out.push('C');
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut n = c;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend(digits[i..].iter().map(|&d| char::from(d)));
 }
 
 #[cfg(test)]
