@@ -4,7 +4,9 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use rayon::prelude::*;
 
 use palisade_model::{
     AdminPeer, AdminPolicy, AdminRule, AdminTier, Cluster, Direction, NamespaceMatch,
@@ -149,10 +151,23 @@ pub(crate) enum PolicySlot {
 }
 
 /// The peer pod sets compiled so far, by the selectors that pick them: policies whose
-/// peers have the same selectors (thousands of policies may repeat a few) share one set,
-/// computed once.
+/// peers have the same selectors (thousands of policies may repeat a few) share one set.
+/// Policies compile in parallel: a set two of them make at once is kept once, the first
+/// stored, and both take that one.
 #[derive(Default)]
-pub(crate) struct PeerSets(HashMap<(ScopeKey, Selector), Arc<BitSet>>);
+pub(crate) struct PeerSets(Mutex<HashMap<(ScopeKey, Selector), Arc<BitSet>>>);
+
+impl PeerSets {
+    /// The set stored under `key`, or `make`'s, made outside the lock and stored.
+    fn get_or_make(&self, key: (ScopeKey, Selector), make: impl FnOnce() -> BitSet) -> Arc<BitSet> {
+        let lock = || self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(set) = lock().get(&key) {
+            return set.clone();
+        }
+        let set = Arc::new(make());
+        lock().entry(key).or_insert(set).clone()
+    }
+}
 
 /// An [`NsScope`] as a key.
 #[derive(PartialEq, Eq, Hash)]
@@ -345,18 +360,12 @@ impl Engine {
             e.index_pod(pod);
         }
         e.rebuild_ip_owner();
-        let mut shared = PeerSets::default();
-        e.nps = e
-            .cluster
-            .network_policies
-            .iter()
-            .map(|np| e.compile_np(np, &mut shared))
+        let shared = PeerSets::default();
+        e.nps = (e.cluster.network_policies.par_iter())
+            .map(|np| e.compile_np(np, &shared))
             .collect();
-        e.admins = e
-            .cluster
-            .admin_policies
-            .iter()
-            .map(|p| e.compile_admin(p, &mut shared))
+        e.admins = (e.cluster.admin_policies.par_iter())
+            .map(|p| e.compile_admin(p, &shared))
             .collect();
         e.sort_admins();
         e.build_lists();
@@ -588,29 +597,20 @@ impl Engine {
 
     /// [`Engine::select_pods`], shared with the peers compiled before that have the same
     /// selectors.
-    fn shared_pods(
-        &self,
-        scope: NsScope<'_>,
-        pods: &Selector,
-        shared: &mut PeerSets,
-    ) -> Arc<BitSet> {
+    fn shared_pods(&self, scope: NsScope<'_>, pods: &Selector, shared: &PeerSets) -> Arc<BitSet> {
         let key = match scope {
             NsScope::Named(name) => ScopeKey::Named(name.to_string()),
             NsScope::Selected(sel) => ScopeKey::Selected(sel.clone()),
         };
-        shared
-            .0
-            .entry((key, pods.clone()))
-            .or_insert_with(|| Arc::new(self.select_pods(scope, pods)))
-            .clone()
+        shared.get_or_make((key, pods.clone()), || self.select_pods(scope, pods))
     }
 
     // ------------------------------------------------------------------ compiling policies
 
-    pub(crate) fn compile_np(&self, np: &NetworkPolicy, shared: &mut PeerSets) -> CompiledNp {
+    pub(crate) fn compile_np(&self, np: &NetworkPolicy, shared: &PeerSets) -> CompiledNp {
         let legacy_lists = self.options.semantics == Semantics::Legacy
             && np.api == NetworkPolicyApi::ExtensionsV1beta1;
-        let mut rules = |dir| {
+        let rules = |dir| {
             np.rules(dir)
                 .iter()
                 .map(|r| {
@@ -644,7 +644,7 @@ impl Engine {
         &self,
         np: &NetworkPolicy,
         peer: &NetworkPolicyPeer,
-        shared: &mut PeerSets,
+        shared: &PeerSets,
     ) -> NpPeer {
         match peer {
             NetworkPolicyPeer::IpBlock(b) => NpPeer::IpBlock(b.clone()),
@@ -655,12 +655,8 @@ impl Engine {
         }
     }
 
-    pub(crate) fn compile_admin(
-        &self,
-        policy: &AdminPolicy,
-        shared: &mut PeerSets,
-    ) -> CompiledAdmin {
-        let mut rules = |rules: &[AdminRule]| {
+    pub(crate) fn compile_admin(&self, policy: &AdminPolicy, shared: &PeerSets) -> CompiledAdmin {
+        let rules = |rules: &[AdminRule]| {
             rules
                 .iter()
                 .map(|r| {
@@ -690,7 +686,7 @@ impl Engine {
         }
     }
 
-    fn compile_admin_peer(&self, peer: &AdminPeer, shared: &mut PeerSets) -> AdminPeerC {
+    fn compile_admin_peer(&self, peer: &AdminPeer, shared: &PeerSets) -> AdminPeerC {
         match peer {
             AdminPeer::Namespaces(NamespaceMatch::Selector(ns)) => AdminPeerC::Pods(
                 self.shared_pods(NsScope::Selected(ns), &Selector::everything(), shared),

@@ -695,7 +695,7 @@ impl Engine {
         {
             self.remove_np(i);
         }
-        let compiled = self.compile_np(&np, &mut PeerSets::default());
+        let compiled = self.compile_np(&np, &PeerSets::default());
         let i = self.nps.len() as u32;
         let pods: Vec<PodId> = compiled.subject.pods().collect();
         for &pod in &pods {
@@ -756,7 +756,7 @@ impl Engine {
         {
             self.remove_admin(i);
         }
-        let compiled = self.compile_admin(&p, &mut PeerSets::default());
+        let compiled = self.compile_admin(&p, &PeerSets::default());
         let pods: Vec<PodId> = compiled.subject.pods().collect();
         self.cluster.admin_policies.push(p);
         self.admins.push(compiled);
