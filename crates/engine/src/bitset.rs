@@ -256,6 +256,41 @@ impl BitSet {
             .flat_map(move |(i, &bits)| word_members(start + i, bits))
     }
 
+    /// The runs of consecutive members, ascending, each as the range it covers: a full word
+    /// is passed over at once.
+    pub fn runs(&self) -> impl Iterator<Item = Range<usize>> + '_ {
+        let words = &self.words;
+        let at = move |i: usize| (self.start + i) * 64;
+        // Word `i`, with the bits of runs already returned cleared.
+        let mut i = 0;
+        let mut bits = words.first().copied().unwrap_or(0);
+        std::iter::from_fn(move || {
+            while bits == 0 {
+                i += 1;
+                bits = *words.get(i)?;
+            }
+            let from = bits.trailing_zeros();
+            let start = at(i) + from as usize;
+            let to = from + (bits >> from).trailing_ones();
+            if to < 64 {
+                bits &= u64::MAX << to;
+                return Some(start..at(i) + to as usize);
+            }
+            loop {
+                i += 1;
+                let Some(&word) = words.get(i) else {
+                    bits = 0;
+                    return Some(start..at(i));
+                };
+                let ones = word.trailing_ones();
+                if ones < 64 {
+                    bits = word & (u64::MAX << ones);
+                    return Some(start..at(i) + ones as usize);
+                }
+            }
+        })
+    }
+
     /// The members of a set of pods, ascending.
     pub fn pods(&self) -> impl Iterator<Item = PodId> + '_ {
         self.iter().map(PodId::new)
@@ -391,6 +426,36 @@ mod tests {
         }
     }
 
+    #[test]
+    fn runs_are_maximal_and_cover_the_members() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        for round in 0..2000 {
+            let mut set = BitSet::default();
+            let mut at = (x % 300) as usize;
+            // Runs of random lengths (often whole words and more) with random gaps.
+            while at < 1000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let len = (x % 200) as usize;
+                for i in at..at + len {
+                    set.insert(i);
+                }
+                at += len + 1 + (x >> 20) as usize % 70;
+            }
+            if round % 3 == 0 {
+                set.remove(at / 2);
+            }
+            let runs: Vec<Range<usize>> = set.runs().collect();
+            let members: Vec<usize> = set.iter().collect();
+            assert_eq!(runs.iter().cloned().flatten().collect::<Vec<_>>(), members);
+            for pair in runs.windows(2) {
+                assert!(pair[0].end < pair[1].start, "round {round}: {pair:?}");
+            }
+            assert!(runs.iter().all(|r| !r.is_empty()), "round {round}");
+        }
+    }
+
     /// Every operation against a model (a sorted set of ids) on random sets that start
     /// anywhere, including empty ones and ones stored with zero words at either end.
     #[test]
@@ -430,6 +495,8 @@ mod tests {
             let (b, mb) = random(&mut next);
             let members = |s: &BitSet| s.iter().collect::<BTreeSet<_>>();
             assert_eq!(members(&a), ma, "round {round}");
+            let from_runs: BTreeSet<usize> = a.runs().flatten().collect();
+            assert_eq!(from_runs, ma, "runs, round {round}");
             assert_eq!(a.len(), ma.len());
             assert_eq!(a.is_empty(), ma.is_empty());
             for i in 0..700 {

@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::Write;
+use std::ops::Range;
 
 use rayon::prelude::*;
 
@@ -124,13 +125,22 @@ pub fn summary(
         shown.insert(c);
         shown_pods[c] = rows.len();
     }
+    // The pods of the shown classes below each class: a run of classes' pods is a difference.
+    let pods_below: Vec<usize> = std::iter::once(0)
+        .chain(shown_pods.iter().scan(0, |sum, &pods| {
+            *sum += pods;
+            Some(*sum)
+        }))
+        .collect();
     // Each probe's section is written apart, the probes in parallel, then in probe order.
     let labels: Vec<String> = v.probes.iter().map(|p| p.label()).collect();
     let sections: Vec<String> = (labels.par_iter().enumerate())
         .map(|(pi, label)| {
             let mut text = format!("\n{label}:\n");
             for (sources, reach) in reach_groups(m, pi, &from_classes, &shown) {
-                let pods: usize = reach.iter().map(|to| shown_pods[to]).sum();
+                let pods: usize = (reach.runs())
+                    .map(|run| pods_below[run.end] - pods_below[run.start])
+                    .sum();
                 let sources_pods: usize = sources.iter().map(|c| from_classes[c].len()).sum();
                 text.push_str("  ");
                 push_ranges(&mut text, sources.iter().copied());
@@ -143,7 +153,7 @@ pub fn summary(
                 } else if reach.is_empty() {
                     text.push_str("no class");
                 } else {
-                    push_ranges(&mut text, reach.iter());
+                    push_runs(&mut text, reach.runs());
                 }
                 text.push('\n');
             }
@@ -188,37 +198,37 @@ pub(super) fn ranges(classes: impl Iterator<Item = usize>) -> String {
 
 /// [`ranges`], appended to `out`.
 fn push_ranges(out: &mut String, classes: impl Iterator<Item = usize>) {
-    let start = out.len();
-    let flush = |out: &mut String, (a, b): (usize, usize)| {
-        if out.len() > start {
+    let mut classes = classes.peekable();
+    let runs = std::iter::from_fn(|| {
+        let start = classes.next()?;
+        let mut end = start + 1;
+        while classes.next_if_eq(&end).is_some() {
+            end += 1;
+        }
+        Some(start..end)
+    });
+    push_runs(out, runs);
+}
+
+/// Ascending, non-adjacent runs of class numbers (`start..end`) as [`ranges`] writes them,
+/// appended to `out`.
+fn push_runs(out: &mut String, runs: impl Iterator<Item = Range<usize>>) {
+    for (i, run) in runs.enumerate() {
+        if i > 0 {
             out.push(' ');
         }
-        push_class(out, a);
-        match b - a {
-            0 => {}
-            1 => {
+        push_class(out, run.start);
+        match run.len() {
+            0 | 1 => {}
+            2 => {
                 out.push(' ');
-                push_class(out, b);
+                push_class(out, run.start + 1);
             }
             _ => {
                 out.push('-');
-                push_class(out, b);
+                push_class(out, run.end - 1);
             }
         }
-    };
-    let mut run: Option<(usize, usize)> = None;
-    for c in classes {
-        run = match run {
-            Some((a, b)) if c == b + 1 => Some((a, c)),
-            Some(r) => {
-                flush(out, r);
-                Some((c, c))
-            }
-            None => Some((c, c)),
-        };
-    }
-    if let Some(r) = run {
-        flush(out, r);
     }
 }
 
@@ -241,7 +251,17 @@ fn push_class(out: &mut String, c: usize) {
 
 #[cfg(test)]
 mod tests {
-    use super::ranges;
+    use palisade_engine::BitSet;
+
+    use super::{push_runs, ranges};
+
+    fn set_of(classes: &[usize]) -> BitSet {
+        let mut set = BitSet::default();
+        for &c in classes {
+            set.insert(c);
+        }
+        set
+    }
 
     #[test]
     fn class_lists_as_ranges() {
@@ -252,6 +272,17 @@ mod tests {
             (vec![0, 1, 2, 3, 7, 9, 10], "C0-C3 C7 C9 C10"),
         ] {
             assert_eq!(ranges(classes.clone().into_iter()), want, "{classes:?}");
+            let set = set_of(&classes);
+            let mut from_runs = String::new();
+            push_runs(&mut from_runs, set.runs());
+            assert_eq!(from_runs, want, "{classes:?} as a set's runs");
         }
+        // Runs across whole words, as reach lines have them.
+        let classes: Vec<usize> = (5..200).chain(256..320).chain([400]).collect();
+        let set = set_of(&classes);
+        let mut from_runs = String::new();
+        push_runs(&mut from_runs, set.runs());
+        assert_eq!(from_runs, ranges(classes.into_iter()));
+        assert_eq!(from_runs, "C5-C199 C256-C319 C400");
     }
 }
