@@ -526,15 +526,21 @@ impl Cluster {
 pub fn duplicate_pod_ips<'a>(
     pods: impl IntoIterator<Item = &'a Pod>,
 ) -> BTreeMap<IpAddr, Vec<&'a Pod>> {
+    // Every (address, position, pod), sorted: the holders of an address are adjacent, in
+    // input order; only the shared addresses get a list.
+    let mut held: Vec<(IpAddr, usize, &Pod)> = (pods.into_iter().enumerate())
+        .filter(|(_, p)| !p.host_network)
+        .flat_map(|(i, p)| p.ips.iter().map(move |ip| (*ip, i, p)))
+        .collect();
+    held.sort_unstable_by_key(|&(ip, i, _)| (ip, i));
     let mut by_ip: BTreeMap<IpAddr, Vec<&Pod>> = BTreeMap::new();
-    for pod in pods.into_iter().filter(|p| !p.host_network) {
-        for ip in &pod.ips {
-            let sharing = by_ip.entry(*ip).or_default();
-            if !sharing.last().is_some_and(|p| std::ptr::eq(*p, pod)) {
-                sharing.push(pod);
-            }
+    for holders in held.chunk_by(|a, b| a.0 == b.0) {
+        let mut pods: Vec<&Pod> = holders.iter().map(|&(_, _, p)| p).collect();
+        // A pod that lists an address twice holds it once.
+        pods.dedup_by(|a, b| std::ptr::eq(*a, *b));
+        if pods.len() > 1 {
+            by_ip.insert(holders[0].0, pods);
         }
     }
-    by_ip.retain(|_, pods| pods.len() > 1);
     by_ip
 }
