@@ -40,7 +40,7 @@ pub fn serve(
     {
         match protocol {
             Protocol::Tcp => {
-                let l = TcpListener::bind((ip, port))?;
+                let l = bind_retrying(|| TcpListener::bind((ip, port)))?;
                 handles.push(std::thread::spawn(move || {
                     for stream in l.incoming().flatten() {
                         std::thread::spawn(move || echo(stream));
@@ -48,7 +48,7 @@ pub fn serve(
                 }));
             }
             Protocol::Udp => {
-                let s = UdpSocket::bind((ip, port))?;
+                let s = bind_retrying(|| UdpSocket::bind((ip, port)))?;
                 handles.push(std::thread::spawn(move || {
                     let mut buf = [0u8; 1500];
                     while let Ok((n, from)) = s.recv_from(&mut buf) {
@@ -66,6 +66,25 @@ pub fn serve(
         let _ = h.join();
     }
     Ok(())
+}
+
+/// `bind()`, tried again for up to five seconds while the address is in use or not yet
+/// there: a responder killed to be restarted frees its ports only when its last thread has
+/// exited, which can be after it left the namespace's process list.
+fn bind_retrying<T>(bind: impl Fn() -> std::io::Result<T>) -> std::io::Result<T> {
+    use std::io::ErrorKind::{AddrInUse, AddrNotAvailable};
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match bind() {
+            Err(e)
+                if matches!(e.kind(), AddrInUse | AddrNotAvailable)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            bound => return bound,
+        }
+    }
 }
 
 fn echo(mut s: TcpStream) {

@@ -175,6 +175,11 @@ impl Lab {
         state_dir().join(format!("{}.ready", self.name))
     }
 
+    /// Where the responder in namespace `netns` writes its error output.
+    fn errors_file(&self, netns: &str) -> PathBuf {
+        self.ready_dir().join(format!("{netns}.err"))
+    }
+
     /// Starts the responder of `e`, on `addresses` (empty: the wildcard address), and
     /// records its process.
     fn start_responder(
@@ -185,6 +190,8 @@ impl Lab {
     ) -> Result<(), LabError> {
         let ready_file = self.ready_dir().join(&e.netns);
         let _ = std::fs::remove_file(&ready_file);
+        std::fs::create_dir_all(self.ready_dir())?;
+        let errors = std::fs::File::create(self.errors_file(&e.netns))?;
         let helper = Helper::Serve {
             ports: e.ports.clone(),
             addresses,
@@ -194,7 +201,7 @@ impl Lab {
             .command(exe, &e.netns)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(errors)
             .spawn()?;
         self.pids.push(child.id());
         self.save()
@@ -207,9 +214,12 @@ impl Lab {
         for e in serving {
             while !ready.join(&e.netns).exists() {
                 if Instant::now() > deadline {
+                    let said =
+                        std::fs::read_to_string(self.errors_file(&e.netns)).unwrap_or_default();
                     return Err(LabError::Timeout(format!(
-                        "responder in {} did not start",
-                        e.netns
+                        "responder in {} did not start (its error output: {:?})",
+                        e.netns,
+                        said.trim()
                     )));
                 }
                 std::thread::sleep(Duration::from_millis(20));
