@@ -323,3 +323,29 @@ pub struct ConnectStats {
     /// Mean connect time of established connections.
     pub mean_us: u128,
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+    use super::*;
+
+    /// A port still held when the bind starts is bound once its holder lets it go (a
+    /// single bind fails with the address in use).
+    #[test]
+    fn a_bind_waits_for_a_port_its_holder_frees() {
+        let held = TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = held.local_addr().unwrap().port();
+        assert_eq!(
+            TcpListener::bind(("127.0.0.1", port)).unwrap_err().kind(),
+            std::io::ErrorKind::AddrInUse
+        );
+        let freer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            drop(held);
+        });
+        let bound = bind_retrying(|| TcpListener::bind(("127.0.0.1", port))).unwrap();
+        assert_eq!(bound.local_addr().unwrap().port(), port);
+        freer.join().unwrap();
+    }
+}
