@@ -80,8 +80,9 @@ pub struct ConcreteRule {
     pub rule: RuleMatch,
     /// The peer addresses (the source for ingress, the destination for egress).
     pub peers: PeerAddrs,
-    /// Port alternatives; `None` = every protocol and port.
-    pub ports: Option<Vec<PortAlt>>,
+    /// Port alternatives; `None` = every protocol and port (shared: programs are copied
+    /// when their peers move, their ports do not).
+    pub ports: Option<Arc<[PortAlt]>>,
 }
 
 impl ConcreteRule {
@@ -526,7 +527,11 @@ impl Engine {
                     fail_closed: false,
                 };
                 let useless = peers.is_empty() || ports.as_ref().is_some_and(Vec::is_empty);
-                (!useless).then_some(ConcreteRule { rule, peers, ports })
+                (!useless).then(|| ConcreteRule {
+                    rule,
+                    peers,
+                    ports: ports.map(Arc::from),
+                })
             })
             .collect()
     }
@@ -670,7 +675,7 @@ impl Engine {
             out.push(ConcreteRule {
                 rule: m,
                 peers,
-                ports,
+                ports: ports.map(Arc::from),
             });
         }
         out

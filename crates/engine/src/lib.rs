@@ -53,6 +53,7 @@ mod group;
 mod index;
 pub mod json;
 mod new_peers;
+mod ptr_map;
 mod resolved;
 pub mod rule_parts;
 mod services;
@@ -69,6 +70,7 @@ pub use eval::{Endpoint, EndpointKind, Flow};
 pub use group::first_equal;
 pub use new_peers::{NewPeers, Reshaped};
 pub use palisade_model::Change;
+pub use ptr_map::{PtrMap, PtrSet};
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use rule_parts::{PeerWhy, PortWhy};
 pub use services::{

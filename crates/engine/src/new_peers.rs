@@ -2,6 +2,7 @@
 //! rules' peers ([`Touched::peers`]): the rules stay, their peer addresses are recomputed.
 //! A data plane that compiled the old programs then changes only those addresses.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use palisade_model::Direction;
 
 use crate::address_cache::AddressCache;
 use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideClasses, SideProgram};
+use crate::ptr_map::PtrMap;
 use crate::state::{AdminPeerC, Engine, NpPeer, PodId, PolicySlot};
 use crate::update::{PeerRule, Touched};
 use crate::verdict::PolicyInfo;
@@ -33,7 +35,23 @@ pub struct NewPeers<'e> {
     /// The moved rules by their policy's name, with the policy's place in the engine.
     by_name: HashMap<&'e str, Vec<(&'e PeerRule, PolicySlot)>>,
     cache: ProgramCache,
+    /// What [`NewPeers::program`] found of each rule it met, by the identity of the
+    /// rule's policy record (held here, so that its address is not reused), direction
+    /// and index: the programs of many classes hold the same rules.
+    met: RefCell<Met>,
 }
+
+/// See [`NewPeers::met`].
+#[derive(Default)]
+struct Met {
+    /// Per policy record: whether a moved rule has its name.
+    named: PtrMap<usize, (Arc<PolicyInfo>, bool)>,
+    /// Per rule of such a policy: its peers now, when it moved.
+    peers: PtrMap<RuleId, (Arc<PolicyInfo>, Option<PeerAddrs>)>,
+}
+
+/// A rule of a policy record: the record's address, the direction and the index.
+type RuleId = (usize, Direction, u32);
 
 impl Engine {
     /// The peers the changes that touched `touched` moved pods in or out of, for
@@ -91,6 +109,7 @@ impl Engine {
             engine: self,
             by_name,
             cache: ProgramCache::sharing(self, cache).renewed(&touched.renewed),
+            met: RefCell::default(),
         }
     }
 
@@ -163,24 +182,39 @@ impl NewPeers<'_> {
         // Most programs hold none of the moved rules: look before copying anything.
         let tiers = [&program.admin, &program.network, &program.baseline];
         let mut moved: [Vec<(usize, PeerAddrs)>; 3] = Default::default();
-        // Rules of one policy come together: its name is looked up once per run of them.
+        // Rules of one policy come together: it is looked up once per run of them.
         let mut last: Option<(*const PolicyInfo, bool)> = None;
+        let mut met = self.met.borrow_mut();
         for (rules, moved) in tiers.iter().zip(&mut moved) {
             for (i, r) in rules.iter().enumerate() {
-                let policy = Arc::as_ptr(&r.rule.policy);
+                let policy = &r.rule.policy;
                 let named = match last {
-                    Some((p, named)) if p == policy => named,
+                    Some((p, named)) if p == Arc::as_ptr(policy) => named,
                     _ => {
-                        let name = r.rule.policy.reference.name.as_str();
-                        let named = self.by_name.contains_key(name);
-                        last = Some((policy, named));
+                        let (_, named) = *met
+                            .named
+                            .entry(Arc::as_ptr(policy) as usize)
+                            .or_insert_with(|| {
+                                let name = policy.reference.name.as_str();
+                                (Arc::clone(policy), self.by_name.contains_key(name))
+                            });
+                        last = Some((Arc::as_ptr(policy), named));
                         named
                     }
                 };
                 if !named {
                     continue;
                 }
-                if let Some(peers) = self.peers(r)? {
+                let key = (Arc::as_ptr(policy) as usize, r.rule.direction, r.rule.index);
+                let now = match met.peers.get(&key) {
+                    Some((_, now)) => now.clone(),
+                    None => {
+                        let now = self.peers(r)?;
+                        met.peers.insert(key, (Arc::clone(policy), now.clone()));
+                        now
+                    }
+                };
+                if let Some(peers) = now {
                     moved.push((i, peers));
                 }
             }

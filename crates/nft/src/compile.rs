@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_engine::{
-    AddressCache, ConcreteRule, Decision, EndpointKind, Engine, PeerAddrs, PodId, SideClasses,
-    SideProgram, Tier,
+    AddressCache, ConcreteRule, Decision, EndpointKind, Engine, PeerAddrs, PodId, PtrMap,
+    SideClasses, SideProgram, Tier,
 };
 use palisade_model::{Action, Direction, Protocol};
 
@@ -165,7 +165,7 @@ pub(crate) fn assemble(
     let mut b = Builder {
         logs,
         interner: Interner {
-            by_set: HashMap::new(),
+            by_set: PtrMap::default(),
             sets: HashMap::new(),
             record: None,
             peers,
@@ -200,7 +200,7 @@ pub(crate) fn assemble(
     {
         let dir = *dir;
         let letter = if dir == Direction::Egress { 'e' } else { 'i' };
-        let mut class_chains: Vec<String> = Vec::with_capacity(classes.programs.len());
+        let mut class_chains: Vec<Arc<str>> = Vec::with_capacity(classes.programs.len());
         for (class, program) in classes.programs.iter().enumerate() {
             let record = match &classes.built[class] {
                 Some(before) if b.replay(before) => before.clone(),
@@ -208,7 +208,7 @@ pub(crate) fn assemble(
             };
             let id = classes.ids[class];
             let name = format!("{letter}{:012x}", id & 0xffff_ffff_ffff);
-            class_chains.push(b.named_chain(name, Arc::clone(&record.entry)));
+            class_chains.push(b.named_chain(name, Arc::clone(&record.entry)).into());
             built.push(record);
         }
         let (map, exempt) = if dir == Direction::Egress {
@@ -218,7 +218,7 @@ pub(crate) fn assemble(
         };
         map.reserve(pods.dispatch.len());
         for &(ip, k) in &pods.dispatch {
-            map.push((ip, class_chains[classes.class_of[k]].clone()));
+            map.push((ip, Arc::clone(&class_chains[classes.class_of[k]])));
         }
         match given.take() {
             Some(pairs) => *exempt = pairs,
@@ -240,18 +240,9 @@ pub(crate) fn assemble(
     rs.chains = b.chains.into_values().collect();
     rs.chains.sort_unstable_by(|x, y| x.name.cmp(&y.name));
     // Sets only shadowed rules used are not written.
-    let used: BTreeSet<&str> = rs
-        .chains
-        .iter()
-        .flat_map(|c| c.rules.iter())
-        .flat_map(|r| &r.matches)
-        .filter_map(|m| match m {
-            Match::Set { set, .. } => Some(set.as_str()),
-            _ => None,
-        })
-        .collect();
+    let used = UsedSets::of(&rs.chains);
     rs.sets = (b.interner.sets.into_iter())
-        .filter(|(name, _)| used.contains(name.as_str()))
+        .filter(|(name, _)| used.contains(name))
         .map(|(name, s)| NamedSet {
             name,
             v6: s.v6,
@@ -305,7 +296,7 @@ pub(crate) struct Built {
     /// The rules of the class's own chain.
     entry: Arc<Vec<Rule>>,
     /// Every named set its rules use, as asked of the interner.
-    sets: Vec<SetUse>,
+    sets: Vec<Arc<SetUse>>,
     /// Every content chain it stored, after shadowed rules were dropped.
     chains: Arc<Vec<Chain>>,
 }
@@ -320,17 +311,14 @@ impl Built {
         &self,
         moved: &[(&ConcreteRule, &ConcreteRule)],
         nets: &PeerCache,
+        stay_named: &mut StayNamed,
     ) -> Option<Built> {
         // Each moved rule's addresses before and now (a class has a few: a list is faster
         // to look through than a hash of pointers).
         let mut now: Vec<(&Addrs, &Addrs)> = Vec::new();
-        for (was, is) in moved {
-            let (before, after) = (nets.of(&(&was.peers).into()), nets.of(&(&is.peers).into()));
-            for family in 0..2 {
-                let (b, a) = (before[family].len(), after[family].len());
-                if !(b == 0 && a == 0 || b > INLINE_MAX && a > INLINE_MAX) {
-                    return None;
-                }
+        for &(was, is) in moved {
+            if !stay_named.check(was, is, nets) {
+                return None;
             }
             now.push((&was.peers.addrs, &is.peers.addrs));
         }
@@ -340,7 +328,7 @@ impl Built {
                 .iter()
                 .find(|(was, _)| Arc::ptr_eq(was, &set.source.addrs))
             {
-                None => sets.push(set.clone()),
+                None => sets.push(Arc::clone(set)),
                 Some(&(_, addrs)) => {
                     let source = SetSource {
                         addrs: addrs.clone(),
@@ -350,11 +338,13 @@ impl Built {
                     if elements.len() <= INLINE_MAX {
                         return None;
                     }
-                    sets.push(SetUse {
+                    sets.push(Arc::new(SetUse {
                         nets: elements,
                         source,
-                        ..set.clone()
-                    });
+                        base: Arc::clone(&set.base),
+                        name: Arc::clone(&set.name),
+                        ..**set
+                    }));
                 }
             }
         }
@@ -368,6 +358,39 @@ impl Built {
 
 /// A rule's peer addresses, shared.
 type Addrs = Arc<BTreeSet<IpAddr>>;
+
+/// Whether a rule whose peers moved is, in each family, a named set before and after or
+/// absent before and after (so that the chains naming it stay as they are), per rule and
+/// pair of address sets: the classes of one compile share their moved rules. Holds the
+/// rules it was asked about, so that the addresses it is keyed by are not reused.
+#[derive(Default)]
+pub(crate) struct StayNamed {
+    seen: PtrMap<(usize, usize, usize, Direction, u32), bool>,
+    held: Vec<ConcreteRule>,
+}
+
+impl StayNamed {
+    fn check(&mut self, was: &ConcreteRule, is: &ConcreteRule, nets: &PeerCache) -> bool {
+        let key = (
+            Arc::as_ptr(&was.peers.addrs) as usize,
+            Arc::as_ptr(&is.peers.addrs) as usize,
+            Arc::as_ptr(&is.rule.policy) as usize,
+            is.rule.direction,
+            is.rule.index,
+        );
+        if let Some(&stays) = self.seen.get(&key) {
+            return stays;
+        }
+        let (before, after) = (nets.of(&(&was.peers).into()), nets.of(&(&is.peers).into()));
+        let stays = (0..2).all(|family| {
+            let (b, a) = (before[family].len(), after[family].len());
+            b == 0 && a == 0 || b > INLINE_MAX && a > INLINE_MAX
+        });
+        self.seen.insert(key, stays);
+        self.held.extend([was.clone(), is.clone()]);
+        stays
+    }
+}
 
 /// One named set a class's rules use: what the interner was asked, and the name it gave.
 #[derive(Debug, Clone)]
@@ -653,12 +676,51 @@ pub fn learned_set_name(patterns: &[palisade_model::DomainPattern], v6: bool) ->
         .collect();
     keys.sort();
     keys.dedup();
-    format!("d{}{}", if v6 { 6 } else { 4 }, digest(&keys.join(",")))
+    format!(
+        "{LEARNED_PREFIX}{}{}",
+        if v6 { 6 } else { 4 },
+        digest(&keys.join(","))
+    )
+}
+
+/// What the name of every learned set, and of no other set, starts with.
+const LEARNED_PREFIX: &str = "d";
+
+/// The names of the sets some rule of a ruleset's chains matches against, sorted.
+struct UsedSets<'r>(Vec<&'r str>);
+
+impl<'r> UsedSets<'r> {
+    fn of(chains: &'r [Chain]) -> UsedSets<'r> {
+        let mut names: Vec<&str> = (chains.iter())
+            .flat_map(|c| c.rules.iter())
+            .flat_map(|r| &r.matches)
+            .filter_map(|m| match m {
+                Match::Set { set, .. } => Some(set.as_str()),
+                _ => None,
+            })
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        UsedSets(names)
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.0.binary_search(&name).is_ok()
+    }
+
+    /// Whether some used name starts with `prefix`.
+    fn any_with_prefix(&self, prefix: &str) -> bool {
+        let at = self.0.partition_point(|n| *n < prefix);
+        self.0.get(at).is_some_and(|n| n.starts_with(prefix))
+    }
 }
 
 /// The learned sets the rules of `sides` name, each once, with the patterns it stands for.
-fn learned_sets(sides: &[Classes; 2], used: &BTreeSet<&str>) -> Vec<NamedSet> {
+fn learned_sets(sides: &[Classes; 2], used: &UsedSets<'_>) -> Vec<NamedSet> {
     let mut out: BTreeMap<String, NamedSet> = BTreeMap::new();
+    if !used.any_with_prefix(LEARNED_PREFIX) {
+        return Vec::new(); // no rule matches learned addresses: no program need be read
+    }
     let programs = sides.iter().flat_map(|c| &c.programs);
     for d in programs
         .flat_map(|p| &p.admin)
@@ -706,10 +768,10 @@ type FamilyMatches = Vec<(bool, Match)>;
 struct Interner<'n> {
     /// Per shared set, the matches made of it for each thing it stood for (rules with
     /// different peers may share a set of addresses; each names its own).
-    by_set: HashMap<SetKey, Vec<(String, FamilyMatches)>>,
+    by_set: PtrMap<SetKey, Vec<(String, FamilyMatches)>>,
     sets: HashMap<String, SetElements>,
     /// The sets named while a class is built, in order.
-    record: Option<Vec<SetUse>>,
+    record: Option<Vec<Arc<SetUse>>>,
     /// What is known of the peers: each source's prefixes, each rule's peer text.
     peers: &'n PeerCache,
 }
@@ -760,7 +822,7 @@ impl Interner<'_> {
                 && let Some(s) = self.sets.get(set)
             {
                 let base = Interner::base_name(s.v6, s.interval, what);
-                record.push(SetUse {
+                record.push(Arc::new(SetUse {
                     v6: s.v6,
                     interval: s.interval,
                     nets: s.nets.clone(),
@@ -768,7 +830,7 @@ impl Interner<'_> {
                     as_base: *set == base,
                     base: base.into(),
                     name: set.as_str().into(),
-                });
+                }));
             }
         }
     }
@@ -823,7 +885,7 @@ impl Interner<'_> {
         let base = Interner::base_name(v6, interval, what);
         let (name, nets) = self.name_from(&base, v6, interval, nets);
         if let Some(record) = &mut self.record {
-            record.push(SetUse {
+            record.push(Arc::new(SetUse {
                 v6,
                 interval,
                 nets,
@@ -831,7 +893,7 @@ impl Interner<'_> {
                 as_base: name == base,
                 base: base.into(),
                 name: name.as_str().into(),
-            });
+            }));
         }
         name
     }
@@ -1000,7 +1062,7 @@ fn expand(
     match &r.ports {
         None => groups.push((None, None, vec![None])),
         Some(alts) => {
-            for a in alts {
+            for a in alts.iter() {
                 match groups
                     .iter_mut()
                     .find(|(p, t, _)| *p == a.protocol && *t == a.only_to)

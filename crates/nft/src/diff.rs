@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 use std::net::IpAddr;
-
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::ir::{AddrRange, Chain, NamedSet, Ruleset};
@@ -53,7 +53,7 @@ pub(crate) struct Delta<'r> {
     /// Chains both have whose rules changed, as they become.
     pub rewritten: Vec<&'r Chain>,
     /// Dispatch map elements (address → the class chain it jumps to).
-    pub maps: Vec<ElementChange<(IpAddr, String)>>,
+    pub maps: Vec<ElementChange<(IpAddr, Arc<str>)>>,
     /// Exemption pairs.
     pub exempt: Vec<ElementChange<(IpAddr, IpAddr)>>,
     /// Chains only the old ruleset has.
@@ -240,11 +240,11 @@ fn element_change<'a, T: Ord + Clone + 'a>(
 fn map_change(
     name: String,
     v6: bool,
-    old: &[(IpAddr, String)],
-    new: &[(IpAddr, String)],
-) -> ElementChange<(IpAddr, String)> {
-    fn of_family(list: &[(IpAddr, String)], v6: bool) -> Vec<&(IpAddr, String)> {
-        let mut l: Vec<&(IpAddr, String)> =
+    old: &[(IpAddr, Arc<str>)],
+    new: &[(IpAddr, Arc<str>)],
+) -> ElementChange<(IpAddr, Arc<str>)> {
+    fn of_family(list: &[(IpAddr, Arc<str>)], v6: bool) -> Vec<&(IpAddr, Arc<str>)> {
+        let mut l: Vec<&(IpAddr, Arc<str>)> =
             list.iter().filter(|(ip, _)| ip.is_ipv6() == v6).collect();
         if !l.is_sorted() {
             l.sort();
@@ -316,9 +316,9 @@ fn element_lines<T>(s: &mut String, change: &ElementChange<T>, text: impl Fn(&[T
 mod tests {
     use super::*;
 
-    fn entries(list: &[(&str, &str)]) -> Vec<(IpAddr, String)> {
+    fn entries(list: &[(&str, &str)]) -> Vec<(IpAddr, Arc<str>)> {
         list.iter()
-            .map(|(ip, c)| (ip.parse().expect("an address"), c.to_string()))
+            .map(|(ip, c)| (ip.parse().expect("an address"), Arc::from(*c)))
             .collect()
     }
 

@@ -17,9 +17,11 @@ use std::sync::{Arc, Mutex};
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use palisade_engine::{AddressCache, ConcreteRule, Engine, NewPeers, PodId, SideProgram, Touched};
+use palisade_engine::{
+    AddressCache, ConcreteRule, Engine, NewPeers, PodId, PtrMap, SideProgram, Touched,
+};
 
-use crate::compile::{Built, Classes, CompileError, Logs, Pods, SIDES, assemble};
+use crate::compile::{Built, Classes, CompileError, Logs, Pods, SIDES, StayNamed, assemble};
 use crate::ir::Ruleset;
 use crate::peer_cache::PeerCache;
 
@@ -303,13 +305,14 @@ fn merge(
     let mut kept: Vec<bool> = Vec::new();
     let mut index: HashMap<u64, usize> = HashMap::new();
     let mut same = SameSets::default();
+    let mut stay_named = StayNamed::default();
     for (k, &id) in id_of.iter().enumerate() {
         let class = match index.get(&id) {
             Some(&c) => c,
             None => {
                 let now = old_by_id
                     .get(&id)
-                    .map(|&o| up_to_date(old, o, new_peers, nets));
+                    .map(|&o| up_to_date(old, o, new_peers, nets, &mut stay_named));
                 let (program, built, is_kept) = match (fresh_by_id.get(&id), now) {
                     (Some(&f), Some(Ok((p, b)))) if same.programs(&fresh.programs[f], &p) => {
                         (p, b, true)
@@ -343,6 +346,7 @@ fn up_to_date(
     o: usize,
     new_peers: &NewPeers<'_>,
     nets: &PeerCache,
+    stay_named: &mut StayNamed,
 ) -> Result<(Arc<SideProgram>, Option<Arc<Built>>), &'static str> {
     let program = &old.programs[o];
     let now = match new_peers.program(program) {
@@ -356,7 +360,7 @@ fn up_to_date(
         .collect();
     let built = old.built[o]
         .as_ref()
-        .and_then(|b| b.with_new_peers(&moved, nets))
+        .and_then(|b| b.with_new_peers(&moved, nets, stay_named))
         .map(Arc::new);
     Ok((Arc::new(now), built))
 }
@@ -371,7 +375,7 @@ fn rules(p: &SideProgram) -> impl Iterator<Item = &ConcreteRule> {
 /// hundreds of programs.
 #[derive(Default)]
 struct SameSets {
-    seen: HashMap<(usize, usize), bool>,
+    seen: PtrMap<(usize, usize), bool>,
 }
 
 impl SameSets {
@@ -395,7 +399,7 @@ impl SameSets {
             (None, None) => true,
             (Some(x), Some(y)) => {
                 x.len() == y.len()
-                    && x.iter().zip(y).all(|(p, q)| {
+                    && x.iter().zip(y.iter()).all(|(p, q)| {
                         p.protocol == q.protocol
                             && p.range == q.range
                             && match (&p.only_to, &q.only_to) {

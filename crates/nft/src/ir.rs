@@ -212,10 +212,11 @@ pub struct Ruleset {
     pub sets: Vec<NamedSet>,
     /// Chains: one per class and side, and the programs they continue in (by name).
     pub chains: Vec<Chain>,
-    /// Egress dispatch: source address → its pod's class chain.
-    pub egress: Vec<(IpAddr, String)>,
+    /// Egress dispatch: source address → its pod's class chain (a class's pods share
+    /// the name).
+    pub egress: Vec<(IpAddr, Arc<str>)>,
     /// Ingress dispatch: destination address → its pod's class chain.
-    pub ingress: Vec<(IpAddr, String)>,
+    pub ingress: Vec<(IpAddr, Arc<str>)>,
     /// (source, destination) pairs the egress side always allows (a pod's own addresses):
     /// these skip the egress dispatch.
     pub egress_exempt: Vec<(IpAddr, IpAddr)>,

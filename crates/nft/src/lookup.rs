@@ -3,6 +3,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use palisade_model::Protocol;
 
@@ -60,10 +61,10 @@ impl<'r> Lookup<'r> {
     /// Indexes `ruleset` for [`Lookup::verdict`].
     pub fn new(ruleset: &'r Ruleset) -> Self {
         // An address listed twice dispatches to its first chain, as a linear search would.
-        let dispatch = |map: &'r [(IpAddr, String)]| {
+        let dispatch = |map: &'r [(IpAddr, Arc<str>)]| {
             let mut by_ip = HashMap::with_capacity(map.len());
             for (ip, chain) in map {
-                by_ip.entry(*ip).or_insert(chain.as_str());
+                by_ip.entry(*ip).or_insert(&**chain);
             }
             by_ip
         };

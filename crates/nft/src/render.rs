@@ -3,6 +3,7 @@
 
 use std::fmt::Write;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use crate::base::{base_chains, exempt_set, verdict_map};
 use crate::ir::{AddrRange, Field, Match, Rule, Ruleset, Verdict};
@@ -118,7 +119,7 @@ pub(crate) fn addr_type(v6: bool) -> &'static str {
 }
 
 /// One verdict map: its name, whether it is IPv6, and the dispatch (of both families).
-pub(crate) type VerdictMap<'r> = (&'static str, bool, &'r [(IpAddr, String)]);
+pub(crate) type VerdictMap<'r> = (&'static str, bool, &'r [(IpAddr, Arc<str>)]);
 
 /// The verdict maps that send pod addresses to their class chains.
 pub(crate) fn verdict_maps(rs: &Ruleset) -> [VerdictMap<'_>; 4] {

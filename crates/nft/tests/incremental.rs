@@ -377,7 +377,7 @@ fn edges(s4: &[&str], s6: &[&str], h4: &[&str], to_b: bool) -> Ruleset {
             set("h4", false, false, h4),
         ],
         chains: vec![chain("a"), chain("b")],
-        egress: hosts.iter().map(|ip| (*ip, target.to_string())).collect(),
+        egress: hosts.iter().map(|ip| (*ip, target.into())).collect(),
         ingress_exempt: hosts.iter().map(|ip| (*ip, hosts[0])).collect(),
         ..Ruleset::default()
     }
