@@ -780,39 +780,50 @@ impl Engine {
         }
         let mut ingress = vec![PodPolicies::default(); rep_pods.len()];
         let mut egress = vec![PodPolicies::default(); rep_pods.len()];
-        let admins: Vec<(u32, &BitSet, [bool; 2], AdminTier)> = self
+        // Per admin-tier policy, whether it has ingress and egress rules.
+        let has: Vec<[bool; 2]> = (self.cluster.admin_policies.iter())
+            .map(|p| [Direction::Ingress, Direction::Egress].map(|d| !p.rules(d).is_empty()))
+            .collect();
+        let admins: Vec<(u32, &BitSet, AdminTier)> = self
             .admin_order
             .iter()
             .map(|&i| {
-                let p = &self.cluster.admin_policies[i as usize];
-                let has = [Direction::Ingress, Direction::Egress].map(|d| !p.rules(d).is_empty());
-                (i, &self.admins[i as usize].subject, has, p.tier)
+                let tier = self.cluster.admin_policies[i as usize].tier;
+                (i, &self.admins[i as usize].subject, tier)
             })
             .collect();
         // A block of 64 words (4,096 pods) at a time, so that the lists being appended to
-        // stay in cache; of each subject set only the words it stores in the block.
+        // stay in cache; of each subject set only the words it stores in the block. Each
+        // policy goes into one list per representative (the ingress side's), whatever its
+        // directions: the lists are split by direction below, one representative at a
+        // time.
         const BLOCK: usize = 64;
         for block in (0..n.div_ceil(64)).step_by(BLOCK) {
             let words = block..block + BLOCK;
-            for &(i, subject, has, tier) in &admins {
+            for &(i, subject, tier) in &admins {
                 for pod in subject.iter_within(&reps, words.clone()) {
-                    let k = slot[pod] as usize;
-                    for (lists, has) in [(&mut ingress, has[0]), (&mut egress, has[1])] {
-                        if has {
-                            match tier {
-                                AdminTier::Admin => lists[k].admin.push(i),
-                                AdminTier::Baseline => lists[k].baseline.push(i),
-                            }
-                        }
+                    let lists = &mut ingress[slot[pod] as usize];
+                    match tier {
+                        AdminTier::Admin => lists.admin.push(i),
+                        AdminTier::Baseline => lists.baseline.push(i),
                     }
                 }
             }
             for (i, np) in self.nps.iter().enumerate() {
                 for pod in np.subject.iter_within(&reps, words.clone()) {
-                    let k = slot[pod] as usize;
-                    ingress[k].network.push(i as u32);
-                    egress[k].network.push(i as u32);
+                    ingress[slot[pod] as usize].network.push(i as u32);
                 }
+            }
+        }
+        for (i, e) in ingress.iter_mut().zip(&mut egress) {
+            // A NetworkPolicy's subjects are the same in each direction.
+            e.network.clone_from(&i.network);
+            for (all, egress) in [
+                (&mut i.admin, &mut e.admin),
+                (&mut i.baseline, &mut e.baseline),
+            ] {
+                egress.extend(all.iter().filter(|&&p| has[p as usize][1]));
+                all.retain(|&p| has[p as usize][0]);
             }
         }
         for (k, &pod) in rep_pods.iter().enumerate() {
