@@ -10,7 +10,7 @@ use palisade_model::Direction;
 
 use crate::address_cache::AddressCache;
 use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideClasses, SideProgram};
-use crate::ptr_map::PtrMap;
+use crate::fast_map::FastMap;
 use crate::state::{AdminPeerC, Engine, NpPeer, PodId, PolicySlot};
 use crate::update::{PeerRule, Touched};
 use crate::verdict::PolicyInfo;
@@ -45,9 +45,9 @@ pub struct NewPeers<'e> {
 #[derive(Default)]
 struct Met {
     /// Per policy record: whether a moved rule has its name.
-    named: PtrMap<usize, (Arc<PolicyInfo>, bool)>,
+    named: FastMap<usize, (Arc<PolicyInfo>, bool)>,
     /// Per rule of such a policy: its peers now, when it moved.
-    peers: PtrMap<RuleId, (Arc<PolicyInfo>, Option<PeerAddrs>)>,
+    peers: FastMap<RuleId, (Arc<PolicyInfo>, Option<PeerAddrs>)>,
 }
 
 /// A rule of a policy record: the record's address, the direction and the index.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_engine::{
-    AddressCache, ConcreteRule, Decision, EndpointKind, Engine, PeerAddrs, PodId, PtrMap,
+    AddressCache, ConcreteRule, Decision, EndpointKind, Engine, FastMap, PeerAddrs, PodId,
     SideClasses, SideProgram, Tier,
 };
 use palisade_model::{Action, Direction, Protocol};
@@ -165,7 +165,7 @@ pub(crate) fn assemble(
     let mut b = Builder {
         logs,
         interner: Interner {
-            by_set: PtrMap::default(),
+            by_set: FastMap::default(),
             sets: HashMap::new(),
             record: None,
             peers,
@@ -365,7 +365,7 @@ type Addrs = Arc<BTreeSet<IpAddr>>;
 /// rules it was asked about, so that the addresses it is keyed by are not reused.
 #[derive(Default)]
 pub(crate) struct StayNamed {
-    seen: PtrMap<(usize, usize, usize, Direction, u32), bool>,
+    seen: FastMap<(usize, usize, usize, Direction, u32), bool>,
     held: Vec<ConcreteRule>,
 }
 
@@ -768,7 +768,7 @@ type FamilyMatches = Vec<(bool, Match)>;
 struct Interner<'n> {
     /// Per shared set, the matches made of it for each thing it stood for (rules with
     /// different peers may share a set of addresses; each names its own).
-    by_set: PtrMap<SetKey, Vec<(String, FamilyMatches)>>,
+    by_set: FastMap<SetKey, Vec<(String, FamilyMatches)>>,
     sets: HashMap<String, SetElements>,
     /// The sets named while a class is built, in order.
     record: Option<Vec<Arc<SetUse>>>,

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use palisade_engine::{
-    AddressCache, ConcreteRule, Engine, NewPeers, PodId, PtrMap, SideProgram, Touched,
+    AddressCache, ConcreteRule, Engine, FastMap, NewPeers, PodId, SideProgram, Touched,
 };
 
 use crate::compile::{Built, Classes, CompileError, Logs, Pods, SIDES, StayNamed, assemble};
@@ -375,7 +375,7 @@ fn rules(p: &SideProgram) -> impl Iterator<Item = &ConcreteRule> {
 /// hundreds of programs.
 #[derive(Default)]
 struct SameSets {
-    seen: PtrMap<(usize, usize), bool>,
+    seen: FastMap<(usize, usize), bool>,
 }
 
 impl SameSets {

@@ -1,59 +1,9 @@
-//! The page's dedup tables: values numbered in order of first appearance, a fast hasher for
-//! them, and the run-length encoding of a row of table indices.
+//! The page's dedup tables: values numbered in order of first appearance (in maps with
+//! the engine's fast hasher), and the run-length encoding of a row of table indices.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::Hash;
 
-/// A fast non-cryptographic hasher (FxHash's rotate, xor and multiply) for tables filled
-/// from one run's own data, where flooding is no concern.
-#[derive(Default, Clone, Copy)]
-pub struct FastHasher(u64);
-
-impl FastHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FastHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(c);
-            self.add(u64::from_le_bytes(word));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word) ^ ((rest.len() as u64) << 59));
-        }
-    }
-
-    fn write_u8(&mut self, n: u8) {
-        self.add(u64::from(n));
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.add(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        self.add(n);
-    }
-
-    fn write_usize(&mut self, n: usize) {
-        self.add(n as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A hash map keyed by the page's own values.
-pub type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+use palisade_engine::FastMap;
 
 /// Distinct values, each numbered in order of first appearance.
 pub struct Interner<T> {

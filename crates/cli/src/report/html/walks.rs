@@ -14,12 +14,12 @@ use palisade_analysis::{
     admin_outcome_text, admin_policy_head, admin_tier_line, network_outcome_text,
     network_policy_head, network_tier_line,
 };
-use palisade_engine::{Engine, PodId, Tier};
+use palisade_engine::{Engine, FastMap, PodId, Tier};
 use palisade_model::Direction;
 use rayon::prelude::*;
 
 use super::Axis;
-use super::tables::{FastMap, Interner, NA, encode_row};
+use super::tables::{Interner, NA, encode_row};
 
 /// One row's or column's side: the first line of each tier, and the policies of each tier
 /// as (head text, step table) pairs, in evaluation order.
