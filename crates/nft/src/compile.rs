@@ -167,10 +167,12 @@ pub(crate) fn assemble(
         interner: Interner {
             by_set: FastMap::default(),
             sets: HashMap::new(),
+            renamed: FastMap::default(),
             record: None,
             peers,
         },
         chains: HashMap::new(),
+        restored: FastMap::default(),
         cluster,
         specs: None,
         record: None,
@@ -281,6 +283,9 @@ struct Builder<'c> {
     logs: Logs,
     interner: Interner<'c>,
     chains: HashMap<String, Chain>,
+    /// Per chain rules (by identity), a name they were restored under in this build: a
+    /// content chain many classes share is looked up by name once, not once per class.
+    restored: FastMap<usize, String>,
     cluster: &'c palisade_model::Cluster,
     /// The policies by name, made when a class is built (a replay needs none).
     specs: Option<PeerSpecs<'c>>,
@@ -494,6 +499,21 @@ impl Builder<'_> {
     /// gives the recorded name (the common case, a name free or holding these rules, is
     /// checked without a copy).
     fn restored_chain(&mut self, c: &Chain) -> bool {
+        // Restoring a chain again under a name it was restored under changes nothing
+        // (names are only ever added), so it comes out the same.
+        let key = Arc::as_ptr(&c.rules) as usize;
+        if self.restored.get(&key).is_some_and(|name| *name == c.name) {
+            return true;
+        }
+        let restored = self.restore_chain(c);
+        if restored {
+            self.restored.entry(key).or_insert_with(|| c.name.clone());
+        }
+        restored
+    }
+
+    /// [`Builder::restored_chain`], without its memory.
+    fn restore_chain(&mut self, c: &Chain) -> bool {
         match self.chains.get(&c.name) {
             Some(held)
                 if (Arc::ptr_eq(&held.rules, &c.rules) || held.rules == c.rules)
@@ -683,7 +703,7 @@ pub fn learned_set_name(patterns: &[palisade_model::DomainPattern], v6: bool) ->
     )
 }
 
-/// What the name of every learned set, and of no other set, starts with.
+/// What the name of every learned set starts with.
 const LEARNED_PREFIX: &str = "d";
 
 /// The names of the sets some rule of a ruleset's chains matches against, sorted.
@@ -770,6 +790,8 @@ struct Interner<'n> {
     /// different peers may share a set of addresses; each names its own).
     by_set: FastMap<SetKey, Vec<(String, FamilyMatches)>>,
     sets: HashMap<String, SetElements>,
+    /// Per set elements (by identity), a set use named again with them in this build.
+    renamed: FastMap<usize, SetUse>,
     /// The sets named while a class is built, in order.
     record: Option<Vec<Arc<SetUse>>>,
     /// What is known of the peers: each source's prefixes, each rule's peer text.
@@ -936,12 +958,29 @@ impl Interner<'_> {
     /// Names a recorded set again: true when the name comes out as recorded (the common
     /// case, the base name holding these very elements, is checked without a copy).
     fn renamed(&mut self, s: &SetUse) -> bool {
-        if s.as_base
+        // Naming a set again as it was named in this build changes nothing (names are only
+        // ever added), so it comes out the same: a set many classes use is looked up by
+        // name once, not once per class.
+        let key = Arc::as_ptr(&s.nets) as usize;
+        let same = |done: &SetUse| {
+            (done.v6, done.interval, done.as_base) == (s.v6, s.interval, s.as_base)
+                && done.name == s.name
+                && done.base == s.base
+        };
+        if self.renamed.get(&key).is_some_and(same) {
+            return true;
+        }
+        let renamed = if s.as_base
             && let Some(held) = self.sets.get(&*s.base)
         {
-            return Arc::ptr_eq(&held.nets, &s.nets) || *held.nets == *s.nets;
+            Arc::ptr_eq(&held.nets, &s.nets) || *held.nets == *s.nets
+        } else {
+            *self.name_from(&s.base, s.v6, s.interval, s.nets.clone()).0 == *s.name
+        };
+        if renamed {
+            self.renamed.entry(key).or_insert_with(|| s.clone());
         }
-        *self.name_from(&s.base, s.v6, s.interval, s.nets.clone()).0 == *s.name
+        renamed
     }
 }
 
