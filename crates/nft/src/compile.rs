@@ -283,9 +283,9 @@ struct Builder<'c> {
     logs: Logs,
     interner: Interner<'c>,
     chains: HashMap<String, Chain>,
-    /// Per chain rules (by identity), a name they were restored under in this build: a
-    /// content chain many classes share is looked up by name once, not once per class.
-    restored: FastMap<usize, String>,
+    /// Per chain rules (by identity, held here), a chain restored with them in this build:
+    /// a content chain many classes share is looked up by name once, not once per class.
+    restored: FastMap<usize, Chain>,
     cluster: &'c palisade_model::Cluster,
     /// The policies by name, made when a class is built (a replay needs none).
     specs: Option<PeerSpecs<'c>>,
@@ -398,7 +398,7 @@ impl StayNamed {
 }
 
 /// One named set a class's rules use: what the interner was asked, and the name it gave.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct SetUse {
     v6: bool,
     interval: bool,
@@ -502,12 +502,16 @@ impl Builder<'_> {
         // Restoring a chain again under a name it was restored under changes nothing
         // (names are only ever added), so it comes out the same.
         let key = Arc::as_ptr(&c.rules) as usize;
-        if self.restored.get(&key).is_some_and(|name| *name == c.name) {
+        if self
+            .restored
+            .get(&key)
+            .is_some_and(|done| done.name == c.name)
+        {
             return true;
         }
         let restored = self.restore_chain(c);
         if restored {
-            self.restored.entry(key).or_insert_with(|| c.name.clone());
+            self.restored.entry(key).or_insert_with(|| c.clone());
         }
         restored
     }
@@ -790,8 +794,9 @@ struct Interner<'n> {
     /// different peers may share a set of addresses; each names its own).
     by_set: FastMap<SetKey, Vec<(String, FamilyMatches)>>,
     sets: HashMap<String, SetElements>,
-    /// Per set elements (by identity), a set use named again with them in this build.
-    renamed: FastMap<usize, SetUse>,
+    /// Per set elements (by identity, held here), a set use named again with them in this
+    /// build.
+    renamed: FastMap<usize, Arc<SetUse>>,
     /// The sets named while a class is built, in order.
     record: Option<Vec<Arc<SetUse>>>,
     /// What is known of the peers: each source's prefixes, each rule's peer text.
@@ -957,15 +962,16 @@ impl Interner<'_> {
 
     /// Names a recorded set again: true when the name comes out as recorded (the common
     /// case, the base name holding these very elements, is checked without a copy).
-    fn renamed(&mut self, s: &SetUse) -> bool {
+    fn renamed(&mut self, s: &Arc<SetUse>) -> bool {
         // Naming a set again as it was named in this build changes nothing (names are only
         // ever added), so it comes out the same: a set many classes use is looked up by
         // name once, not once per class.
         let key = Arc::as_ptr(&s.nets) as usize;
-        let same = |done: &SetUse| {
-            (done.v6, done.interval, done.as_base) == (s.v6, s.interval, s.as_base)
-                && done.name == s.name
-                && done.base == s.base
+        let same = |done: &Arc<SetUse>| {
+            Arc::ptr_eq(done, s)
+                || (done.v6, done.interval, done.as_base) == (s.v6, s.interval, s.as_base)
+                    && done.name == s.name
+                    && done.base == s.base
         };
         if self.renamed.get(&key).is_some_and(same) {
             return true;
@@ -978,7 +984,7 @@ impl Interner<'_> {
             *self.name_from(&s.base, s.v6, s.interval, s.nets.clone()).0 == *s.name
         };
         if renamed {
-            self.renamed.entry(key).or_insert_with(|| s.clone());
+            self.renamed.entry(key).or_insert_with(|| Arc::clone(s));
         }
         renamed
     }
