@@ -281,7 +281,7 @@ impl Reconciler {
         let node = self.config.node.as_deref();
         // From the ruleset in force: its log ids are kept, which keeps unchanged chains
         // unchanged, and only what the changes touched is built again.
-        let new = match &self.compiled {
+        let new = match &mut self.compiled {
             Some(previous) => {
                 let (new, path) = previous.next(&engine, node, &self.touched)?;
                 outcome.incremental = path == palisade_nft::Path::Incremental;

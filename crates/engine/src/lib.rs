@@ -69,7 +69,7 @@ pub use domains::DomainHit;
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use fast_map::{FastHasher, FastMap, FastSet};
 pub use group::first_equal;
-pub use new_peers::{NewPeers, Reshaped};
+pub use new_peers::{Moved, NewPeers, Reshaped};
 pub use palisade_model::Change;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
 pub use rule_parts::{PeerWhy, PortWhy};

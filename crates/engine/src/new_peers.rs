@@ -29,6 +29,43 @@ impl std::fmt::Display for Reshaped {
 
 impl std::error::Error for Reshaped {}
 
+/// The rules of one program whose peers moved, with their peers now
+/// ([`NewPeers::moved`]).
+#[derive(Debug, Default)]
+pub struct Moved {
+    /// Per tier (admin, network, baseline): each moved rule's index and peers now.
+    tiers: [Vec<(usize, PeerAddrs)>; 3],
+}
+
+impl Moved {
+    /// Whether no rule of the program moved.
+    pub fn is_empty(&self) -> bool {
+        self.tiers.iter().all(Vec::is_empty)
+    }
+
+    /// Gives the moved rules of `program` (the program they were found in) their peers
+    /// now; returns each one's peers before with the rule as it is now.
+    pub fn apply(self, program: &mut SideProgram) -> Vec<(PeerAddrs, &ConcreteRule)> {
+        let mut places = Vec::new();
+        let tiers = [
+            &mut program.admin,
+            &mut program.network,
+            &mut program.baseline,
+        ];
+        for (t, (rules, moved)) in tiers.into_iter().zip(self.tiers).enumerate() {
+            for (i, peers) in moved {
+                places.push((t, i, std::mem::replace(&mut rules[i].peers, peers)));
+            }
+        }
+        let program: &SideProgram = program;
+        let tiers = [&program.admin, &program.network, &program.baseline];
+        places
+            .into_iter()
+            .map(|(t, i, was)| (was, &tiers[t][i]))
+            .collect()
+    }
+}
+
 /// The peers of [`Touched::peers`] as they are now, for programs computed before.
 pub struct NewPeers<'e> {
     engine: &'e Engine,
@@ -176,10 +213,22 @@ impl NewPeers<'_> {
     /// `program`, computed before the changes, with the moved rules' peers as they are
     /// now; `None` when it has none of them.
     pub fn program(&self, program: &SideProgram) -> Result<Option<SideProgram>, Reshaped> {
-        if self.by_name.is_empty() {
+        let moved = self.moved(program)?;
+        if moved.is_empty() {
             return Ok(None);
         }
-        // Most programs hold none of the moved rules: look before copying anything.
+        let mut now = program.clone();
+        moved.apply(&mut now);
+        Ok(Some(now))
+    }
+
+    /// The rules of `program`, computed before the changes, whose peers moved, with their
+    /// peers now: [`Moved::apply`] brings the program up to date in place, which
+    /// [`NewPeers::program`] does on a copy.
+    pub fn moved(&self, program: &SideProgram) -> Result<Moved, Reshaped> {
+        if self.by_name.is_empty() {
+            return Ok(Moved::default());
+        }
         let tiers = [&program.admin, &program.network, &program.baseline];
         let mut moved: [Vec<(usize, PeerAddrs)>; 3] = Default::default();
         // Rules of one policy come together: it is looked up once per run of them.
@@ -219,17 +268,7 @@ impl NewPeers<'_> {
                 }
             }
         }
-        if moved.iter().all(Vec::is_empty) {
-            return Ok(None);
-        }
-        let mut now = program.clone();
-        let tiers = [&mut now.admin, &mut now.network, &mut now.baseline];
-        for (rules, moved) in tiers.into_iter().zip(moved) {
-            for (i, peers) in moved {
-                rules[i].peers = peers;
-            }
-        }
-        Ok(Some(now))
+        Ok(Moved { tiers: moved })
     }
 
     /// The peers of `r` now, when it is a moved rule.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use palisade_engine::{
     AddressCache, ConcreteRule, Decision, EndpointKind, Engine, FastMap, PeerAddrs, PodId,
-    SideClasses, SideProgram, Tier,
+    PolicyInfo, SideClasses, SideProgram, Tier,
 };
 use palisade_model::{Action, Direction, Protocol};
 
@@ -308,24 +308,25 @@ pub(crate) struct Built {
 
 impl Built {
     /// What building the class does once some of its rules' peers hold other addresses
-    /// (`moved`: each such rule before and after), if its chains stay as they are: every
+    /// (`moved`: each such rule's peers before, and the rule now), if its chains stay as
+    /// they are: every
     /// moved peer list is, in each family, a named set before and after, or absent before
     /// and after. `None` when a chain changes (a list is written inline, before or after,
     /// or a family comes or goes): the class must be built.
     pub(crate) fn with_new_peers(
         &self,
-        moved: &[(&ConcreteRule, &ConcreteRule)],
+        moved: &[(PeerAddrs, &ConcreteRule)],
         nets: &PeerCache,
         stay_named: &mut StayNamed,
     ) -> Option<Built> {
         // Each moved rule's addresses before and now (a class has a few: a list is faster
         // to look through than a hash of pointers).
         let mut now: Vec<(&Addrs, &Addrs)> = Vec::new();
-        for &(was, is) in moved {
+        for (was, is) in moved {
             if !stay_named.check(was, is, nets) {
                 return None;
             }
-            now.push((&was.peers.addrs, &is.peers.addrs));
+            now.push((&was.addrs, &is.peers.addrs));
         }
         let mut sets = Vec::with_capacity(self.sets.len());
         for set in &self.sets {
@@ -334,23 +335,7 @@ impl Built {
                 .find(|(was, _)| Arc::ptr_eq(was, &set.source.addrs))
             {
                 None => sets.push(Arc::clone(set)),
-                Some(&(_, addrs)) => {
-                    let source = SetSource {
-                        addrs: addrs.clone(),
-                        blocks: set.source.blocks.clone(),
-                    };
-                    let elements = nets.of(&source)[usize::from(set.v6)].clone();
-                    if elements.len() <= INLINE_MAX {
-                        return None;
-                    }
-                    sets.push(Arc::new(SetUse {
-                        nets: elements,
-                        source,
-                        base: Arc::clone(&set.base),
-                        name: Arc::clone(&set.name),
-                        ..**set
-                    }));
-                }
+                Some(&(_, addrs)) => sets.push(stay_named.set_now(set, addrs, nets)?),
             }
         }
         Some(Built {
@@ -366,18 +351,25 @@ type Addrs = Arc<BTreeSet<IpAddr>>;
 
 /// Whether a rule whose peers moved is, in each family, a named set before and after or
 /// absent before and after (so that the chains naming it stay as they are), per rule and
-/// pair of address sets: the classes of one compile share their moved rules. Holds the
-/// rules it was asked about, so that the addresses it is keyed by are not reused.
+/// pair of address sets, and what each named set it used holds now: the classes of one
+/// compile share their moved rules and their set uses. Holds the rules and set uses it
+/// was asked about, so that the addresses it is keyed by are not reused.
 #[derive(Default)]
 pub(crate) struct StayNamed {
     seen: FastMap<(usize, usize, usize, Direction, u32), bool>,
-    held: Vec<ConcreteRule>,
+    held: Vec<(Addrs, Addrs, Arc<PolicyInfo>)>,
+    /// Per set use and new addresses: the set use with the elements they give.
+    sets: FastMap<(usize, usize), SetNow>,
 }
 
+/// The set use and the new addresses a [`StayNamed::sets`] entry is keyed by, and the set
+/// use with the elements they give (`None` when those are written inline).
+type SetNow = (Arc<SetUse>, Addrs, Option<Arc<SetUse>>);
+
 impl StayNamed {
-    fn check(&mut self, was: &ConcreteRule, is: &ConcreteRule, nets: &PeerCache) -> bool {
+    fn check(&mut self, was: &PeerAddrs, is: &ConcreteRule, nets: &PeerCache) -> bool {
         let key = (
-            Arc::as_ptr(&was.peers.addrs) as usize,
+            Arc::as_ptr(&was.addrs) as usize,
             Arc::as_ptr(&is.peers.addrs) as usize,
             Arc::as_ptr(&is.rule.policy) as usize,
             is.rule.direction,
@@ -386,14 +378,50 @@ impl StayNamed {
         if let Some(&stays) = self.seen.get(&key) {
             return stays;
         }
-        let (before, after) = (nets.of(&(&was.peers).into()), nets.of(&(&is.peers).into()));
+        let (before, after) = (nets.of(&was.into()), nets.of(&(&is.peers).into()));
         let stays = (0..2).all(|family| {
             let (b, a) = (before[family].len(), after[family].len());
             b == 0 && a == 0 || b > INLINE_MAX && a > INLINE_MAX
         });
         self.seen.insert(key, stays);
-        self.held.extend([was.clone(), is.clone()]);
+        self.held.push((
+            was.addrs.clone(),
+            is.peers.addrs.clone(),
+            Arc::clone(&is.rule.policy),
+        ));
         stays
+    }
+
+    /// `set` (a named set of a moved rule) with the elements `addrs` give it now; `None`
+    /// when they are few enough to be written inline (its chains change). Found once per
+    /// set use: the classes whose records share it share the result.
+    fn set_now(
+        &mut self,
+        set: &Arc<SetUse>,
+        addrs: &Addrs,
+        nets: &PeerCache,
+    ) -> Option<Arc<SetUse>> {
+        let key = (Arc::as_ptr(set) as usize, Arc::as_ptr(addrs) as usize);
+        if let Some((_, _, now)) = self.sets.get(&key) {
+            return now.clone();
+        }
+        let source = SetSource {
+            addrs: addrs.clone(),
+            blocks: set.source.blocks.clone(),
+        };
+        let elements = nets.of(&source)[usize::from(set.v6)].clone();
+        let now = (elements.len() > INLINE_MAX).then(|| {
+            Arc::new(SetUse {
+                nets: elements,
+                source,
+                base: Arc::clone(&set.base),
+                name: Arc::clone(&set.name),
+                ..**set
+            })
+        });
+        self.sets
+            .insert(key, (Arc::clone(set), addrs.clone(), now.clone()));
+        now
     }
 }
 
@@ -785,14 +813,20 @@ type SetKey = (*const BTreeSet<IpAddr>, bool);
 /// The matches for a set's addresses, one per family present.
 type FamilyMatches = Vec<(bool, Match)>;
 
+/// What a set's addresses were matched as for one thing they stood for: that thing's
+/// text, the matches and the named sets they use.
+type MadeFor = (String, FamilyMatches, Vec<Arc<SetUse>>);
+
 /// Address matches: computed once per shared address set (by identity), stored as named
 /// sets when long. A named set is named after what it stands for (a rule's peers, or the
 /// pods a named port resolves on), not after its content: when a pod joins or leaves it,
 /// its elements change in place and the chains that use it stay as they are.
 struct Interner<'n> {
     /// Per shared set, the matches made of it for each thing it stood for (rules with
-    /// different peers may share a set of addresses; each names its own).
-    by_set: FastMap<SetKey, Vec<(String, FamilyMatches)>>,
+    /// different peers may share a set of addresses; each names its own), with the named
+    /// sets they use: every class whose rules make the same matches records the same set
+    /// uses, which later compiles then bring up to date once.
+    by_set: FastMap<SetKey, Vec<MadeFor>>,
     sets: HashMap<String, SetElements>,
     /// Per set elements (by identity, held here), a set use named again with them in this
     /// build.
@@ -821,51 +855,50 @@ impl Interner<'_> {
         what: &str,
     ) -> Vec<(bool, Match)> {
         let key = (Arc::as_ptr(addrs), field == Field::Saddr);
+        let mut seen = self.by_set.get(&key).into_iter().flatten();
+        // Matches made earlier for `what`: their sets are named as they were (names are
+        // only ever added within a build), so the uses recorded then are recorded again.
+        if let Some((_, hit, uses)) = seen.find(|(w, _, _)| w == what) {
+            let (hit, uses) = (hit.clone(), uses.clone());
+            self.record(&uses);
+            return hit;
+        }
         let source = SetSource {
             addrs: addrs.clone(),
             blocks: Vec::new(),
         };
-        let mut seen = self.by_set.get(&key).into_iter().flatten();
-        if let Some((_, hit)) = seen.find(|(w, _)| w == what) {
-            let hit = hit.clone();
-            self.record_hit(&hit, what, &source);
-            return hit;
-        }
-        let out = self.prefixes(&source, field, what);
+        let (out, uses) = self.family_matches(&source, field, what);
+        self.record(&uses);
         self.by_set
             .entry(key)
             .or_default()
-            .push((what.to_string(), out.clone()));
+            .push((what.to_string(), out.clone(), uses));
         out
     }
 
-    /// Records the named sets of matches made earlier for `what`, as if named again.
-    fn record_hit(&mut self, hit: &FamilyMatches, what: &str, source: &SetSource) {
-        let Some(record) = &mut self.record else {
-            return;
-        };
-        for (_, m) in hit {
-            if let Match::Set { set, .. } = m
-                && let Some(s) = self.sets.get(set)
-            {
-                let base = Interner::base_name(s.v6, s.interval, what);
-                record.push(Arc::new(SetUse {
-                    v6: s.v6,
-                    interval: s.interval,
-                    nets: s.nets.clone(),
-                    source: source.clone(),
-                    as_base: *set == base,
-                    base: base.into(),
-                    name: set.as_str().into(),
-                }));
-            }
+    /// Records `uses` as named by the class being built, if one is recorded.
+    fn record(&mut self, uses: &[Arc<SetUse>]) {
+        if let Some(record) = &mut self.record {
+            record.extend(uses.iter().cloned());
         }
     }
 
     /// `ip saddr|daddr` matches for the prefixes of `source`, one per family present:
     /// inline when short, else a named set (an interval set).
-    fn prefixes(&mut self, source: &SetSource, field: Field, what: &str) -> Vec<(bool, Match)> {
-        let mut out = Vec::new();
+    fn prefixes(&mut self, source: &SetSource, field: Field, what: &str) -> FamilyMatches {
+        let (out, uses) = self.family_matches(source, field, what);
+        self.record(&uses);
+        out
+    }
+
+    /// [`Interner::prefixes`], with the named sets the matches use, unrecorded.
+    fn family_matches(
+        &mut self,
+        source: &SetSource,
+        field: Field,
+        what: &str,
+    ) -> (FamilyMatches, Vec<Arc<SetUse>>) {
+        let (mut out, mut uses) = (Vec::new(), Vec::new());
         let [v4, v6] = self.peers.of(source);
         for (v6, nets) in [(false, v4), (true, v6)] {
             if nets.is_empty() {
@@ -889,12 +922,13 @@ impl Interner<'_> {
                 Match::Set {
                     field,
                     v6,
-                    set,
+                    set: set.name.to_string(),
                     negate: false,
                 },
             ));
+            uses.push(set);
         }
-        out
+        (out, uses)
     }
 
     /// The name of the set of `nets` standing for `what`: `s4`/`s6`, `i` for an interval
@@ -908,21 +942,18 @@ impl Interner<'_> {
         nets: Arc<Vec<IpNet>>,
         what: &str,
         source: &SetSource,
-    ) -> String {
+    ) -> Arc<SetUse> {
         let base = Interner::base_name(v6, interval, what);
         let (name, nets) = self.name_from(&base, v6, interval, nets);
-        if let Some(record) = &mut self.record {
-            record.push(Arc::new(SetUse {
-                v6,
-                interval,
-                nets,
-                source: source.clone(),
-                as_base: name == base,
-                base: base.into(),
-                name: name.as_str().into(),
-            }));
-        }
-        name
+        Arc::new(SetUse {
+            v6,
+            interval,
+            nets,
+            source: source.clone(),
+            as_base: name == base,
+            base: base.into(),
+            name: name.as_str().into(),
+        })
     }
 
     /// `s4`/`s6`, `i` for an interval set, and a digest of what the set stands for.

@@ -107,9 +107,11 @@ impl Compiled {
 
     /// Compiles `engine`, which is this compile's engine with changes that touched
     /// `touched`, reusing what they left alone; the ruleset equals
-    /// [`crate::compile_after`]`(engine, node, self.ruleset())`.
+    /// [`crate::compile_after`]`(engine, node, self.ruleset())`. What this compile kept
+    /// for the next is taken (brought up to date in place, not copied): a second `next`
+    /// from it compiles in full.
     pub fn next(
-        &self,
+        &mut self,
         engine: &Engine,
         node: Option<&str>,
         touched: &Touched,
@@ -125,12 +127,12 @@ impl Compiled {
 
     /// The incremental compile, or why it cannot be done.
     fn incremental(
-        &self,
+        &mut self,
         engine: &Engine,
         node: Option<&str>,
         touched: &Touched,
     ) -> Result<Compiled, &'static str> {
-        let memo = self.memo.as_ref().ok_or("no reusable previous compile")?;
+        let mut memo = self.memo.take().ok_or("no reusable previous compile")?;
         if touched.all {
             return Err("the change touched every pod");
         }
@@ -160,11 +162,12 @@ impl Compiled {
             is_touched[k] = true;
         }
         let peers = &*memo.peers;
-        let side = |d: usize| {
+        let (by_id, addresses) = (&memo.by_id, &memo.addresses);
+        let [old_egress, old_ingress] = &mut memo.sides;
+        let side = |d: usize, old: &mut Classes| {
             // A reshaped pod whose class a pod left alone still has takes that class's
             // program (brought up to date): pods of one class have one program. Only the
             // others are asked of the engine.
-            let old = &memo.sides[d];
             let mut left_alone = HashSet::new();
             for (k, &class) in old.class_of.iter().enumerate() {
                 if !is_touched[k] {
@@ -177,16 +180,16 @@ impl Compiled {
             let pods: Vec<PodId> = asked.iter().map(|&i| list[touched_k[i]]).collect();
             // One cache for the fresh classes and the moved peers: a set both need is
             // computed once, and comparing the two programs finds one `Arc`.
-            let new_peers = engine.new_peers(touched, &memo.addresses);
+            let new_peers = engine.new_peers(touched, addresses);
             let fresh = Classes::from(new_peers.side_classes(&pods, SIDES[d]));
             let reshaped = Reshaped {
                 k: &touched_k,
                 ids: &ids,
                 asked: &asked,
             };
-            merge(old, &memo.by_id[d], &reshaped, &fresh, &new_peers, peers)
+            merge(old, &by_id[d], &reshaped, &fresh, &new_peers, peers)
         };
-        let (egress, ingress) = rayon::join(|| side(0), || side(1));
+        let (egress, ingress) = rayon::join(|| side(0, old_egress), || side(1, old_ingress));
         let sides = [egress?, ingress?];
         let exempt = [
             self.ruleset.egress_exempt.clone(),
@@ -279,7 +282,7 @@ struct Reshaped<'a> {
 /// has another program now than its old one brought up to date (the change reshaped more
 /// than it said), or two fresh classes share an id.
 fn merge(
-    old: &Classes,
+    old: &mut Classes,
     old_by_id: &HashMap<u64, usize>,
     touched: &Reshaped<'_>,
     fresh: &Classes,
@@ -339,35 +342,30 @@ fn merge(
     Ok(out)
 }
 
-/// Old class `o`'s program with its moved peers as they are now, and what building its
-/// chains does then, unless its chains change (it is built again).
+/// Old class `o`'s program with its moved peers as they are now (brought up to date in
+/// place), and what building its chains does then, unless its chains change (it is built
+/// again).
 fn up_to_date(
-    old: &Classes,
+    old: &mut Classes,
     o: usize,
     new_peers: &NewPeers<'_>,
     nets: &PeerCache,
     stay_named: &mut StayNamed,
 ) -> Result<(Arc<SideProgram>, Option<Arc<Built>>), &'static str> {
-    let program = &old.programs[o];
-    let now = match new_peers.program(program) {
-        Ok(None) => return Ok((program.clone(), old.built[o].clone())),
-        Ok(Some(now)) => now,
+    let moved = match new_peers.moved(&old.programs[o]) {
+        Ok(moved) if moved.is_empty() => {
+            return Ok((old.programs[o].clone(), old.built[o].clone()));
+        }
+        Ok(moved) => moved,
         Err(_) => return Err("a rule entered or left a program outside the touched pods"),
     };
-    let moved: Vec<(&ConcreteRule, &ConcreteRule)> = rules(program)
-        .zip(rules(&now))
-        .filter(|(was, is)| !Arc::ptr_eq(&was.peers.addrs, &is.peers.addrs))
-        .collect();
+    let moved = moved.apply(Arc::make_mut(&mut old.programs[o]));
     let built = old.built[o]
         .as_ref()
         .and_then(|b| b.with_new_peers(&moved, nets, stay_named))
         .map(Arc::new);
-    Ok((Arc::new(now), built))
-}
-
-/// A program's rules, tier after tier.
-fn rules(p: &SideProgram) -> impl Iterator<Item = &ConcreteRule> {
-    p.admin.iter().chain(&p.network).chain(&p.baseline)
+    drop(moved);
+    Ok((old.programs[o].clone(), built))
 }
 
 /// Program equality with each pair of address sets compared once: the programs of one

@@ -116,7 +116,7 @@ fn a_relabel_to_an_existing_class_moves_only_that_pods_elements() {
 #[test]
 fn an_incremental_compile_shares_what_stayed_with_the_previous_ruleset() {
     let mut e = engine();
-    let compiled = Compiled::full(&e, None, None).unwrap();
+    let mut compiled = Compiled::full(&e, None, None).unwrap();
     let touched = e.apply(policy_change(&e));
     let (next, path) = compiled.next(&e, None, &touched).unwrap();
     assert_eq!(path, Path::Incremental);

@@ -110,7 +110,7 @@ fn addresses(e: &Engine) -> Vec<IpAddr> {
 /// compile, or `None` when both compiles refuse (the node is gone).
 fn step(
     engine: &mut Engine,
-    compiled: &Compiled,
+    compiled: &mut Compiled,
     node: Option<&str>,
     ch: Change,
 ) -> Result<Option<(Compiled, Path)>, TestCaseError> {
@@ -252,7 +252,7 @@ proptest! {
         };
         for ch in changes {
             let ch = as_relabel(&engine, ch);
-            match step(&mut engine, &compiled, node, ch)? {
+            match step(&mut engine, &mut compiled, node, ch)? {
                 Some((next, _)) => {
                     compiled = next;
                     compiled.tidy(); // as the agent does after each commit
@@ -288,7 +288,7 @@ proptest! {
                 }
                 Step::Other(ch) => *ch,
             };
-            match step(&mut engine, &compiled, node, ch)? {
+            match step(&mut engine, &mut compiled, node, ch)? {
                 Some((next, _)) => {
                     compiled = next;
                     compiled.tidy(); // as the agent does after each commit
