@@ -48,7 +48,7 @@ pub fn compile_after(
     let sides = Classes::all(engine, &pods.list, &Arc::default());
     let peers = PeerCache::default();
     let logs = Logs::seeded(&previous.logs);
-    Ok(assemble(engine, &pods, &sides, None, logs, &peers).0)
+    Ok(assemble(engine, &pods, &sides, None, logs, &peers, Naming::InOrder).0)
 }
 
 /// The pods a compile covers: the node's pods with an address and a network of their own,
@@ -144,10 +144,22 @@ impl From<SideClasses> for Classes {
 /// The two sides in the order [`assemble`] takes them.
 pub(crate) const SIDES: [Direction; 2] = [Direction::Egress, Direction::Ingress];
 
+/// How [`assemble`] names the two sides' sets and chains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Naming {
+    /// Egress then ingress through one namer: the reference.
+    InOrder,
+    /// Each side through a namer of its own, in parallel, then joined; when the two sides
+    /// gave one name to different contents (or handed out a log id), named in order
+    /// instead. The result is the same: see [`Builder::join`].
+    SidesApart,
+}
+
 /// The ruleset of `pods` whose sides fall into `sides` (egress, ingress), keeping the log
 /// ids `logs` has handed out; with `exempt` (egress, ingress), the exemption pairs are
 /// taken as given instead of asked of the engine. Also returns, per side and class, what
-/// building the class's chains did, and the log ids as the ruleset has them.
+/// building the class's chains did, the log ids as the ruleset has them, and whether the
+/// sides were named apart.
 ///
 /// A class with a [`Classes::built`] record is replayed: the sets and chains it named are
 /// named again in the same order, and when every name comes out as recorded (it does unless
@@ -158,29 +170,11 @@ pub(crate) fn assemble(
     pods: &Pods,
     sides: &[Classes; 2],
     exempt: Option<[Vec<(IpAddr, IpAddr)>; 2]>,
-    logs: Logs,
+    mut logs: Logs,
     peers: &PeerCache,
-) -> (Ruleset, [Vec<Arc<Built>>; 2], Logs) {
+    naming: Naming,
+) -> (Ruleset, [Vec<Arc<Built>>; 2], Logs, Naming) {
     let cluster = engine.cluster();
-    let mut b = Builder {
-        logs,
-        interner: Interner {
-            by_set: FastMap::default(),
-            sets: HashMap::new(),
-            renamed: FastMap::default(),
-            record: None,
-            peers,
-        },
-        chains: HashMap::new(),
-        restored: FastMap::default(),
-        cluster,
-        specs: None,
-        record: None,
-    };
-    let mut rs = Ruleset {
-        host_addrs: pods.host_addrs.clone(),
-        ..Ruleset::default()
-    };
     // Log ids in pod order (each pod's egress side, then its ingress side), so that they
     // do not depend on how the pods fall into classes. A class built before has its ids
     // already: `previous_logs` carries them.
@@ -192,27 +186,50 @@ pub(crate) fn assemble(
         for ((dir, classes), seen) in SIDES.iter().zip(sides).zip(&mut seen) {
             let class = classes.class_of[k];
             if !std::mem::replace(&mut seen[class], true) && classes.built[class].is_none() {
-                b.logs.assign(*dir, &classes.programs[class]);
+                logs.assign(*dir, &classes.programs[class]);
             }
         }
     }
+    let apart = match naming {
+        Naming::SidesApart => {
+            let (egress, ingress) = rayon::join(
+                || Builder::new(cluster, peers, logs.clone()).side_chains(SIDES[0], &sides[0]),
+                || Builder::new(cluster, peers, logs.clone()).side_chains(SIDES[1], &sides[1]),
+            );
+            let ids = logs.entries.len();
+            egress
+                .0
+                .join(ingress.0, ids)
+                .map(|b| (b, [egress.1, ingress.1]))
+        }
+        Naming::InOrder => None,
+    };
+    let naming = if apart.is_some() {
+        Naming::SidesApart
+    } else {
+        Naming::InOrder
+    };
+    let (b, named) = apart.unwrap_or_else(|| {
+        let mut b = Builder::new(cluster, peers, logs);
+        let egress = b.name_side(SIDES[0], &sides[0]);
+        let ingress = b.name_side(SIDES[1], &sides[1]);
+        (b, [egress, ingress])
+    });
+    let mut rs = Ruleset {
+        host_addrs: pods.host_addrs.clone(),
+        ..Ruleset::default()
+    };
     let mut built: [Vec<Arc<Built>>; 2] = [Vec::new(), Vec::new()];
     let mut exempt = exempt.map(|[e, i]| [Some(e), Some(i)]).unwrap_or_default();
-    for (((dir, classes), built), given) in SIDES.iter().zip(sides).zip(&mut built).zip(&mut exempt)
+    for ((((dir, classes), built), given), (class_chains, records)) in SIDES
+        .iter()
+        .zip(sides)
+        .zip(&mut built)
+        .zip(&mut exempt)
+        .zip(named)
     {
         let dir = *dir;
-        let letter = if dir == Direction::Egress { 'e' } else { 'i' };
-        let mut class_chains: Vec<Arc<str>> = Vec::with_capacity(classes.programs.len());
-        for (class, program) in classes.programs.iter().enumerate() {
-            let record = match &classes.built[class] {
-                Some(before) if b.replay(before) => before.clone(),
-                _ => Arc::new(b.side_recorded(dir, program)),
-            };
-            let id = classes.ids[class];
-            let name = format!("{letter}{:012x}", id & 0xffff_ffff_ffff);
-            class_chains.push(b.named_chain(name, Arc::clone(&record.entry)).into());
-            built.push(record);
-        }
+        *built = records;
         let (map, exempt) = if dir == Direction::Egress {
             (&mut rs.egress, &mut rs.egress_exempt)
         } else {
@@ -256,7 +273,7 @@ pub(crate) fn assemble(
     rs.sets.extend(learned_sets(sides, &used));
     rs.sets.sort_unstable_by(|x, y| x.name.cmp(&y.name));
     rs.logs = b.logs.entries.clone();
-    (rs, built, b.logs)
+    (rs, built, b.logs, naming)
 }
 
 /// Each address of the compiled pods with the pod (index into `pods`) whose chains decide
@@ -277,6 +294,10 @@ fn dispatch(engine: &Engine, pods: &[PodId]) -> Vec<(IpAddr, usize)> {
     }
     by_ip.into_iter().collect()
 }
+
+/// One side named ([`Builder::side_chains`]): per class, the name of its own chain and what
+/// building its chains did.
+type SideNamed = (Vec<Arc<str>>, Vec<Arc<Built>>);
 
 /// Chains, sets and log ids under construction.
 struct Builder<'c> {
@@ -470,6 +491,95 @@ impl SetSource {
         let (v4, v6): (Vec<IpNet>, Vec<IpNet>) =
             nets.into_iter().partition(|n| matches!(n, IpNet::V4(_)));
         [IpNet::aggregate(&v4), IpNet::aggregate(&v6)]
+    }
+}
+
+impl<'c> Builder<'c> {
+    /// A builder that has named nothing yet.
+    fn new(cluster: &'c palisade_model::Cluster, peers: &'c PeerCache, logs: Logs) -> Self {
+        Builder {
+            logs,
+            interner: Interner {
+                by_set: FastMap::default(),
+                sets: HashMap::new(),
+                renamed: FastMap::default(),
+                record: None,
+                peers,
+            },
+            chains: HashMap::new(),
+            restored: FastMap::default(),
+            cluster,
+            specs: None,
+            record: None,
+        }
+    }
+
+    /// Names the chains of every class of one side, in order (replayed or built): each
+    /// class's own chain name, and what building each did.
+    fn side_chains(mut self, dir: Direction, classes: &Classes) -> (Self, SideNamed) {
+        let named = self.name_side(dir, classes);
+        (self, named)
+    }
+
+    /// [`Builder::side_chains`] in place.
+    fn name_side(&mut self, dir: Direction, classes: &Classes) -> SideNamed {
+        let letter = if dir == Direction::Egress { 'e' } else { 'i' };
+        let mut class_chains: Vec<Arc<str>> = Vec::with_capacity(classes.programs.len());
+        let mut built = Vec::with_capacity(classes.programs.len());
+        for (class, program) in classes.programs.iter().enumerate() {
+            let record = match &classes.built[class] {
+                Some(before) if self.replay(before) => before.clone(),
+                _ => Arc::new(self.side_recorded(dir, program)),
+            };
+            let id = classes.ids[class];
+            let name = format!("{letter}{:012x}", id & 0xffff_ffff_ffff);
+            class_chains.push(self.named_chain(name, Arc::clone(&record.entry)).into());
+            built.push(record);
+        }
+        (class_chains, built)
+    }
+
+    /// The egress side's builder (`self`) joined with the ingress side's, named apart from
+    /// the same log ids (`ids` of them), as one builder that named egress then ingress
+    /// would be; `None` when it might not be.
+    ///
+    /// Naming in order differs only where an ingress name meets one egress gave: where
+    /// both gave a name to equal contents, the name is the same in order (the name holds
+    /// what it would be given again); where they gave it to different contents, naming in
+    /// order would have named the ingress one otherwise (and `None`). Names of class
+    /// chains (`e…`, `i…`) never meet. A log id handed out while naming depends on the
+    /// order too (`None`).
+    fn join(mut self, ingress: Builder<'c>, ids: usize) -> Option<Builder<'c>> {
+        if self.logs.entries.len() != ids || ingress.logs.entries.len() != ids {
+            return None;
+        }
+        for (name, chain) in ingress.chains {
+            match self.chains.get(&name) {
+                Some(held) => {
+                    if !Arc::ptr_eq(&held.rules, &chain.rules) && held.rules != chain.rules {
+                        return None;
+                    }
+                }
+                None => {
+                    self.chains.insert(name, chain);
+                }
+            }
+        }
+        for (name, set) in ingress.interner.sets {
+            match self.interner.sets.get(&name) {
+                Some(held) => {
+                    let same = (held.v6, held.interval) == (set.v6, set.interval)
+                        && (Arc::ptr_eq(&held.nets, &set.nets) || held.nets == set.nets);
+                    if !same {
+                        return None;
+                    }
+                }
+                None => {
+                    self.interner.sets.insert(name, set);
+                }
+            }
+        }
+        Some(self)
     }
 }
 
@@ -808,7 +918,7 @@ fn digest(text: &str) -> String {
 
 /// A shared address set (by identity: every set seen stays alive while the interner is
 /// used, so an address is never reused) and whether it is matched as the source.
-type SetKey = (*const BTreeSet<IpAddr>, bool);
+type SetKey = (usize, bool);
 
 /// The matches for a set's addresses, one per family present.
 type FamilyMatches = Vec<(bool, Match)>;
@@ -854,7 +964,7 @@ impl Interner<'_> {
         field: Field,
         what: &str,
     ) -> Vec<(bool, Match)> {
-        let key = (Arc::as_ptr(addrs), field == Field::Saddr);
+        let key = (Arc::as_ptr(addrs) as usize, field == Field::Saddr);
         let mut seen = self.by_set.get(&key).into_iter().flatten();
         // Matches made earlier for `what`: their sets are named as they were (names are
         // only ever added within a build), so the uses recorded then are recorded again.
@@ -1036,7 +1146,7 @@ fn subtract(net: IpNet, except: &[IpNet]) -> Vec<IpNet> {
 }
 
 /// The log ids handed out so far: one per distinct decision.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Logs {
     entries: Vec<LoggedDecision>,
     index: HashMap<LoggedDecision, u32>,

@@ -21,7 +21,9 @@ use palisade_engine::{
     AddressCache, ConcreteRule, Engine, FastMap, NewPeers, PodId, SideProgram, Touched,
 };
 
-use crate::compile::{Built, Classes, CompileError, Logs, Pods, SIDES, StayNamed, assemble};
+use crate::compile::{
+    Built, Classes, CompileError, Logs, Naming, Pods, SIDES, StayNamed, assemble,
+};
 use crate::ir::Ruleset;
 use crate::peer_cache::PeerCache;
 
@@ -62,6 +64,10 @@ struct Memo {
     /// The log ids of this compile's ruleset, indexed, for the next compile to take (one
     /// does; another seeds them from the ruleset again).
     logs: Arc<Mutex<Option<Logs>>>,
+    /// How this compile named its sides: sides named apart that had to be named in order
+    /// (relative peers that differ between the sides, say) are named in order from then
+    /// on, until a full compile tries again.
+    naming: Naming,
 }
 
 impl Compiled {
@@ -76,11 +82,20 @@ impl Compiled {
         let sides = Classes::all(engine, &pods.list, &addresses);
         let logs = Logs::seeded(previous.map_or(&[][..], |r| &r.logs));
         let peers = Arc::new(PeerCache::default());
-        let (ruleset, built, logs) = assemble(engine, &pods, &sides, None, logs, &peers);
+        let (ruleset, built, logs, naming) = assemble(
+            engine,
+            &pods,
+            &sides,
+            None,
+            logs,
+            &peers,
+            Naming::SidesApart,
+        );
         let kept = Kept {
             addresses,
             peers,
             logs,
+            naming,
         };
         let memo = Memo::new(node, engine, Arc::new(pods), sides, built, kept);
         Ok(Compiled {
@@ -198,12 +213,20 @@ impl Compiled {
         let logs = memo
             .take_logs()
             .unwrap_or_else(|| Logs::seeded(&self.ruleset.logs));
-        let (ruleset, built, logs) =
-            assemble(engine, &memo.pods, &sides, Some(exempt), logs, peers);
+        let (ruleset, built, logs, naming) = assemble(
+            engine,
+            &memo.pods,
+            &sides,
+            Some(exempt),
+            logs,
+            peers,
+            memo.naming,
+        );
         let kept = Kept {
             addresses: Arc::clone(&memo.addresses),
             peers: Arc::clone(&memo.peers),
             logs,
+            naming,
         };
         let memo = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built, kept);
         Ok(Compiled {
@@ -247,6 +270,7 @@ impl Memo {
             addresses: kept.addresses,
             peers: kept.peers,
             logs: Arc::new(Mutex::new(Some(kept.logs))),
+            naming: kept.naming,
         })
     }
 
@@ -264,6 +288,7 @@ struct Kept {
     addresses: Arc<AddressCache>,
     peers: Arc<PeerCache>,
     logs: Logs,
+    naming: Naming,
 }
 
 /// The pods a change reshaped: their places in the compiled pods, their class ids now,
