@@ -330,9 +330,8 @@ pub(crate) struct Built {
 impl Built {
     /// What building the class does once some of its rules' peers hold other addresses
     /// (`moved`: each such rule's peers before, and the rule now), if its chains stay as
-    /// they are: every
-    /// moved peer list is, in each family, a named set before and after, or absent before
-    /// and after. `None` when a chain changes (a list is written inline, before or after,
+    /// they are: every moved peer list is, in each family, a named set before and after, or
+    /// absent before and after. `None` when a chain changes (a list is written inline, before or after,
     /// or a family comes or goes): the class must be built.
     pub(crate) fn with_new_peers(
         &self,
@@ -340,23 +339,22 @@ impl Built {
         nets: &PeerCache,
         stay_named: &mut StayNamed,
     ) -> Option<Built> {
-        // Each moved rule's addresses before and now (a class has a few: a list is faster
-        // to look through than a hash of pointers).
-        let mut now: Vec<(&Addrs, &Addrs)> = Vec::new();
+        // Each moved rule's addresses before and now, by the address of the addresses
+        // before (the first moved rule with them, as listed, for equal ones).
+        let mut now: Vec<(usize, &Addrs)> = Vec::with_capacity(moved.len());
         for (was, is) in moved {
             if !stay_named.check(was, is, nets) {
                 return None;
             }
-            now.push((&was.addrs, &is.peers.addrs));
+            now.push((Arc::as_ptr(&was.addrs) as usize, &is.peers.addrs));
         }
+        now.sort_by_key(|&(was, _)| was);
         let mut sets = Vec::with_capacity(self.sets.len());
         for set in &self.sets {
-            match now
-                .iter()
-                .find(|(was, _)| Arc::ptr_eq(was, &set.source.addrs))
-            {
-                None => sets.push(Arc::clone(set)),
-                Some(&(_, addrs)) => sets.push(stay_named.set_now(set, addrs, nets)?),
+            let was = Arc::as_ptr(&set.source.addrs) as usize;
+            match now.get(now.partition_point(|&(w, _)| w < was)) {
+                Some(&(w, addrs)) if w == was => sets.push(stay_named.set_now(set, addrs, nets)?),
+                _ => sets.push(Arc::clone(set)),
             }
         }
         Some(Built {

@@ -65,29 +65,26 @@ pub(crate) struct Delta<'r> {
 impl<'r> Delta<'r> {
     /// What turns `old` into `new`.
     pub fn new(old: &'r Ruleset, new: &'r Ruleset) -> Self {
-        let olds: BTreeMap<&str, &Chain> =
-            old.chains.iter().map(|c| (c.name.as_str(), c)).collect();
-        let news: BTreeMap<&str, &Chain> =
-            new.chains.iter().map(|c| (c.name.as_str(), c)).collect();
-        let old_sets: BTreeMap<&str, &NamedSet> =
-            old.sets.iter().map(|x| (x.name.as_str(), x)).collect();
-        let new_names: BTreeSet<&str> = new.sets.iter().map(|x| x.name.as_str()).collect();
         let mut d = Delta::default();
-        for set in &new.sets {
-            let Some(was) = old_sets.get(set.name.as_str()) else {
-                d.new_sets.push(set);
-                continue;
-            };
-            if set.learned.is_none() && was.elements != set.elements {
-                let change = element_change(&set.name, &was.ranges(), &set.ranges());
-                d.set_elements.push((set, change));
+        for pair in by_name(&old.sets, &new.sets, |x| &x.name) {
+            match pair {
+                (None, Some(set)) => d.new_sets.push(set),
+                (Some(was), Some(set)) => {
+                    if set.learned.is_none() && was.elements != set.elements {
+                        let change = element_change(&set.name, &was.ranges(), &set.ranges());
+                        d.set_elements.push((set, change));
+                    }
+                }
+                (Some(was), None) => d.gone_sets.push(&was.name),
+                (None, None) => {}
             }
         }
-        for (name, chain) in &news {
-            match olds.get(name) {
-                None => d.new_chains.push(chain),
-                Some(was) if was != chain => d.rewritten.push(chain),
-                Some(_) => {}
+        for pair in by_name(&old.chains, &new.chains, |c| &c.name) {
+            match pair {
+                (None, Some(chain)) => d.new_chains.push(chain),
+                (Some(was), Some(chain)) if was != chain => d.rewritten.push(chain),
+                (Some(was), None) => d.gone_chains.push(&was.name),
+                _ => {}
             }
         }
         for ((name, v6, o), (_, _, n)) in verdict_maps(old).into_iter().zip(verdict_maps(new)) {
@@ -110,16 +107,6 @@ impl<'r> Delta<'r> {
                 d.exempt.push(change);
             }
         }
-        d.gone_chains = olds
-            .keys()
-            .filter(|n| !news.contains_key(*n))
-            .copied()
-            .collect();
-        d.gone_sets = old_sets
-            .keys()
-            .filter(|n| !new_names.contains(*n))
-            .copied()
-            .collect();
         d
     }
 
@@ -196,6 +183,43 @@ impl<'r> Delta<'r> {
             let _ = writeln!(s, "delete set {TABLE} {name}");
         }
         s
+    }
+}
+
+/// The items of two lists paired by name, in name order: each name of either list once,
+/// with its item in `old` and in `new`. A compiled ruleset's chains and sets are sorted by
+/// name, each name once: those are paired in one pass; other lists through a map (the
+/// last item of a repeated name).
+fn by_name<'r, T>(
+    old: &'r [T],
+    new: &'r [T],
+    name: impl Fn(&T) -> &str,
+) -> Vec<(Option<&'r T>, Option<&'r T>)> {
+    let sorted = |l: &[T]| l.windows(2).all(|w| name(&w[0]) < name(&w[1]));
+    if !(sorted(old) && sorted(new)) {
+        let mut pairs: BTreeMap<&str, (Option<&T>, Option<&T>)> = BTreeMap::new();
+        for x in old {
+            pairs.entry(name(x)).or_default().0 = Some(x);
+        }
+        for x in new {
+            pairs.entry(name(x)).or_default().1 = Some(x);
+        }
+        return pairs.into_values().collect();
+    }
+    let mut pairs = Vec::with_capacity(old.len().max(new.len()));
+    let (mut o, mut n) = (old.iter().peekable(), new.iter().peekable());
+    loop {
+        let pair = match (o.peek(), n.peek()) {
+            (Some(&x), Some(&y)) => match name(x).cmp(name(y)) {
+                std::cmp::Ordering::Less => (o.next(), None),
+                std::cmp::Ordering::Greater => (None, n.next()),
+                std::cmp::Ordering::Equal => (o.next(), n.next()),
+            },
+            (Some(_), None) => (o.next(), None),
+            (None, Some(_)) => (None, n.next()),
+            (None, None) => return pairs,
+        };
+        pairs.push(pair);
     }
 }
 
@@ -320,6 +344,27 @@ mod tests {
         list.iter()
             .map(|(ip, c)| (ip.parse().expect("an address"), Arc::from(*c)))
             .collect()
+    }
+
+    #[test]
+    fn lists_pair_by_name_whether_sorted_or_not() {
+        let pairs = |old: &[&'static str], new: &[&'static str]| {
+            by_name(old, new, |x| x)
+                .into_iter()
+                .map(|(o, n)| (o.copied(), n.copied()))
+                .collect::<Vec<_>>()
+        };
+        let expected = vec![
+            (Some("a"), None),
+            (Some("b"), Some("b")),
+            (None, Some("c")),
+            (Some("d"), Some("d")),
+            (None, Some("e")),
+        ];
+        assert_eq!(pairs(&["a", "b", "d"], &["b", "c", "d", "e"]), expected);
+        assert_eq!(pairs(&["d", "a", "b"], &["e", "b", "c", "d"]), expected);
+        assert_eq!(pairs(&["a", "b", "b", "d"], &["b", "c", "d", "e"]), expected);
+        assert_eq!(pairs(&[], &[]), vec![]);
     }
 
     #[test]

@@ -32,6 +32,9 @@ use crate::peer_cache::PeerCache;
 pub struct Compiled {
     ruleset: Arc<Ruleset>,
     memo: Option<Memo>,
+    /// What the previous compile kept, taken and brought up to date by this one: freed by
+    /// [`Compiled::tidy`], off the way to the kernel, not by the compile.
+    spent: Arc<Mutex<Option<Memo>>>,
 }
 
 /// How a ruleset was compiled.
@@ -101,6 +104,7 @@ impl Compiled {
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
             memo,
+            spent: Arc::default(),
         })
     }
 
@@ -109,11 +113,17 @@ impl Compiled {
         &self.ruleset
     }
 
-    /// Forgets what this compile kept for the next that only earlier compiles needed (the
-    /// addresses and prefixes of peer sets no program names any more), once those are
-    /// dropped. Not needed for correctness; it bounds the memory of a long run of changes,
-    /// and is best called off the way to the kernel (it frees those sets).
+    /// Frees what the previous compile kept, and forgets what this compile kept for the
+    /// next that only earlier compiles needed (the addresses and prefixes of peer sets no
+    /// program names any more). Not needed for correctness; it bounds the memory of a long
+    /// run of changes, and is best called off the way to the kernel (it frees those sets).
     pub fn tidy(&self) {
+        drop(
+            self.spent
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take(),
+        );
         if let Some(memo) = &self.memo {
             memo.addresses.prune();
             memo.peers.prune();
@@ -228,10 +238,11 @@ impl Compiled {
             logs,
             naming,
         };
-        let memo = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built, kept);
+        let next = Memo::new(node, engine, Arc::clone(&memo.pods), sides, built, kept);
         Ok(Compiled {
             ruleset: Arc::new(ruleset),
-            memo,
+            memo: next,
+            spent: Arc::new(Mutex::new(Some(memo))),
         })
     }
 }
