@@ -285,7 +285,7 @@ fn program_allows(e: &Engine, flow: &Flow) -> bool {
             r.matches(&peer, &flow.dst.ip, flow.protocol, flow.port)
         };
         let mut passed = false;
-        for r in &prog.admin {
+        for r in prog.admin.iter() {
             if m(r) {
                 match r.rule.action {
                     Action::Allow => return true,
@@ -301,7 +301,7 @@ fn program_allows(e: &Engine, flow: &Flow) -> bool {
         if prog.isolated {
             return prog.network.iter().any(m);
         }
-        for r in &prog.baseline {
+        for r in prog.baseline.iter() {
             if m(r) {
                 return r.rule.action != Action::Deny;
             }

@@ -4,6 +4,7 @@
 
 use std::cell::{OnceCell, RefCell};
 use std::collections::{BTreeSet, HashMap};
+use std::hash::{Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -12,6 +13,7 @@ use palisade_model::{Action, AdminPeer, AdminPort, Direction, PortSpec, Protocol
 
 use crate::address_cache::AddressCache;
 use crate::bitset::BitSet;
+use crate::fast_map::{FastHasher, FastMap};
 use crate::state::{AdminPeerC, Engine, NpPeer, NpRule, Owner, PodId, PolicySlot};
 use crate::update::RenewedSet;
 use crate::verdict::{PolicyInfo, RuleMatch};
@@ -99,6 +101,11 @@ impl ConcreteRule {
     }
 }
 
+/// The rules of one tier of a side program, in order. Shared: the programs of one compile
+/// that have equal tiers hold one (see [`Engine::side_classes`]), and a program brought
+/// up to date copies only the tiers that changed.
+pub type Rules = Arc<[ConcreteRule]>;
+
 /// How one pod decides one direction, in concrete terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SideProgram {
@@ -106,15 +113,15 @@ pub struct SideProgram {
     /// addresses of its node (node-local traffic, when allowed).
     pub exempt: BTreeSet<IpAddr>,
     /// Admin tier rules in order (Allow / Deny / Pass).
-    pub admin: Vec<ConcreteRule>,
+    pub admin: Rules,
     /// Whether NetworkPolicies isolate the pod in this direction.
     pub isolated: bool,
     /// The isolating policies (for explanations).
     pub isolating: Arc<[Arc<PolicyInfo>]>,
     /// NetworkPolicy allow rules (when isolated).
-    pub network: Vec<ConcreteRule>,
+    pub network: Rules,
     /// Baseline tier rules in order.
-    pub baseline: Vec<ConcreteRule>,
+    pub baseline: Rules,
     /// The pod shares this address with another pod: everything but `exempt` is denied
     /// (and the tiers are empty).
     pub shared_address: Option<IpAddr>,
@@ -174,6 +181,13 @@ impl Engine {
             if class == next {
                 let mut program = self.side_program_with(pod, dir, cache);
                 program.exempt.clear();
+                for tier in [
+                    &mut program.admin,
+                    &mut program.network,
+                    &mut program.baseline,
+                ] {
+                    *tier = cache.shared_tier(std::mem::take(tier));
+                }
                 out.programs.push(program);
                 out.ids.push(self.class_digest(pod, &key));
             }
@@ -236,11 +250,11 @@ impl Engine {
         if let Some(ip) = self.shared_address(pod) {
             return SideProgram {
                 exempt,
-                admin: Vec::new(),
+                admin: Rules::default(),
                 isolated: false,
                 isolating: Arc::from([]),
-                network: Vec::new(),
-                baseline: Vec::new(),
+                network: Rules::default(),
+                baseline: Rules::default(),
                 shared_address: Some(ip),
             };
         }
@@ -266,7 +280,7 @@ impl Engine {
                 .flat_map(|i| self.np_rules(i, pod, dir, cache))
                 .collect()
         } else {
-            Vec::new()
+            Rules::default()
         };
         SideProgram {
             exempt,
@@ -759,9 +773,34 @@ pub(crate) struct ProgramCache {
     /// engine holds every set while a cache is in use): rules of many policies repeat a
     /// few peers.
     unions: RefCell<HashMap<Vec<usize>, Arc<BTreeSet<IpAddr>>>>,
+    /// The tiers of the programs made with this cache, by a hash of their rules' identity:
+    /// equal tiers are kept once.
+    tiers: RefCell<FastMap<u64, Vec<Rules>>>,
 }
 
 impl ProgramCache {
+    /// `tier`, or an equal tier a program made with this cache holds already.
+    fn shared_tier(&self, tier: Rules) -> Rules {
+        if tier.is_empty() {
+            return tier;
+        }
+        let mut h = FastHasher::default();
+        for r in tier.iter() {
+            (Arc::as_ptr(&r.rule.policy) as usize).hash(&mut h);
+            r.rule.index.hash(&mut h);
+            (Arc::as_ptr(&r.peers.addrs) as usize).hash(&mut h);
+        }
+        let mut tiers = self.tiers.borrow_mut();
+        let same = tiers.entry(h.finish()).or_default();
+        match same.iter().find(|t| ***t == *tier) {
+            Some(t) => Arc::clone(t),
+            None => {
+                same.push(Arc::clone(&tier));
+                tier
+            }
+        }
+    }
+
     /// A cache that keeps its unions of pod sets in `shared` too, for `engine`.
     pub(crate) fn sharing(engine: &Engine, shared: &Arc<AddressCache>) -> ProgramCache {
         shared.sync(engine);

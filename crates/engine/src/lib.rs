@@ -64,7 +64,9 @@ mod verdict;
 pub use address_cache::AddressCache;
 pub use addressless::{addressless, addressless_ip};
 pub use bitset::{BitSet, intersect_transposed};
-pub use concrete::{ConcreteRule, LearnedDomains, PeerAddrs, PortAlt, SideClasses, SideProgram};
+pub use concrete::{
+    ConcreteRule, LearnedDomains, PeerAddrs, PortAlt, Rules, SideClasses, SideProgram,
+};
 pub use domains::DomainHit;
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use fast_map::{FastHasher, FastMap, FastSet};

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use palisade_model::Direction;
 
 use crate::address_cache::AddressCache;
-use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, SideClasses, SideProgram};
+use crate::concrete::{ConcreteRule, PeerAddrs, ProgramCache, Rules, SideClasses, SideProgram};
 use crate::fast_map::FastMap;
 use crate::state::{AdminPeerC, Engine, NpPeer, PodId, PolicySlot};
 use crate::update::{PeerRule, Touched};
@@ -29,39 +29,45 @@ impl std::fmt::Display for Reshaped {
 
 impl std::error::Error for Reshaped {}
 
-/// The rules of one program whose peers moved, with their peers now
+/// The tiers of one program whose rules' peers moved, brought up to date
 /// ([`NewPeers::moved`]).
 #[derive(Debug, Default)]
 pub struct Moved {
-    /// Per tier (admin, network, baseline): each moved rule's index and peers now.
-    tiers: [Vec<(usize, PeerAddrs)>; 3],
+    /// Per tier (admin, network, baseline), when a rule of it moved.
+    tiers: [Option<TierNow>; 3],
+}
+
+/// One tier brought up to date: the tier before and now, and the places of its rules
+/// whose peers moved.
+#[derive(Debug, Clone)]
+struct TierNow {
+    was: Rules,
+    now: Rules,
+    moved: Arc<[usize]>,
 }
 
 impl Moved {
     /// Whether no rule of the program moved.
     pub fn is_empty(&self) -> bool {
-        self.tiers.iter().all(Vec::is_empty)
+        self.tiers.iter().all(Option::is_none)
     }
 
-    /// Gives the moved rules of `program` (the program they were found in) their peers
-    /// now; returns each one's peers before with the rule as it is now.
-    pub fn apply(self, program: &mut SideProgram) -> Vec<(PeerAddrs, &ConcreteRule)> {
-        let mut places = Vec::new();
+    /// Gives `program` (the program the moved rules were found in) its tiers as they are
+    /// now; returns each moved rule's peers before with the rule as it is now.
+    pub fn apply(&self, program: &mut SideProgram) -> Vec<(&PeerAddrs, &ConcreteRule)> {
         let tiers = [
             &mut program.admin,
             &mut program.network,
             &mut program.baseline,
         ];
-        for (t, (rules, moved)) in tiers.into_iter().zip(self.tiers).enumerate() {
-            for (i, peers) in moved {
-                places.push((t, i, std::mem::replace(&mut rules[i].peers, peers)));
+        for (tier, now) in tiers.into_iter().zip(&self.tiers) {
+            if let Some(now) = now {
+                debug_assert!(Arc::ptr_eq(tier, &now.was), "another program's tiers");
+                *tier = Arc::clone(&now.now);
             }
         }
-        let program: &SideProgram = program;
-        let tiers = [&program.admin, &program.network, &program.baseline];
-        places
-            .into_iter()
-            .map(|(t, i, was)| (was, &tiers[t][i]))
+        (self.tiers.iter().flatten())
+            .flat_map(|t| t.moved.iter().map(move |&i| (&t.was[i].peers, &t.now[i])))
             .collect()
     }
 }
@@ -85,6 +91,9 @@ struct Met {
     named: FastMap<usize, (Arc<PolicyInfo>, bool)>,
     /// Per rule of such a policy: its peers now, when it moved.
     peers: FastMap<RuleId, (Arc<PolicyInfo>, Option<PeerAddrs>)>,
+    /// Per tier (by identity, held here; the programs of one compile share equal tiers):
+    /// the tier brought up to date, when a rule of it moved.
+    tiers: FastMap<usize, (Rules, Option<TierNow>)>,
 }
 
 /// A rule of a policy record: the record's address, the direction and the index.
@@ -222,53 +231,81 @@ impl NewPeers<'_> {
         Ok(Some(now))
     }
 
-    /// The rules of `program`, computed before the changes, whose peers moved, with their
-    /// peers now: [`Moved::apply`] brings the program up to date in place, which
-    /// [`NewPeers::program`] does on a copy.
+    /// The tiers of `program`, computed before the changes, that hold rules whose peers
+    /// moved, as they are now: [`Moved::apply`] gives them to the program in place, which
+    /// [`NewPeers::program`] does on a copy. A tier many programs share is brought up to
+    /// date once.
     pub fn moved(&self, program: &SideProgram) -> Result<Moved, Reshaped> {
+        let mut out = Moved::default();
         if self.by_name.is_empty() {
-            return Ok(Moved::default());
+            return Ok(out);
         }
         let tiers = [&program.admin, &program.network, &program.baseline];
-        let mut moved: [Vec<(usize, PeerAddrs)>; 3] = Default::default();
+        for (tier, now) in tiers.into_iter().zip(&mut out.tiers) {
+            *now = self.tier(tier)?;
+        }
+        Ok(out)
+    }
+
+    /// `tier` as it is now, when a rule of it moved.
+    fn tier(&self, tier: &Rules) -> Result<Option<TierNow>, Reshaped> {
+        if tier.is_empty() {
+            return Ok(None);
+        }
+        let key = Arc::as_ptr(tier).cast::<ConcreteRule>() as usize;
+        if let Some((_, now)) = self.met.borrow().tiers.get(&key) {
+            return Ok(now.clone());
+        }
+        let mut moved: Vec<(usize, PeerAddrs)> = Vec::new();
         // Rules of one policy come together: it is looked up once per run of them.
         let mut last: Option<(*const PolicyInfo, bool)> = None;
         let mut met = self.met.borrow_mut();
-        for (rules, moved) in tiers.iter().zip(&mut moved) {
-            for (i, r) in rules.iter().enumerate() {
-                let policy = &r.rule.policy;
-                let named = match last {
-                    Some((p, named)) if p == Arc::as_ptr(policy) => named,
-                    _ => {
-                        let (_, named) = *met
-                            .named
-                            .entry(Arc::as_ptr(policy) as usize)
-                            .or_insert_with(|| {
-                                let name = policy.reference.name.as_str();
-                                (Arc::clone(policy), self.by_name.contains_key(name))
-                            });
-                        last = Some((Arc::as_ptr(policy), named));
-                        named
-                    }
-                };
-                if !named {
-                    continue;
+        for (i, r) in tier.iter().enumerate() {
+            let policy = &r.rule.policy;
+            let named = match last {
+                Some((p, named)) if p == Arc::as_ptr(policy) => named,
+                _ => {
+                    let (_, named) = *met
+                        .named
+                        .entry(Arc::as_ptr(policy) as usize)
+                        .or_insert_with(|| {
+                            let name = policy.reference.name.as_str();
+                            (Arc::clone(policy), self.by_name.contains_key(name))
+                        });
+                    last = Some((Arc::as_ptr(policy), named));
+                    named
                 }
-                let key = (Arc::as_ptr(policy) as usize, r.rule.direction, r.rule.index);
-                let now = match met.peers.get(&key) {
-                    Some((_, now)) => now.clone(),
-                    None => {
-                        let now = self.peers(r)?;
-                        met.peers.insert(key, (Arc::clone(policy), now.clone()));
-                        now
-                    }
-                };
-                if let Some(peers) = now {
-                    moved.push((i, peers));
+            };
+            if !named {
+                continue;
+            }
+            let key = (Arc::as_ptr(policy) as usize, r.rule.direction, r.rule.index);
+            let now = match met.peers.get(&key) {
+                Some((_, now)) => now.clone(),
+                None => {
+                    let now = self.peers(r)?;
+                    met.peers.insert(key, (Arc::clone(policy), now.clone()));
+                    now
                 }
+            };
+            if let Some(peers) = now {
+                moved.push((i, peers));
             }
         }
-        Ok(Moved { tiers: moved })
+        let now = (!moved.is_empty()).then(|| {
+            let mut rules = tier.to_vec();
+            let places = moved.iter().map(|&(i, _)| i).collect();
+            for (i, peers) in moved {
+                rules[i].peers = peers;
+            }
+            TierNow {
+                was: Arc::clone(tier),
+                now: rules.into(),
+                moved: places,
+            }
+        });
+        met.tiers.insert(key, (Arc::clone(tier), now.clone()));
+        Ok(now)
     }
 
     /// The peers of `r` now, when it is a moved rule.

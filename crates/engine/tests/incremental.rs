@@ -303,7 +303,13 @@ fn fresh_classes_share_the_moved_peers_of_programs_brought_up_to_date() {
                 let fresh = &fresh.programs[0];
                 let rules = |p: &palisade_engine::SideProgram| {
                     let p = p.clone();
-                    p.admin.into_iter().chain(p.network).chain(p.baseline)
+                    (p.admin
+                        .iter()
+                        .chain(p.network.iter())
+                        .chain(p.baseline.iter()))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .into_iter()
                 };
                 for ((w, n), f) in rules(was).zip(rules(&now)).zip(rules(fresh)) {
                     if !std::sync::Arc::ptr_eq(&w.peers.addrs, &n.peers.addrs) {

@@ -335,14 +335,14 @@ impl Built {
     /// or a family comes or goes): the class must be built.
     pub(crate) fn with_new_peers(
         &self,
-        moved: &[(PeerAddrs, &ConcreteRule)],
+        moved: &[(&PeerAddrs, &ConcreteRule)],
         nets: &PeerCache,
         stay_named: &mut StayNamed,
     ) -> Option<Built> {
         // Each moved rule's addresses before and now, by the address of the addresses
         // before (the first moved rule with them, as listed, for equal ones).
         let mut now: Vec<(usize, &Addrs)> = Vec::with_capacity(moved.len());
-        for (was, is) in moved {
+        for &(was, is) in moved {
             if !stay_named.check(was, is, nets) {
                 return None;
             }
@@ -755,7 +755,7 @@ impl Builder<'_> {
             return vec![entry(Verdict::Goto(self.content_chain('a', main)))];
         }
         let mut bl_rules = Vec::new();
-        for r in &prog.baseline {
+        for r in prog.baseline.iter() {
             let (verdict, log) = match r.rule.action {
                 Action::Deny => (Verdict::Drop, Some(self.logs.rule(Tier::Baseline, &r.rule))),
                 // Allow, and a baseline Pass (which falls through to the default: allowed)
@@ -775,7 +775,7 @@ impl Builder<'_> {
         let bl = self.content_chain('b', bl_rules);
         let mut np_rules = Vec::new();
         if prog.isolated {
-            for r in &prog.network {
+            for r in prog.network.iter() {
                 let what = self.peers_named(r);
                 expand(
                     r,
@@ -805,7 +805,7 @@ impl Builder<'_> {
             });
         }
         let np = self.content_chain('n', np_rules);
-        for r in &prog.admin {
+        for r in prog.admin.iter() {
             let verdict = match r.rule.action {
                 Action::Allow => Verdict::Accept,
                 Action::Deny => Verdict::Drop,
@@ -883,7 +883,7 @@ fn learned_sets(sides: &[Classes; 2], used: &UsedSets<'_>) -> Vec<NamedSet> {
     }
     let programs = sides.iter().flat_map(|c| &c.programs);
     for d in programs
-        .flat_map(|p| &p.admin)
+        .flat_map(|p| p.admin.iter())
         .flat_map(|r| &r.peers.domains)
     {
         for v6 in [false, true] {
@@ -1158,7 +1158,7 @@ impl Logs {
             self.id(dir, Tier::FailClosed, Decision::SharedAddress(ip));
             return;
         }
-        for r in &prog.admin {
+        for r in prog.admin.iter() {
             self.rule(Tier::Admin, &r.rule);
         }
         if prog.isolated {

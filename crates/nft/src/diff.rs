@@ -363,7 +363,10 @@ mod tests {
         ];
         assert_eq!(pairs(&["a", "b", "d"], &["b", "c", "d", "e"]), expected);
         assert_eq!(pairs(&["d", "a", "b"], &["e", "b", "c", "d"]), expected);
-        assert_eq!(pairs(&["a", "b", "b", "d"], &["b", "c", "d", "e"]), expected);
+        assert_eq!(
+            pairs(&["a", "b", "b", "d"], &["b", "c", "d", "e"]),
+            expected
+        );
         assert_eq!(pairs(&[], &[]), vec![]);
     }
 

@@ -395,12 +395,11 @@ fn up_to_date(
         Ok(moved) => moved,
         Err(_) => return Err("a rule entered or left a program outside the touched pods"),
     };
-    let moved = moved.apply(Arc::make_mut(&mut old.programs[o]));
+    let pairs = moved.apply(Arc::make_mut(&mut old.programs[o]));
     let built = old.built[o]
         .as_ref()
-        .and_then(|b| b.with_new_peers(&moved, nets, stay_named))
+        .and_then(|b| b.with_new_peers(&pairs, nets, stay_named))
         .map(Arc::new);
-    drop(moved);
     Ok((old.programs[o].clone(), built))
 }
 

@@ -119,7 +119,11 @@ mod tests {
         let cache = PeerCache::default();
         let rules = |pod: usize| {
             let p = engine.side_program(PodId::new(pod), Direction::Ingress);
-            p.admin.into_iter().chain(p.network).collect::<Vec<_>>()
+            p.admin
+                .iter()
+                .chain(p.network.iter())
+                .cloned()
+                .collect::<Vec<_>>()
         };
         let held = rules(0);
         let gone = rules(1);
