@@ -16,6 +16,7 @@ use palisade_engine::{
 };
 use palisade_model::{Action, Direction, Protocol};
 
+use crate::both::both;
 use crate::chain_names::content_name;
 use crate::ir::{Chain, Field, LoggedDecision, Match, NamedSet, Rule, Ruleset, Verdict};
 use crate::peer_cache::PeerCache;
@@ -192,7 +193,7 @@ pub(crate) fn assemble(
     }
     let apart = match naming {
         Naming::SidesApart => {
-            let (egress, ingress) = rayon::join(
+            let (egress, ingress) = both(
                 || Builder::new(cluster, peers, logs.clone()).side_chains(SIDES[0], &sides[0]),
                 || Builder::new(cluster, peers, logs.clone()).side_chains(SIDES[1], &sides[1]),
             );

@@ -21,6 +21,7 @@ use palisade_engine::{
     AddressCache, ConcreteRule, Engine, FastMap, NewPeers, PodId, SideProgram, Touched,
 };
 
+use crate::both::both;
 use crate::compile::{
     Built, Classes, CompileError, Logs, Naming, Pods, SIDES, StayNamed, assemble,
 };
@@ -214,7 +215,7 @@ impl Compiled {
             };
             merge(old, &by_id[d], &reshaped, &fresh, &new_peers, peers)
         };
-        let (egress, ingress) = rayon::join(|| side(0, old_egress), || side(1, old_ingress));
+        let (egress, ingress) = both(|| side(0, old_egress), || side(1, old_ingress));
         let sides = [egress?, ingress?];
         let exempt = [
             self.ruleset.egress_exempt.clone(),

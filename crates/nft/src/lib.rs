@@ -22,6 +22,7 @@
 
 // The pure half: no I/O, no kernel; none of these modules imports `kernel`.
 mod base;
+mod both;
 mod chain_names;
 mod compile;
 mod diff;
