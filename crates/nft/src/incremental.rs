@@ -396,7 +396,9 @@ fn up_to_date(
         Ok(moved) => moved,
         Err(_) => return Err("a rule entered or left a program outside the touched pods"),
     };
-    let pairs = moved.apply(Arc::make_mut(&mut old.programs[o]));
+    let mut pairs = moved.apply(Arc::make_mut(&mut old.programs[o]));
+    // A rule whose addresses came out the same holds no moved set.
+    pairs.retain(|(was, is)| !Arc::ptr_eq(&was.addrs, &is.peers.addrs));
     let built = old.built[o]
         .as_ref()
         .and_then(|b| b.with_new_peers(&pairs, nets, stay_named))
