@@ -302,16 +302,15 @@ fn fresh_classes_share_the_moved_peers_of_programs_brought_up_to_date() {
                 let fresh = new_peers.side_classes(&[pod], d);
                 let fresh = &fresh.programs[0];
                 let rules = |p: &palisade_engine::SideProgram| {
-                    let p = p.clone();
-                    (p.admin
-                        .iter()
-                        .chain(p.network.iter())
-                        .chain(p.baseline.iter()))
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .into_iter()
+                    let tiers = [&p.admin, &p.network, &p.baseline];
+                    tiers
+                        .into_iter()
+                        .flat_map(|t| t.iter())
+                        .cloned()
+                        .collect::<Vec<_>>()
                 };
-                for ((w, n), f) in rules(was).zip(rules(&now)).zip(rules(fresh)) {
+                let (was, now_rules, fresh_rules) = (rules(was), rules(&now), rules(fresh));
+                for ((w, n), f) in was.iter().zip(&now_rules).zip(&fresh_rules) {
                     if !std::sync::Arc::ptr_eq(&w.peers.addrs, &n.peers.addrs) {
                         assert!(
                             std::sync::Arc::ptr_eq(&n.peers.addrs, &f.peers.addrs),
@@ -327,4 +326,68 @@ fn fresh_classes_share_the_moved_peers_of_programs_brought_up_to_date() {
         }
     }
     assert!(shared > 0, "some relabel moved some peers");
+}
+
+/// The programs of one `side_classes` hold one `Arc` per distinct tier, and a tier whose
+/// rules' peers moved is brought up to date once: every program that shared it shares the
+/// new one.
+#[test]
+fn equal_tiers_are_one_arc_and_move_together() {
+    let g = palisade_gen::generate(&palisade_gen::Spec {
+        pods: 300,
+        policies: 60,
+        seed: 3,
+        admin: true,
+    });
+    let mut e = Engine::new(g.load().unwrap(), Options::default());
+    let tiers =
+        |p: &palisade_engine::SideProgram| [p.admin.clone(), p.network.clone(), p.baseline.clone()];
+    let (mut shared, mut together) = (0, 0);
+    for (a, b) in [(0, 150), (7, 299), (42, 3), (120, 260)] {
+        let pods: Vec<PodId> = e.pod_ids().collect();
+        let mut before = Vec::new();
+        for d in [Direction::Ingress, Direction::Egress] {
+            let programs = e.side_classes(&pods, d).programs;
+            for (i, p) in programs.iter().enumerate() {
+                for (t, tier) in tiers(p).iter().enumerate() {
+                    let earlier = programs[..i]
+                        .iter()
+                        .map(|q| tiers(q)[t].clone())
+                        .find(|x| x == tier);
+                    if let Some(x) = earlier.filter(|_| !tier.is_empty()) {
+                        assert!(Arc::ptr_eq(&x, tier), "{d:?}: equal tiers apart");
+                        shared += 1;
+                    }
+                }
+            }
+            before.extend(programs);
+        }
+        let mut moved = e.cluster().pods[a].clone();
+        moved.labels = e.cluster().pods[b].labels.clone();
+        let touched = e.apply(Change::Upsert(Object::Pod(moved)));
+        let new_peers = e.new_peers(&touched, &Default::default());
+        let mut now = Vec::new();
+        for was in &before {
+            let Ok(m) = new_peers.moved(was) else {
+                continue; // a program the relabel reshaped
+            };
+            let mut p = was.clone();
+            m.apply(&mut p);
+            let copy = new_peers.program(was).unwrap();
+            assert_eq!(copy.unwrap_or_else(|| was.clone()), p);
+            now.push((tiers(was), tiers(&p)));
+        }
+        for (i, (was, p)) in now.iter().enumerate() {
+            for (other, q) in &now[..i] {
+                for t in 0..3 {
+                    if Arc::ptr_eq(&was[t], &other[t]) && !Arc::ptr_eq(&was[t], &p[t]) {
+                        assert!(Arc::ptr_eq(&p[t], &q[t]), "a shared tier moved twice");
+                        together += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(shared > 0, "no two classes share a tier");
+    assert!(together > 0, "no shared tier moved");
 }
