@@ -178,7 +178,7 @@ pub(crate) fn assemble(
     let cluster = engine.cluster();
     // Log ids in pod order (each pod's egress side, then its ingress side), so that they
     // do not depend on how the pods fall into classes. A class built before has its ids
-    // already: `previous_logs` carries them.
+    // already: `logs` carries them.
     let mut seen = [
         vec![false; sides[0].programs.len()],
         vec![false; sides[1].programs.len()],
@@ -193,10 +193,13 @@ pub(crate) fn assemble(
     }
     let apart = match naming {
         Naming::SidesApart => {
-            let (egress, ingress) = both(
-                || Builder::new(cluster, peers, logs.clone()).side_chains(SIDES[0], &sides[0]),
-                || Builder::new(cluster, peers, logs.clone()).side_chains(SIDES[1], &sides[1]),
-            );
+            // One side in a builder of its own.
+            let alone = |d: usize| {
+                let mut b = Builder::new(cluster, peers, logs.clone());
+                let named = b.name_side(SIDES[d], &sides[d]);
+                (b, named)
+            };
+            let (egress, ingress) = both(|| alone(0), || alone(1));
             let ids = logs.entries.len();
             egress
                 .0
@@ -296,7 +299,7 @@ fn dispatch(engine: &Engine, pods: &[PodId]) -> Vec<(IpAddr, usize)> {
     by_ip.into_iter().collect()
 }
 
-/// One side named ([`Builder::side_chains`]): per class, the name of its own chain and what
+/// One side named ([`Builder::name_side`]): per class, the name of its own chain and what
 /// building its chains did.
 type SideNamed = (Vec<Arc<str>>, Vec<Arc<Built>>);
 
@@ -332,8 +335,8 @@ impl Built {
     /// What building the class does once some of its rules' peers hold other addresses
     /// (`moved`: each such rule's peers before, and the rule now), if its chains stay as
     /// they are: every moved peer list is, in each family, a named set before and after, or
-    /// absent before and after. `None` when a chain changes (a list is written inline, before or after,
-    /// or a family comes or goes): the class must be built.
+    /// absent before and after. `None` when a chain changes (a list is written inline,
+    /// before or after, or a family comes or goes): the class must be built.
     pub(crate) fn with_new_peers(
         &self,
         moved: &[(&PeerAddrs, &ConcreteRule)],
@@ -515,12 +518,6 @@ impl<'c> Builder<'c> {
 
     /// Names the chains of every class of one side, in order (replayed or built): each
     /// class's own chain name, and what building each did.
-    fn side_chains(mut self, dir: Direction, classes: &Classes) -> (Self, SideNamed) {
-        let named = self.name_side(dir, classes);
-        (self, named)
-    }
-
-    /// [`Builder::side_chains`] in place.
     fn name_side(&mut self, dir: Direction, classes: &Classes) -> SideNamed {
         let letter = if dir == Direction::Egress { 'e' } else { 'i' };
         let mut class_chains: Vec<Arc<str>> = Vec::with_capacity(classes.programs.len());
@@ -549,37 +546,37 @@ impl<'c> Builder<'c> {
     /// chains (`e…`, `i…`) never meet. A log id handed out while naming depends on the
     /// order too (`None`).
     fn join(mut self, ingress: Builder<'c>, ids: usize) -> Option<Builder<'c>> {
-        if self.logs.entries.len() != ids || ingress.logs.entries.len() != ids {
-            return None;
-        }
-        for (name, chain) in ingress.chains {
-            match self.chains.get(&name) {
-                Some(held) => {
-                    if !Arc::ptr_eq(&held.rules, &chain.rules) && held.rules != chain.rules {
-                        return None;
-                    }
-                }
-                None => {
-                    self.chains.insert(name, chain);
-                }
-            }
-        }
-        for (name, set) in ingress.interner.sets {
-            match self.interner.sets.get(&name) {
-                Some(held) => {
-                    let same = (held.v6, held.interval) == (set.v6, set.interval)
-                        && (Arc::ptr_eq(&held.nets, &set.nets) || held.nets == set.nets);
-                    if !same {
-                        return None;
-                    }
-                }
-                None => {
-                    self.interner.sets.insert(name, set);
-                }
-            }
-        }
-        Some(self)
+        let same_chain =
+            |x: &Chain, y: &Chain| Arc::ptr_eq(&x.rules, &y.rules) || x.rules == y.rules;
+        let same_set = |x: &SetElements, y: &SetElements| {
+            (x.v6, x.interval) == (y.v6, y.interval)
+                && (Arc::ptr_eq(&x.nets, &y.nets) || x.nets == y.nets)
+        };
+        let joined = self.logs.entries.len() == ids
+            && ingress.logs.entries.len() == ids
+            && union_by_name(&mut self.chains, ingress.chains, same_chain)
+            && union_by_name(&mut self.interner.sets, ingress.interner.sets, same_set);
+        joined.then_some(self)
     }
+}
+
+/// Adds `from`'s entries to `into`: true when every name both hold has the same value in
+/// each (as `same` says).
+fn union_by_name<V>(
+    into: &mut HashMap<String, V>,
+    from: HashMap<String, V>,
+    same: impl Fn(&V, &V) -> bool,
+) -> bool {
+    for (name, value) in from {
+        match into.get(&name) {
+            Some(held) if !same(held, &value) => return false,
+            Some(_) => {}
+            None => {
+                into.insert(name, value);
+            }
+        }
+    }
+    true
 }
 
 impl Builder<'_> {
