@@ -153,6 +153,21 @@ fn an_incremental_compile_shares_what_stayed_with_the_previous_ruleset() {
     assert!(same > 10, "{same} unchanged chains");
 }
 
+/// `next` takes what the compile kept and brings it up to date in place: a second `next`
+/// from the same compile cannot reuse it, and compiles in full, to the same ruleset.
+#[test]
+fn a_compile_is_continued_once() {
+    let mut e = engine();
+    let mut compiled = Compiled::full(&e, None, None).unwrap();
+    let touched = e.apply(relabel(&e));
+    let (first, path) = compiled.next(&e, None, &touched).unwrap();
+    assert_eq!(path, Path::Incremental);
+    let (second, path) = compiled.next(&e, None, &touched).unwrap();
+    assert_eq!(path, Path::Full("no reusable previous compile"));
+    assert!(**first.ruleset() == **second.ruleset());
+    assert!(**second.ruleset() == compile_after(&e, None, compiled.ruleset()).unwrap());
+}
+
 #[test]
 fn a_policy_change_rewrites_only_the_chains_of_the_classes_it_selects() {
     let mut e = engine();
