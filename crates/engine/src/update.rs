@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use palisade_model::{
-    AdminPolicy, Change, Direction, EndpointSlice, Kind, Namespace, NetworkPolicy, Object,
-    ObjectKey, Pod, Service,
+    AdminPolicy, AdminTier, Change, Direction, EndpointSlice, Kind, Namespace, NetworkPolicy,
+    Object, ObjectKey, Pod, Service,
 };
 
 use crate::bitset::BitSet;
@@ -758,28 +758,91 @@ impl Engine {
         }
         let compiled = self.compile_admin(&p, &PeerSets::default());
         let pods: Vec<PodId> = compiled.subject.pods().collect();
+        let tier = p.tier;
+        let has_rules = [Direction::Ingress, Direction::Egress].map(|d| !p.rules(d).is_empty());
         self.cluster.admin_policies.push(p);
         self.admins.push(compiled);
         self.sort_admins();
+        // Into each subject pod's admin or baseline list, at its place in evaluation order
+        // (the lists follow `admin_order`); the pods' other lists do not depend on it.
+        let new = (self.admins.len() - 1) as u32;
+        let mut rank = vec![0u32; self.admins.len()];
+        for (at, &i) in self.admin_order.iter().enumerate() {
+            rank[i as usize] = at as u32;
+        }
         for pod in pods {
-            self.rebuild_pod_lists(pod);
+            for (dir, has) in [Direction::Ingress, Direction::Egress]
+                .into_iter()
+                .zip(has_rules)
+            {
+                let Some(lists) = self.admin_lists(pod, dir) else {
+                    self.rebuild_pod_lists(pod);
+                    break;
+                };
+                if has {
+                    let list = match tier {
+                        AdminTier::Admin => &mut lists.admin,
+                        AdminTier::Baseline => &mut lists.baseline,
+                    };
+                    let at = list.partition_point(|&x| rank[x as usize] < rank[new as usize]);
+                    list.insert(at, new);
+                }
+            }
         }
     }
 
     fn remove_admin(&mut self, i: usize) {
         let last = self.admins.len() - 1;
-        let mut affected: Vec<PodId> = self.admins[i].subject.pods().collect();
-        if i != last {
-            affected.extend(self.admins[last].subject.pods());
+        // Drops `from` from a pod's lists, or renames it `to` (keeping its place: the order
+        // follows the policies, not their indices).
+        let edit = |l: &mut PodPolicies, from: u32, to: Option<u32>| {
+            for list in [&mut l.admin, &mut l.baseline] {
+                match to {
+                    None => list.retain(|&x| x != from),
+                    Some(to) => list
+                        .iter_mut()
+                        .filter(|x| **x == from)
+                        .for_each(|x| *x = to),
+                }
+            }
+        };
+        let removed: Vec<PodId> = self.admins[i].subject.pods().collect();
+        let renamed: Vec<PodId> = if i == last {
+            Vec::new()
+        } else {
+            self.admins[last].subject.pods().collect()
+        };
+        let mut missing = Vec::new();
+        for (pods, to) in [(removed, None), (renamed, Some(i as u32))] {
+            let from = if to.is_none() { i } else { last } as u32;
+            for pod in pods {
+                for dir in [Direction::Ingress, Direction::Egress] {
+                    match self.admin_lists(pod, dir) {
+                        Some(lists) => edit(lists, from, to),
+                        None => {
+                            // No lists yet: built below from the policies as they are then.
+                            missing.push(pod);
+                            break;
+                        }
+                    }
+                }
+            }
         }
         self.admins.swap_remove(i);
         self.cluster.admin_policies.swap_remove(i);
         self.sort_admins();
-        affected.sort_unstable();
-        affected.dedup();
-        for pod in affected {
+        for pod in missing {
             self.rebuild_pod_lists(pod);
         }
+    }
+
+    /// `pod`'s lists in `dir`, to change in place; `None` when it has none yet.
+    fn admin_lists(&mut self, pod: PodId, dir: Direction) -> Option<&mut PodPolicies> {
+        let lists = match dir {
+            Direction::Ingress => &mut self.ingress,
+            Direction::Egress => &mut self.egress,
+        };
+        lists.get_mut(pod.index()).map(Arc::make_mut)
     }
 }
 
