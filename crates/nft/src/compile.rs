@@ -401,10 +401,15 @@ impl StayNamed {
         if let Some(&stays) = self.seen.get(&key) {
             return stays;
         }
-        let (before, after) = (nets.of(&was.into()), nets.of(&(&is.peers).into()));
-        let stays = (0..2).all(|family| {
-            let (b, a) = (before[family].len(), after[family].len());
-            b == 0 && a == 0 || b > INLINE_MAX && a > INLINE_MAX
+        let (was_source, is_source) = (SetSource::from(was), SetSource::from(&is.peers));
+        let (before, after) = (nets.of(&was_source), nets.of(&is_source));
+        let stays = [false, true].into_iter().all(|v6| {
+            let (b, a) = (&before[usize::from(v6)], &after[usize::from(v6)]);
+            b.is_empty() && a.is_empty()
+                || !b.is_empty()
+                    && !a.is_empty()
+                    && !was_source.inline(v6, b.len())
+                    && !is_source.inline(v6, a.len())
         });
         self.seen.insert(key, stays);
         self.held.push((
@@ -433,7 +438,7 @@ impl StayNamed {
             blocks: set.source.blocks.clone(),
         };
         let elements = nets.of(&source)[usize::from(set.v6)].clone();
-        let now = (elements.len() > INLINE_MAX).then(|| {
+        let now = (!elements.is_empty() && !source.inline(set.v6, elements.len())).then(|| {
             Arc::new(SetUse {
                 nets: elements,
                 source,
@@ -483,6 +488,20 @@ impl From<&PeerAddrs> for SetSource {
 }
 
 impl SetSource {
+    /// Whether the `v6` (else IPv4) prefixes of this source, `prefixes` of them, are
+    /// written inline in the rule rather than as a named set: only a few CIDRs with no
+    /// pod among them. Pod addresses are always a named set, so that a pod coming or
+    /// going changes the set's elements, never the chains that use it.
+    fn inline(&self, v6: bool, prefixes: usize) -> bool {
+        // IPv4 addresses sort before IPv6 ones.
+        let pods = if v6 {
+            self.addrs.last().is_some_and(IpAddr::is_ipv6)
+        } else {
+            self.addrs.first().is_some_and(IpAddr::is_ipv4)
+        };
+        prefixes <= INLINE_MAX && !pods
+    }
+
     /// The prefixes, IPv4 then IPv6, merged (an interval set holds no overlapping
     /// elements, and consecutive pod addresses become one prefix).
     pub(crate) fn families(&self) -> [Vec<IpNet>; 2] {
@@ -901,7 +920,8 @@ fn learned_sets(sides: &[Classes; 2], used: &UsedSets<'_>) -> Vec<NamedSet> {
     out.into_values().collect()
 }
 
-/// Address lists longer than this become named sets shared across chains.
+/// CIDR lists longer than this become named sets shared across chains (pod addresses
+/// always do: [`SetSource::inline`]).
 const INLINE_MAX: usize = 4;
 
 /// 12 hex digits of a digest.
@@ -1010,7 +1030,7 @@ impl Interner<'_> {
             if nets.is_empty() {
                 continue;
             }
-            if nets.len() <= INLINE_MAX {
+            if source.inline(v6, nets.len()) {
                 out.push((
                     v6,
                     Match::Addr {

@@ -193,11 +193,9 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
     // The same, with a new chain whose rule netlink does not carry (a match on every
     // address, `/0`): the new chains are prepared by nft -f first, and taken away again
     // when the batch is refused.
-    let new_chain = dangling
-        .chains
-        .iter_mut()
-        .find(|c| !old.chains.iter().any(|o| o.name == c.name))
-        .unwrap();
+    let mut new_chain = dangling.chains[0].clone();
+    new_chain.name = "n000000000000".into();
+    assert!(!old.chains.iter().any(|o| o.name == new_chain.name));
     std::sync::Arc::make_mut(&mut new_chain.rules).insert(
         0,
         Rule {
@@ -211,6 +209,7 @@ fn a_rejected_transaction_leaves_the_previous_ruleset_in_force() {
             log: None,
         },
     );
+    dangling.chains.push(new_chain);
     let err = palisade_nft::update(&old, &dangling, Some(ns)).unwrap_err();
     assert!(
         matches!(&err.source, palisade_nft::KernelFailure::Rejected(m) if m.contains("ingress")),
