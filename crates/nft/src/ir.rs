@@ -150,6 +150,32 @@ impl NamedSet {
     }
 }
 
+impl NamedSet {
+    /// How many elements the kernel holds for this set: `ranges().len()`, counted in one
+    /// pass without building them when the prefixes are in order (as a compile makes
+    /// them), so that the agent's size metrics cost little per change.
+    pub fn range_count(&self) -> usize {
+        if !self.interval {
+            return self.elements.len();
+        }
+        let (mut count, mut span): (usize, Option<(u128, u128)>) = (0, None);
+        for net in self.elements.iter() {
+            let (first, last) = (number(net.network()), number(net.broadcast()));
+            match span {
+                Some((start, _)) if first < start => return self.ranges().len(),
+                Some((start, end)) if first <= end.saturating_add(1) => {
+                    span = Some((start, end.max(last)));
+                }
+                _ => {
+                    count += 1;
+                    span = Some((first, last));
+                }
+            }
+        }
+        count
+    }
+}
+
 /// An address as a number (an IPv4 address in the low 32 bits).
 fn number(ip: IpAddr) -> u128 {
     match ip {
@@ -308,6 +334,26 @@ mod tests {
 
     fn text(ranges: &[AddrRange]) -> Vec<String> {
         ranges.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn the_range_count_is_the_number_of_ranges() {
+        let cases: &[&[&str]] = &[
+            &[],
+            &["10.0.0.1/32"],
+            &["10.0.0.1/32", "10.0.0.2/31", "10.0.0.4/30", "10.0.0.9/32"],
+            &["10.0.0.0/24", "10.0.0.7/32", "10.0.1.0/24", "10.0.3.0/24"],
+            // Out of order: counted by building the ranges.
+            &["10.0.0.9/32", "10.0.0.1/32", "10.0.0.2/31", "10.0.0.8/32"],
+            &["10.0.0.0/28", "10.0.0.20/32", "10.0.0.3/32"],
+            &["0.0.0.0/0", "255.255.255.255/32"],
+        ];
+        for nets in cases {
+            for interval in [true, false] {
+                let s = set(interval, nets);
+                assert_eq!(s.range_count(), s.ranges().len(), "{nets:?} {interval}");
+            }
+        }
     }
 
     #[test]

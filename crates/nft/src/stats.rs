@@ -1,6 +1,6 @@
 //! How big a ruleset is: what `palisade compile --target nftables --stats` prints.
 
-use crate::ir::Ruleset;
+use crate::ir::{NamedSet, Ruleset};
 
 /// Counts of a ruleset's parts, and the size of its `nft -f` script.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
@@ -42,7 +42,7 @@ impl Ruleset {
             chains: self.chains.len(),
             rules: self.chains.iter().map(|c| c.rules.len()).sum(),
             sets: self.sets.len(),
-            set_elements: self.sets.iter().map(|s| s.ranges().len()).sum(),
+            set_elements: self.sets.iter().map(NamedSet::range_count).sum(),
             log_ids: self.logs.len(),
             script_bytes: None,
         }
