@@ -1,11 +1,13 @@
 //! Time-to-apply: from one changed object reaching the reconcile loop to its nftables
 //! transaction committed (conntrack cleanup included), at 1,000 and 10,000 generated pods,
-//! for a policy change and a pod relabel, with one node's pods local and with every pod
-//! local. Needs root (a scratch network namespace); prints p50 and p99.
+//! for a policy change, a pod relabel and a change to an admin policy selecting every pod,
+//! with one node's pods local and with every pod local. Needs root (a scratch network
+//! namespace); prints p50 and p99.
 //!
 //! `cargo bench -p palisade-agent --bench time_to_apply [-- PODS... [--local node|all]
 //! [--only policy|relabel] [--changes N]]`: `--local` runs one of the two placements,
-//! `--only` one of the two kinds of change (the other is made twice, to warm up), and
+//! `--only` one of the two kinds of change (`policy`: both policy changes; the other kind
+//! is made twice, to warm up), and
 //! `--changes` measures N changes of each kind instead of 40 (for a profile).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
@@ -254,6 +256,35 @@ fn scenario(pods: usize, node: Option<&str>, args: &Args) {
         times.push((to_apply(&o), o));
     }
     report(&format!("{pods} pods, {local}: one pod relabel"), &times);
+
+    // A cluster-wide admin change: an AdminNetworkPolicy whose subject is every pod moves
+    // its port between two values, so that every local pod's ingress decisions change.
+    let index = objects.len();
+    let mut times = Vec::new();
+    for i in 0..=args.count(true) {
+        let port = if i % 2 == 0 { 8081 } else { 80 };
+        let anp = serde_json::json!({
+            "apiVersion": "policy.networking.k8s.io/v1alpha1", "kind": "AdminNetworkPolicy",
+            "metadata": {"name": "bench-cluster-wide"},
+            "spec": {"priority": 999, "subject": {"namespaces": {}},
+                "ingress": [{"name": "r", "action": "Allow", "from": [{"namespaces": {}}],
+                    "ports": [{"portNumber": {"protocol": "TCP", "port": port}}]}]}
+        });
+        let o = r.handle(
+            &mut follower,
+            vec![Event::Put(vec![text(index, &anp)])],
+            Instant::now(),
+        );
+        assert!(o.committed);
+        // The first puts the policy in place; the others change it.
+        if i > 0 {
+            times.push((to_apply(&o), o));
+        }
+    }
+    report(
+        &format!("{pods} pods, {local}: one cluster-wide admin change"),
+        &times,
+    );
 }
 
 fn main() {
