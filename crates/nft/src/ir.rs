@@ -148,9 +148,7 @@ impl NamedSet {
             })
             .collect()
     }
-}
 
-impl NamedSet {
     /// How many elements the kernel holds for this set: `ranges().len()`, counted in one
     /// pass without building them when the prefixes are in order (as a compile makes
     /// them), so that the agent's size metrics cost little per change.
