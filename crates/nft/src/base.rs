@@ -1,9 +1,15 @@
-//! The base chains that hook the table into the stack, one per hook and side: tracked
-//! connections pass, invalid ones drop, then each pod address not exempt for its peer goes
-//! to its class's chain through a verdict map. A side that allows ends its own base chain
-//! only: in the forward hook the egress side (`forward_egress`) runs first, then the
-//! ingress side (`forward_ingress`, the next priority); `input` has the egress side only (a
-//! pod to this node's host), `output` the ingress side only.
+//! The base chains that hook the table into the stack, one per side: tracked connections
+//! pass, invalid ones drop, then each pod address not exempt for its peer goes to its
+//! class's chain through a verdict map. The egress side (`prerouting`) sees every packet
+//! that enters the host, the ingress side (`postrouting`) every packet that leaves it, both
+//! after destination NAT and before source NAT: a pod's packet to another pod runs the
+//! source's egress side, then the destination's ingress side; a packet to this node's host
+//! the egress side only, a packet from the host the ingress side only. A side that allows
+//! ends its own base chain only.
+//!
+//! One chain per side, not one per hook that sees it (forward, input, output), because the
+//! kernel's check of the table for loops, made whenever a transaction adds a jump (a
+//! relabel's map element), walks each verdict map once per base chain that looks it up.
 //!
 //! One description serves the `nft -f` text ([`base_chains`]) and the netlink messages
 //! (`Batch::add_base_chain`).
@@ -14,30 +20,26 @@ use crate::render::address_text;
 /// A netfilter hook of the `inet` family.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Hook {
-    /// Packets to this host.
-    Input,
-    /// Packets routed through this host.
-    Forward,
-    /// Packets from this host.
-    Output,
+    /// Packets entering this host, before routing.
+    Prerouting,
+    /// Packets leaving this host, after routing.
+    Postrouting,
 }
 
 impl Hook {
     /// nft's name of the hook.
     pub fn name(self) -> &'static str {
         match self {
-            Hook::Input => "input",
-            Hook::Forward => "forward",
-            Hook::Output => "output",
+            Hook::Prerouting => "prerouting",
+            Hook::Postrouting => "postrouting",
         }
     }
 
-    /// `NF_INET_LOCAL_IN`, `NF_INET_FORWARD`, `NF_INET_LOCAL_OUT`.
+    /// `NF_INET_PRE_ROUTING`, `NF_INET_POST_ROUTING`.
     pub fn number(self) -> u32 {
         match self {
-            Hook::Input => 1,
-            Hook::Forward => 2,
-            Hook::Output => 3,
+            Hook::Prerouting => 0,
+            Hook::Postrouting => 4,
         }
     }
 }
@@ -56,28 +58,16 @@ pub(crate) struct BaseChain {
 }
 
 /// Every base chain of the table.
-pub(crate) const BASE_CHAINS: [BaseChain; 4] = [
+pub(crate) const BASE_CHAINS: [BaseChain; 2] = [
     BaseChain {
-        name: "forward_egress",
-        hook: Hook::Forward,
+        name: "prerouting",
+        hook: Hook::Prerouting,
         after_filter: 0,
         egress: true,
     },
     BaseChain {
-        name: "forward_ingress",
-        hook: Hook::Forward,
-        after_filter: 1,
-        egress: false,
-    },
-    BaseChain {
-        name: "input",
-        hook: Hook::Input,
-        after_filter: 0,
-        egress: true,
-    },
-    BaseChain {
-        name: "output",
-        hook: Hook::Output,
+        name: "postrouting",
+        hook: Hook::Postrouting,
         after_filter: 0,
         egress: false,
     },
