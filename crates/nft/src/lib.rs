@@ -6,7 +6,8 @@
 //! destination), so the per-packet cost does not grow with the number of pods. A class's
 //! entry chain jumps to its admin tier (allow = `accept`, deny = `drop`, pass = `return`),
 //! then goes on to NetworkPolicy isolation (allow-list then `drop`) and the baseline; each
-//! side has base chains of its own. Connections, not packets:
+//! side has a base chain of its own (egress in `prerouting`, ingress in `postrouting`).
+//! Connections, not packets:
 //! `ct state established,related accept` comes first. Every drop and admin
 //! decision is counted and logged to nflog group 100 with a `pal-<id>` prefix that
 //! [`Ruleset::log_prefixes`] maps back to the engine's decision (tier, policy and rule, or

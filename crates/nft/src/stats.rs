@@ -9,7 +9,7 @@ pub struct Stats {
     pub map_elements: usize,
     /// (pod address, peer) pairs in the exemption sets (egress and ingress).
     pub exempt_elements: usize,
-    /// Chains (not counting the four base chains).
+    /// Chains (not counting the two base chains).
     pub chains: usize,
     /// Rules in those chains.
     pub rules: usize,
