@@ -711,14 +711,8 @@ impl Engine {
 
     fn remove_np(&mut self, i: usize) {
         let last = self.nps.len() - 1;
-        // Drops `from` from a pod's list, or renames it `to`.
-        let lists = |l: &mut PodPolicies, from: u32, to: Option<u32>| match to {
-            None => l.network.retain(|&x| x != from),
-            Some(to) => l
-                .network
-                .iter_mut()
-                .filter(|x| **x == from)
-                .for_each(|x| *x = to),
+        let lists = |l: &mut PodPolicies, from: u32, to: Option<u32>| {
+            drop_or_rename(&mut l.network, from, to);
         };
         let removed: Vec<PodId> = self.nps[i].subject.pods().collect();
         for &pod in &removed {
@@ -771,78 +765,60 @@ impl Engine {
             rank[i as usize] = at as u32;
         }
         for pod in pods {
-            for (dir, has) in [Direction::Ingress, Direction::Egress]
+            for (lists, has) in [&mut self.ingress[pod], &mut self.egress[pod]]
                 .into_iter()
                 .zip(has_rules)
             {
-                let Some(lists) = self.admin_lists(pod, dir) else {
-                    self.rebuild_pod_lists(pod);
-                    break;
-                };
-                if has {
-                    let list = match tier {
-                        AdminTier::Admin => &mut lists.admin,
-                        AdminTier::Baseline => &mut lists.baseline,
-                    };
-                    let at = list.partition_point(|&x| rank[x as usize] < rank[new as usize]);
-                    list.insert(at, new);
+                if !has {
+                    continue;
                 }
+                let lists = Arc::make_mut(lists);
+                let list = match tier {
+                    AdminTier::Admin => &mut lists.admin,
+                    AdminTier::Baseline => &mut lists.baseline,
+                };
+                let at = list.partition_point(|&x| rank[x as usize] < rank[new as usize]);
+                list.insert(at, new);
             }
         }
     }
 
     fn remove_admin(&mut self, i: usize) {
         let last = self.admins.len() - 1;
-        // Drops `from` from a pod's lists, or renames it `to` (keeping its place: the order
-        // follows the policies, not their indices).
-        let edit = |l: &mut PodPolicies, from: u32, to: Option<u32>| {
-            for list in [&mut l.admin, &mut l.baseline] {
-                match to {
-                    None => list.retain(|&x| x != from),
-                    Some(to) => list
-                        .iter_mut()
-                        .filter(|x| **x == from)
-                        .for_each(|x| *x = to),
-                }
-            }
-        };
         let removed: Vec<PodId> = self.admins[i].subject.pods().collect();
         let renamed: Vec<PodId> = if i == last {
             Vec::new()
         } else {
             self.admins[last].subject.pods().collect()
         };
-        let mut missing = Vec::new();
-        for (pods, to) in [(removed, None), (renamed, Some(i as u32))] {
-            let from = if to.is_none() { i } else { last } as u32;
+        let (i, last) = (i as u32, last as u32);
+        for (pods, from, to) in [(removed, i, None), (renamed, last, Some(i))] {
             for pod in pods {
-                for dir in [Direction::Ingress, Direction::Egress] {
-                    match self.admin_lists(pod, dir) {
-                        Some(lists) => edit(lists, from, to),
-                        None => {
-                            // No lists yet: built below from the policies as they are then.
-                            missing.push(pod);
-                            break;
-                        }
+                for lists in [&mut self.ingress[pod], &mut self.egress[pod]] {
+                    // Copied (when shared) only where the policy is listed.
+                    if lists.admin.contains(&from) || lists.baseline.contains(&from) {
+                        let lists = Arc::make_mut(lists);
+                        drop_or_rename(&mut lists.admin, from, to);
+                        drop_or_rename(&mut lists.baseline, from, to);
                     }
                 }
             }
         }
-        self.admins.swap_remove(i);
-        self.cluster.admin_policies.swap_remove(i);
+        self.admins.swap_remove(i as usize);
+        self.cluster.admin_policies.swap_remove(i as usize);
         self.sort_admins();
-        for pod in missing {
-            self.rebuild_pod_lists(pod);
-        }
     }
+}
 
-    /// `pod`'s lists in `dir`, to change in place; `None` when it has none yet.
-    fn admin_lists(&mut self, pod: PodId, dir: Direction) -> Option<&mut PodPolicies> {
-        let lists = match dir {
-            Direction::Ingress => &mut self.ingress,
-            Direction::Egress => &mut self.egress,
-        };
-        lists.get_mut(pod.index()).map(Arc::make_mut)
+/// Drops policy `from` from a pod's list, or renames it `to`, keeping its place: a list
+/// follows the policies' order, not their indices.
+fn drop_or_rename(list: &mut Vec<u32>, from: u32, to: Option<u32>) {
+    match to {
+        None => list.retain(|&x| x != from),
+        Some(to) => list
+            .iter_mut()
+            .filter(|x| **x == from)
+            .for_each(|x| *x = to),
     }
 }
 
