@@ -44,6 +44,10 @@ impl Hook {
     }
 }
 
+/// The priority of every base chain: nft's `filter` (after destination NAT, before source
+/// NAT).
+pub(crate) const PRIORITY_FILTER: i32 = 0;
+
 /// One base chain.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct BaseChain {
@@ -51,8 +55,6 @@ pub(crate) struct BaseChain {
     pub name: &'static str,
     /// Where it hooks in.
     pub hook: Hook,
-    /// Its priority after the filter priority (0).
-    pub after_filter: i32,
     /// Whether it dispatches the egress side (by source address) or the ingress side.
     pub egress: bool,
 }
@@ -62,13 +64,11 @@ pub(crate) const BASE_CHAINS: [BaseChain; 2] = [
     BaseChain {
         name: "prerouting",
         hook: Hook::Prerouting,
-        after_filter: 0,
         egress: true,
     },
     BaseChain {
         name: "postrouting",
         hook: Hook::Postrouting,
-        after_filter: 0,
         egress: false,
     },
 ];
@@ -96,12 +96,8 @@ impl BaseChain {
 
     /// The chain as it appears inside the table's text.
     fn text(&self) -> String {
-        let priority = match self.after_filter {
-            0 => "filter".to_string(),
-            n => format!("filter + {n}"),
-        };
         let mut c = format!(
-            "  chain {} {{\n    type filter hook {} priority {priority}; policy accept;\n",
+            "  chain {} {{\n    type filter hook {} priority filter; policy accept;\n",
             self.name,
             self.hook.name()
         );

@@ -406,10 +406,7 @@ impl StayNamed {
         let stays = [false, true].into_iter().all(|v6| {
             let (b, a) = (&before[usize::from(v6)], &after[usize::from(v6)]);
             b.is_empty() && a.is_empty()
-                || !b.is_empty()
-                    && !a.is_empty()
-                    && !was_source.inline(v6, b.len())
-                    && !is_source.inline(v6, a.len())
+                || was_source.named(v6, b.len()) && is_source.named(v6, a.len())
         });
         self.seen.insert(key, stays);
         self.held.push((
@@ -438,7 +435,7 @@ impl StayNamed {
             blocks: set.source.blocks.clone(),
         };
         let elements = nets.of(&source)[usize::from(set.v6)].clone();
-        let now = (!elements.is_empty() && !source.inline(set.v6, elements.len())).then(|| {
+        let now = source.named(set.v6, elements.len()).then(|| {
             Arc::new(SetUse {
                 nets: elements,
                 source,
@@ -500,6 +497,12 @@ impl SetSource {
             self.addrs.first().is_some_and(IpAddr::is_ipv4)
         };
         prefixes <= INLINE_MAX && !pods
+    }
+
+    /// Whether the `v6` (else IPv4) prefixes, `prefixes` of them, are a named set: some,
+    /// and not [`SetSource::inline`].
+    fn named(&self, v6: bool, prefixes: usize) -> bool {
+        prefixes > 0 && !self.inline(v6, prefixes)
     }
 
     /// The prefixes, IPv4 then IPv6, merged (an interval set holds no overlapping

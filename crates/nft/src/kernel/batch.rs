@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use netlink_packet_core::NetlinkPayload;
 
-use crate::base::{BaseChain, ESTABLISHED_RELATED, INVALID};
+use crate::base::{BaseChain, ESTABLISHED_RELATED, INVALID, PRIORITY_FILTER};
 use crate::ir::{AddrRange, NamedSet, Rule};
 use crate::kernel::error::KernelError;
 use crate::kernel::expr;
@@ -472,7 +472,7 @@ impl Batch {
                 m.u32(CHAIN_POLICY, POLICY_ACCEPT);
                 m.nest(CHAIN_HOOK, |h| {
                     h.u32(HOOK_NUMBER, hook.number());
-                    h.u32(HOOK_PRIORITY, chain.after_filter as u32);
+                    h.u32(HOOK_PRIORITY, PRIORITY_FILTER as u32);
                 });
             },
         );
