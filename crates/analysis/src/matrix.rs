@@ -8,7 +8,7 @@
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use palisade_engine::{BitSet, Endpoint, Flow, PodId, first_equal};
+use palisade_engine::{BitSet, Endpoint, Flow, PodId, first_equal_fast};
 use palisade_model::{AdminPeer, NetworkPolicyPeer, Protocol};
 use rayon::prelude::*;
 
@@ -394,7 +394,7 @@ impl Analysis<'_> {
         let cidrs = self.policy_cidrs();
         let named = self.engine.uses_named_ports();
         let nodes_matter = by_node && self.nodes_matter();
-        let first = first_equal(pods.len(), |i| {
+        let first = first_equal_fast(pods.len(), |i| {
             self.signature_with(pods[i], &cidrs, named, nodes_matter)
         });
         // Classes in the order of their first pod.

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use palisade_engine::rule_parts::{PortEntry, admin_port_entry, np_port_entry};
 use palisade_engine::{
-    AdminPeerC, BitSet, EndpointKind, Engine, NpPeer, NpRule, PodId, intersect_transposed,
+    AdminPeerC, BitSet, EndpointKind, Engine, FastMap, NpPeer, NpRule, PodId, intersect_transposed,
 };
 use palisade_model::{
     Action, AdminPort, Direction, IpBlock, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
@@ -22,7 +22,7 @@ use crate::probes::Probe;
 
 /// Which address of a peer class a rule sees: its own as a source, or the one of the
 /// source's family as a destination.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Role {
     Source = 0,
     DestinationV4 = 1,
@@ -54,6 +54,15 @@ enum Hit<'a> {
     To(&'a BitSet),
 }
 
+/// What an admin tier leaves, per probe: the classes still undecided, those an Allow
+/// decided, those a Pass sent on to the NetworkPolicy tier.
+#[derive(Clone)]
+struct AdminOutcome {
+    undecided: Vec<BitSet>,
+    allowed: Vec<BitSet>,
+    passed: Vec<BitSet>,
+}
+
 /// Reusable sets of one worker.
 struct Scratch {
     peers: BitSet,
@@ -72,6 +81,10 @@ pub(crate) struct Rows<'e> {
     /// `[policy][direction][rule]`.
     np_peers: Vec<[Vec<RulePeers<'e>>; 2]>,
     admin_peers: Vec<[Vec<Vec<PeerSet<'e>>>; 2]>,
+    /// `[policy][direction]`: whether the policy's rules decide alike for every subject
+    /// class (no peer relative to the subject's namespace, no named port resolved against
+    /// the subject), so that its admin tier's outcome depends on the subject's role only.
+    admin_alike: Vec<[bool; 2]>,
     /// Per (port name, protocol it must have) and probe: the pod classes that declare it.
     named: HashMap<(&'e str, Option<Protocol>), Vec<BitSet>>,
     full: BitSet,
@@ -108,6 +121,7 @@ impl<'e> Rows<'e> {
             probes,
             np_peers: Vec::new(),
             admin_peers: Vec::new(),
+            admin_alike: Vec::new(),
             named: HashMap::new(),
             full: BitSet::full(n),
         };
@@ -248,8 +262,23 @@ impl<'e> Rows<'e> {
                 })
             })
             .collect();
+        // Ingress named ports resolve against the subject; egress ones against the peer.
+        let admin_alike = (e.cluster().admin_policies.iter())
+            .zip(&admin_peers)
+            .map(|(a, peers): (_, &[Vec<Vec<PeerSet<'e>>>; 2])| {
+                [Direction::Ingress, Direction::Egress].map(|dir| {
+                    let named = |r: &palisade_model::AdminRule| {
+                        (r.ports.iter().flatten()).any(|p| matches!(p, AdminPort::Named(_)))
+                    };
+                    let related = (peers[dir_index(dir)].iter().flatten())
+                        .any(|p| matches!(p, PeerSet::Related { .. }));
+                    !related && (dir == Direction::Egress || !a.rules(dir).iter().any(named))
+                })
+            })
+            .collect();
         self.np_peers = np_peers;
         self.admin_peers = admin_peers;
+        self.admin_alike = admin_alike;
     }
 
     /// "Named ports ... in an ingress rule they resolve against the destination (the
@@ -314,15 +343,22 @@ impl<'e> Rows<'e> {
     pub fn sides(&self, dir: Direction) -> Vec<Vec<BitSet>> {
         use rayon::prelude::*;
         let n = self.len();
+        let scratch = || Scratch {
+            peers: BitSet::new(n),
+            ports: BitSet::new(n),
+        };
+        // Classes with equal admin lists whose rules decide alike for every subject meet
+        // the admin tier alike: it is walked once for each such list and role.
+        let (shared, outcomes) = self.shared_admin_tiers(dir);
+        let outcomes: Vec<AdminOutcome> = outcomes
+            .par_iter()
+            .map_init(scratch, |scratch, &s| self.admin_outcome(s, dir, scratch))
+            .collect();
         let per_class: Vec<Vec<BitSet>> = (0..n)
             .into_par_iter()
-            .map_init(
-                || Scratch {
-                    peers: BitSet::new(n),
-                    ports: BitSet::new(n),
-                },
-                |scratch, c| self.side(c, dir, scratch),
-            )
+            .map_init(scratch, |scratch, c| {
+                self.side(c, dir, shared[c].map(|o| &outcomes[o]), scratch)
+            })
             .collect();
         let mut out: Vec<Vec<BitSet>> = (0..self.probes.len())
             .map(|_| Vec::with_capacity(n))
@@ -332,6 +368,63 @@ impl<'e> Rows<'e> {
                 out[p].push(row);
             }
         }
+        out
+    }
+
+    /// Per class, the index of the admin-tier outcome it shares with the classes of equal
+    /// admin lists and role, when every policy of its list decides alike for every subject;
+    /// and per outcome, the class that stands for it.
+    fn shared_admin_tiers(&self, dir: Direction) -> (Vec<Option<usize>>, Vec<usize>) {
+        let e = self.engine;
+        let d = dir_index(dir);
+        let mut index: FastMap<(&'e [u32], Role), usize> = FastMap::default();
+        let mut stands_for = Vec::new();
+        let shared = (0..self.len())
+            .map(|s| {
+                let rep = self.reps[s];
+                if !matches!(self.kinds[s], EndpointKind::Pod(_)) || e.shared_address(rep).is_some()
+                {
+                    return None;
+                }
+                let admin: &'e [u32] = &e.policies(rep, dir).admin;
+                if !admin.iter().all(|&i| self.admin_alike[i as usize][d]) {
+                    return None;
+                }
+                let key = (admin, self.role(s, dir));
+                Some(*index.entry(key).or_insert_with(|| {
+                    stands_for.push(s);
+                    stands_for.len() - 1
+                }))
+            })
+            .collect();
+        (shared, stands_for)
+    }
+
+    /// Which address of a peer class the rules of class `s`'s side see in `dir`.
+    fn role(&self, s: usize, dir: Direction) -> Role {
+        match dir {
+            Direction::Ingress => Role::Source,
+            Direction::Egress if self.addrs[0][s].is_ipv6() => Role::DestinationV6,
+            Direction::Egress => Role::DestinationV4,
+        }
+    }
+
+    /// Class `s`'s admin tier in `dir`, from every class undecided.
+    fn admin_outcome(&self, s: usize, dir: Direction, scratch: &mut Scratch) -> AdminOutcome {
+        let n = self.len();
+        let probes = self.probes.len();
+        let mut out = AdminOutcome {
+            undecided: vec![self.full.clone(); probes],
+            allowed: vec![BitSet::new(n); probes],
+            passed: vec![BitSet::new(n); probes],
+        };
+        self.admin_tier(
+            &self.engine.policies(self.reps[s], dir).admin,
+            (s, dir, self.role(s, dir)),
+            scratch,
+            &mut out.undecided,
+            (&mut out.allowed, &mut out.passed),
+        );
         out
     }
 
@@ -349,8 +442,15 @@ impl<'e> Rows<'e> {
             .collect()
     }
 
-    /// Class `s`'s side in `dir`, per probe: the peer classes it allows.
-    fn side(&self, s: usize, dir: Direction, scratch: &mut Scratch) -> Vec<BitSet> {
+    /// Class `s`'s side in `dir`, per probe: the peer classes it allows; `admin` is its
+    /// admin tier's outcome when another class's stands for it.
+    fn side(
+        &self,
+        s: usize,
+        dir: Direction,
+        admin: Option<&AdminOutcome>,
+        scratch: &mut Scratch,
+    ) -> Vec<BitSet> {
         let e = self.engine;
         let rep = self.reps[s];
         let probes = self.probes.len();
@@ -362,23 +462,17 @@ impl<'e> Rows<'e> {
         if e.shared_address(rep).is_some() {
             return vec![BitSet::new(n); probes];
         }
-        let role = match dir {
-            Direction::Ingress => Role::Source,
-            Direction::Egress if self.addrs[0][s].is_ipv6() => Role::DestinationV6,
-            Direction::Egress => Role::DestinationV4,
-        };
+        let role = self.role(s, dir);
         let lists = e.policies(rep, dir);
-        let mut undecided = vec![self.full.clone(); probes];
-        let mut allowed = vec![BitSet::new(n); probes];
-        let mut passed = vec![BitSet::new(n); probes];
         // Tier 1: first matching admin rule decides; Pass goes on to NetworkPolicies.
-        self.admin_tier(
-            &lists.admin,
-            (s, dir, role),
-            scratch,
-            &mut undecided,
-            (&mut allowed, &mut passed),
-        );
+        let AdminOutcome {
+            mut undecided,
+            mut allowed,
+            passed,
+        } = match admin {
+            Some(shared) => shared.clone(),
+            None => self.admin_outcome(s, dir, scratch),
+        };
         for (u, p) in undecided.iter_mut().zip(&passed) {
             u.union(p);
         }

@@ -173,3 +173,41 @@ fn host_network_pods_do_not_split_classes_by_node() {
         "by policy: denied"
     );
 }
+
+/// Classes with equal admin lists share one walk of the admin tier only where its rules
+/// decide alike for every subject: an ingress named port resolves against each subject's
+/// own container ports, so two pods alike but for those ports meet the same rule apart.
+#[test]
+fn an_ingress_named_port_tells_subjects_with_one_admin_list_apart() {
+    let pod = |name: &str, port: u16| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: shop, labels: {{app: web}}}}\n\
+             spec: {{containers: [{{name: c, ports: [{{name: web, containerPort: {port}}}]}}]}}\n\
+             status: {{podIP: 10.0.0.{}}}\n---\n",
+            port - 79
+        )
+    };
+    let docs = format!(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {{name: shop}}\n---\n{}{}\
+         apiVersion: policy.networking.k8s.io/v1alpha1\nkind: AdminNetworkPolicy\n\
+         metadata: {{name: deny-web}}\nspec: {{priority: 1, subject: {{namespaces: {{}}}}, \
+         ingress: [{{name: r, action: Deny, from: [{{namespaces: {{}}}}], ports: [{{namedPort: web}}]}}]}}\n",
+        pod("on-80", 80),
+        pod("on-81", 81),
+    );
+    let loaded = palisade_model::load_str(&docs).unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::new(loaded.cluster, Options::default());
+    let probe = [Probe {
+        protocol: Protocol::Tcp,
+        port: 80,
+    }];
+    let m = Analysis::new(&engine).matrix(&probe);
+    let row = |name: &str| {
+        let p = engine.pod_id("shop", name).unwrap();
+        m.pods.iter().position(|&q| q == p).unwrap()
+    };
+    let (on_80, on_81) = (row("on-80"), row("on-81"));
+    assert_ne!(m.class_of[on_80], m.class_of[on_81]);
+    assert!(!m.allowed(0, on_81, on_80), "port 80 is named web on on-80");
+    assert!(m.allowed(0, on_80, on_81), "and not on on-81");
+}

@@ -1,9 +1,11 @@
 //! Many values grouped into classes of equal ones, the work spread over every core.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, RandomState};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, RandomState};
 
 use rayon::prelude::*;
+
+use crate::FastHasher;
 
 /// For each of `n` keys (`key(i)` is the `i`th), the index of the first key equal to it
 /// (its own index if it is the first).
@@ -13,6 +15,17 @@ where
     F: Fn(usize) -> K + Sync,
 {
     first_equal_with(&RandomState::new(), n, key)
+}
+
+/// [`first_equal`] with [`crate::FastHasher`], for keys no outside party chooses (see
+/// [`crate::FastMap`]): the analyses of a user's own files, where colliding keys could
+/// only slow the run that made them.
+pub fn first_equal_fast<K, F>(n: usize, key: F) -> Vec<usize>
+where
+    K: Hash + Eq + Send + Sync,
+    F: Fn(usize) -> K + Sync,
+{
+    first_equal_with(&BuildHasherDefault::<FastHasher>::default(), n, key)
 }
 
 /// [`first_equal`] hashing with `state`. The keys are made and hashed in parallel, and

@@ -70,7 +70,7 @@ pub use concrete::{
 pub use domains::DomainHit;
 pub use eval::{Endpoint, EndpointKind, Flow};
 pub use fast_map::{FastHasher, FastMap, FastSet};
-pub use group::first_equal;
+pub use group::{first_equal, first_equal_fast};
 pub use new_peers::{Moved, NewPeers, Reshaped};
 pub use palisade_model::Change;
 pub use resolved::{NamedPorts, ResolvedPeer, ResolvedPolicy, ResolvedRule};
