@@ -81,10 +81,6 @@ pub(crate) struct Rows<'e> {
     /// `[policy][direction][rule]`.
     np_peers: Vec<[Vec<RulePeers<'e>>; 2]>,
     admin_peers: Vec<[Vec<Vec<PeerSet<'e>>>; 2]>,
-    /// `[policy][direction]`: whether the policy's rules decide alike for every subject
-    /// class (no peer relative to the subject's namespace, no named port resolved against
-    /// the subject), so that its admin tier's outcome depends on the subject's role only.
-    admin_alike: Vec<[bool; 2]>,
     /// Per (port name, protocol it must have) and probe: the pod classes that declare it.
     named: HashMap<(&'e str, Option<Protocol>), Vec<BitSet>>,
     full: BitSet,
@@ -121,7 +117,6 @@ impl<'e> Rows<'e> {
             probes,
             np_peers: Vec::new(),
             admin_peers: Vec::new(),
-            admin_alike: Vec::new(),
             named: HashMap::new(),
             full: BitSet::full(n),
         };
@@ -262,23 +257,8 @@ impl<'e> Rows<'e> {
                 })
             })
             .collect();
-        // Ingress named ports resolve against the subject; egress ones against the peer.
-        let admin_alike = (e.cluster().admin_policies.iter())
-            .zip(&admin_peers)
-            .map(|(a, peers): (_, &[Vec<Vec<PeerSet<'e>>>; 2])| {
-                [Direction::Ingress, Direction::Egress].map(|dir| {
-                    let named = |r: &palisade_model::AdminRule| {
-                        (r.ports.iter().flatten()).any(|p| matches!(p, AdminPort::Named(_)))
-                    };
-                    let related = (peers[dir_index(dir)].iter().flatten())
-                        .any(|p| matches!(p, PeerSet::Related { .. }));
-                    !related && (dir == Direction::Egress || !a.rules(dir).iter().any(named))
-                })
-            })
-            .collect();
         self.np_peers = np_peers;
         self.admin_peers = admin_peers;
-        self.admin_alike = admin_alike;
     }
 
     /// "Named ports ... in an ingress rule they resolve against the destination (the
@@ -376,7 +356,9 @@ impl<'e> Rows<'e> {
     /// and per outcome, the class that stands for it.
     fn shared_admin_tiers(&self, dir: Direction) -> (Vec<Option<usize>>, Vec<usize>) {
         let e = self.engine;
-        let d = dir_index(dir);
+        let alike: Vec<bool> = (0..e.admin_policies().len() as u32)
+            .map(|i| e.admin_rules_alike(i, dir))
+            .collect();
         let mut index: FastMap<(&'e [u32], Role), usize> = FastMap::default();
         let mut stands_for = Vec::new();
         let shared = (0..self.len())
@@ -387,7 +369,7 @@ impl<'e> Rows<'e> {
                     return None;
                 }
                 let admin: &'e [u32] = &e.policies(rep, dir).admin;
-                if !admin.iter().all(|&i| self.admin_alike[i as usize][d]) {
+                if !admin.iter().all(|&i| alike[i as usize]) {
                     return None;
                 }
                 let key = (admin, self.role(s, dir));

@@ -259,16 +259,8 @@ impl Engine {
             };
         }
         let lists = self.policies(pod, dir);
-        let admin = lists
-            .admin
-            .iter()
-            .flat_map(|&i| self.admin_rules(i, pod, dir, cache))
-            .collect();
-        let baseline = lists
-            .baseline
-            .iter()
-            .flat_map(|&i| self.admin_rules(i, pod, dir, cache))
-            .collect();
+        let admin = self.admin_tier(&lists.admin, pod, dir, cache);
+        let baseline = self.admin_tier(&lists.baseline, pod, dir, cache);
         let isolated = self.isolated(pod, dir);
         let isolating = if isolated {
             self.isolating(pod, dir)
@@ -291,6 +283,43 @@ impl Engine {
             baseline,
             shared_address: None,
         }
+    }
+
+    /// The concrete rules of the admin or baseline policies `list` for `pod` in `dir`, built
+    /// once per list with `cache` when each policy of it has the same rules for every
+    /// subject ([`Engine::admin_rules_alike`]).
+    fn admin_tier(&self, list: &[u32], pod: PodId, dir: Direction, cache: &ProgramCache) -> Rules {
+        let build = || {
+            (list.iter())
+                .flat_map(|&i| self.admin_rules(i, pod, dir, cache))
+                .collect()
+        };
+        // Only lists alike for every subject are kept: a list found is one of them.
+        let tiers = &cache.admin_tiers[dir as usize];
+        if let Some(tier) = tiers.borrow().get(list) {
+            return Arc::clone(tier);
+        }
+        let tier: Rules = build();
+        if list.iter().all(|&i| self.admin_rules_alike(i, dir)) {
+            tiers.borrow_mut().insert(list.to_vec(), Arc::clone(&tier));
+        }
+        tier
+    }
+
+    /// Whether admin policy `i` has the same rules in `dir` for every subject pod: none
+    /// of its peers is relative to the subject's namespace (`sameLabels`, `notSameLabels`),
+    /// and in ingress none of its ports is named (a named port resolves against the
+    /// subject's container ports there, against the peer's in egress).
+    pub fn admin_rules_alike(&self, i: u32, dir: Direction) -> bool {
+        let compiled = self.admins[i as usize].rules(dir);
+        let rules = self.cluster.admin_policies[i as usize].rules(dir);
+        let relative = (compiled.iter().flat_map(|r| &r.peers))
+            .any(|p| matches!(p, AdminPeerC::Related { .. }));
+        let named = || {
+            (rules.iter().flat_map(|r| r.ports.iter().flatten()))
+                .any(|p| matches!(p, AdminPort::Named(_)))
+        };
+        !relative && (dir == Direction::Egress || !named())
     }
 
     /// Addresses owned by the pods of a set.
@@ -776,6 +805,9 @@ pub(crate) struct ProgramCache {
     /// The tiers of the programs made with this cache, by a hash of their rules' identity:
     /// equal tiers are kept once.
     tiers: RefCell<FastMap<u64, Vec<Rules>>>,
+    /// Per direction (ingress, egress), the admin or baseline tier of each list of
+    /// policies whose rules are alike for every subject.
+    admin_tiers: [RefCell<FastMap<Vec<u32>, Rules>>; 2],
 }
 
 impl ProgramCache {
