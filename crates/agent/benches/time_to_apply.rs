@@ -208,14 +208,28 @@ fn scenario(pods: usize, node: Option<&str>, args: &Args) {
         start.elapsed().as_secs_f64() * 1e3
     );
 
-    // A policy change: a NetworkPolicy's first port moves between two values.
+    // A policy change: a NetworkPolicy's first port moves between two values. The policy
+    // selects a local pod, so that the change reaches the node's ruleset.
+    let on_node = |o: &Value| {
+        node.is_none_or(|n| o.pointer("/spec/nodeName").and_then(Value::as_str) == Some(n))
+    };
+    let selects_local = |np: &Value| {
+        objects.iter().any(|o| {
+            o["kind"] == "Pod"
+                && on_node(o)
+                && o["metadata"]["namespace"] == np["metadata"]["namespace"]
+                && selects(&np["spec"]["podSelector"], &o["metadata"]["labels"])
+        })
+    };
     let (np_index, np) = objects
         .iter()
         .enumerate()
         .find(|(_, o)| {
-            o["kind"] == "NetworkPolicy" && o.pointer("/spec/ingress/0/ports/0/port").is_some()
+            o["kind"] == "NetworkPolicy"
+                && o.pointer("/spec/ingress/0/ports/0/port").is_some()
+                && selects_local(o)
         })
-        .expect("a NetworkPolicy with an ingress port");
+        .expect("a NetworkPolicy with an ingress port selecting a local pod");
     let mut times = Vec::new();
     for i in 0..args.count(true) {
         let mut changed = np.clone();
@@ -232,9 +246,6 @@ fn scenario(pods: usize, node: Option<&str>, args: &Args) {
     report(&format!("{pods} pods, {local}: one policy change"), &times);
 
     // A relabel: a pod (on the node, when there is one) takes another deployment's labels.
-    let on_node = |o: &Value| {
-        node.is_none_or(|n| o.pointer("/spec/nodeName").and_then(Value::as_str) == Some(n))
-    };
     let pods_idx: Vec<usize> = objects
         .iter()
         .enumerate()
@@ -285,6 +296,20 @@ fn scenario(pods: usize, node: Option<&str>, args: &Args) {
         &format!("{pods} pods, {local}: one cluster-wide admin change"),
         &times,
     );
+}
+
+/// Whether a pod selector of `matchLabels` only selects a pod with `labels` (one with
+/// `matchExpressions` is taken to select none: the bench only needs some policy that
+/// selects).
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let Some(selector) = selector.as_object() else {
+        return false;
+    };
+    if selector.keys().any(|k| k != "matchLabels") {
+        return false;
+    }
+    (selector.get("matchLabels").and_then(Value::as_object))
+        .is_none_or(|want| want.iter().all(|(k, v)| labels.get(k) == Some(v)))
 }
 
 fn main() {
