@@ -285,6 +285,27 @@ impl Engine {
         }
     }
 
+    /// `program` (of `pod`'s class in `dir`) with its admin and baseline tiers as they are
+    /// now.
+    pub(crate) fn with_admin_tiers(
+        &self,
+        program: &SideProgram,
+        pod: PodId,
+        dir: Direction,
+        cache: &ProgramCache,
+    ) -> SideProgram {
+        if self.shared_address(pod).is_some() {
+            // Its programs have no tiers (see `side_program_with`).
+            return program.clone();
+        }
+        let lists = self.policies(pod, dir);
+        SideProgram {
+            admin: cache.shared_tier(self.admin_tier(&lists.admin, pod, dir, cache)),
+            baseline: cache.shared_tier(self.admin_tier(&lists.baseline, pod, dir, cache)),
+            ..program.clone()
+        }
+    }
+
     /// The concrete rules of the admin or baseline policies `list` for `pod` in `dir`, built
     /// once per list with `cache` when each policy of it has the same rules for every
     /// subject ([`Engine::admin_rules_alike`]).

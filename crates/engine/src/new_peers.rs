@@ -219,6 +219,17 @@ impl NewPeers<'_> {
         self.engine.side_classes_with(pods, dir, &self.cache)
     }
 
+    /// `program`, the class program of `pod` in `dir` up to its admin and baseline tiers
+    /// ([`Touched::admin_tiers_only`]), with those tiers as they are now.
+    pub fn with_admin_tiers(
+        &self,
+        program: &SideProgram,
+        pod: PodId,
+        dir: Direction,
+    ) -> SideProgram {
+        self.engine.with_admin_tiers(program, pod, dir, &self.cache)
+    }
+
     /// `program`, computed before the changes, with the moved rules' peers as they are
     /// now; `None` when it has none of them.
     pub fn program(&self, program: &SideProgram) -> Result<Option<SideProgram>, Reshaped> {

@@ -27,6 +27,10 @@ pub struct Touched {
     /// labels changed, a policy selecting them changed, or a peer set of theirs may have
     /// become empty or stopped being so).
     pub pods: BitSet,
+    /// The pods whose admin and baseline tiers may have changed (an admin policy selecting
+    /// them changed), their programs otherwise as they were unless [`Touched::pods`] holds
+    /// them too. [`Touched::reshaped`] counts them.
+    pub admin: BitSet,
     /// The rules whose peers gained or lost a pod (once each per change; a rule may repeat
     /// after [`Touched::merge`]).
     pub peers: Vec<PeerRule>,
@@ -119,13 +123,22 @@ impl Touched {
 
     /// Whether `pod`'s programs may have changed.
     pub fn contains(&self, pod: PodId) -> bool {
-        self.all || self.pods.contains(pod) || self.peer_subjects.contains(pod)
+        self.all
+            || self.pods.contains(pod)
+            || self.admin.contains(pod)
+            || self.peer_subjects.contains(pod)
     }
 
     /// Whether `pod`'s programs may have changed in more than the peer addresses of
     /// [`Touched::peers`].
     pub fn reshaped(&self, pod: PodId) -> bool {
-        self.all || self.pods.contains(pod)
+        self.all || self.pods.contains(pod) || self.admin.contains(pod)
+    }
+
+    /// Whether `pod`'s programs may have changed in their admin and baseline tiers (and
+    /// the peer addresses of [`Touched::peers`]) only.
+    pub fn admin_tiers_only(&self, pod: PodId) -> bool {
+        !self.all && !self.pods.contains(pod) && self.admin.contains(pod)
     }
 
     /// What this and then `later` touched.
@@ -134,6 +147,7 @@ impl Touched {
         self.ids.extend_from_slice(&later.ids);
         if !self.all {
             self.pods.union(&later.pods);
+            self.admin.union(&later.admin);
             self.peer_subjects.union(&later.peer_subjects);
             self.peers.extend(later.peers.iter().cloned());
             self.renewed.extend(later.renewed.iter().cloned());
@@ -154,6 +168,14 @@ impl Touched {
     fn of(pods: BitSet) -> Touched {
         Touched {
             pods,
+            ..Touched::default()
+        }
+    }
+
+    /// The pods `pods`, whose admin and baseline tiers only an admin policy changed.
+    fn admin_tiers_of(pods: BitSet) -> Touched {
+        Touched {
+            admin: pods,
             ..Touched::default()
         }
     }
@@ -255,7 +277,7 @@ impl Engine {
                 if let Some(new) = self.admins.last() {
                     pods.union(&new.subject);
                 }
-                return Touched::of(pods);
+                return Touched::admin_tiers_of(pods);
             }
             Change::Remove(ObjectKey {
                 kind:
@@ -274,7 +296,7 @@ impl Engine {
                 {
                     let pods = self.admin_removal_touches(i);
                     self.remove_admin(i);
-                    return Touched::of(pods);
+                    return Touched::admin_tiers_of(pods);
                 }
                 return Touched::default();
             }

@@ -190,6 +190,19 @@ proptest! {
                             let now = now.unwrap().unwrap_or_else(|| b.clone());
                             prop_assert_eq!(&now, a, "pod {} after {:#?}", pod, ch);
                         }
+                        // What it says changed only in its admin and baseline tiers is the
+                        // old program with those tiers as they are now.
+                        if touched.admin_tiers_only(pod) {
+                            let now = new_peers.program(b);
+                            prop_assert!(now.is_ok(), "pod {} reshaped after {:#?}", pod, ch);
+                            let now = now.unwrap().unwrap_or_else(|| b.clone());
+                            let now = palisade_engine::SideProgram {
+                                admin: a.admin.clone(),
+                                baseline: a.baseline.clone(),
+                                ..now
+                            };
+                            prop_assert_eq!(&now, a, "pod {} after {:#?}", pod, ch);
+                        }
                     }
                 }
             }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use ipnet::IpNet;
 use palisade_engine::{
-    AddressCache, ConcreteRule, Decision, EndpointKind, Engine, FastMap, PeerAddrs, PodId,
-    PolicyInfo, SideClasses, SideProgram, Tier,
+    AddressCache, ConcreteRule, Decision, EndpointKind, Engine, FastMap, FastSet, PeerAddrs, PodId,
+    PolicyInfo, Rules, SideClasses, SideProgram, Tier,
 };
 use palisade_model::{Action, Direction, Protocol};
 
@@ -183,11 +183,12 @@ pub(crate) fn assemble(
         vec![false; sides[0].programs.len()],
         vec![false; sides[1].programs.len()],
     ];
+    let mut tiers = FastSet::default();
     for k in 0..pods.list.len() {
         for ((dir, classes), seen) in SIDES.iter().zip(sides).zip(&mut seen) {
             let class = classes.class_of[k];
             if !std::mem::replace(&mut seen[class], true) && classes.built[class].is_none() {
-                logs.assign(*dir, &classes.programs[class]);
+                logs.assign(*dir, &classes.programs[class], &mut tiers);
             }
         }
     }
@@ -1173,14 +1174,21 @@ pub(crate) struct Logs {
 
 impl Logs {
     /// Hands out the ids of a side program's logged decisions, in the order its chains
-    /// meet them: the admin tier, isolation, the baseline.
-    fn assign(&mut self, dir: Direction, prog: &SideProgram) {
+    /// meet them: the admin tier, isolation, the baseline. `tiers` holds the tiers (by
+    /// identity, held by the programs meanwhile) whose decisions have ids already: the
+    /// programs of a compile share their tiers.
+    fn assign(&mut self, dir: Direction, prog: &SideProgram, tiers: &mut FastSet<usize>) {
         if let Some(ip) = prog.shared_address {
             self.id(dir, Tier::FailClosed, Decision::SharedAddress(ip));
             return;
         }
-        for r in prog.admin.iter() {
-            self.rule(Tier::Admin, &r.rule);
+        let first = |tier: &Rules, tiers: &mut FastSet<usize>| {
+            tiers.insert(Arc::as_ptr(tier).cast::<ConcreteRule>() as usize)
+        };
+        if first(&prog.admin, tiers) {
+            for r in prog.admin.iter() {
+                self.rule(Tier::Admin, &r.rule);
+            }
         }
         if prog.isolated {
             self.id(
@@ -1189,12 +1197,10 @@ impl Logs {
                 Decision::Isolated(prog.isolating.clone()),
             );
         }
-        for r in prog
-            .baseline
-            .iter()
-            .filter(|r| r.rule.action == Action::Deny)
-        {
-            self.rule(Tier::Baseline, &r.rule);
+        if first(&prog.baseline, tiers) {
+            for r in (prog.baseline.iter()).filter(|r| r.rule.action == Action::Deny) {
+                self.rule(Tier::Baseline, &r.rule);
+            }
         }
     }
 

@@ -1,9 +1,11 @@
 //! Compiling after a change from what the previous compile built: the programs of the
 //! pods the change did not touch ([`Touched`]) are kept, only the classes of the pods it
 //! reshaped are asked of the engine, the kept programs whose rules' peers gained or lost
-//! pods get those peers anew ([`palisade_engine::NewPeers`]), and the chains of every
-//! class whose chains stay as they were are replayed instead of built (for a class whose
-//! peers moved, with the new elements of its named sets).
+//! pods get those peers anew ([`palisade_engine::NewPeers`]), those whose admin and
+//! baseline tiers alone changed (an admin policy edited: the classes stay) get those tiers
+//! anew, and the chains of every class whose chains stay as they were are replayed
+//! instead of built (for a class whose peers moved, with the new elements of its named
+//! sets).
 //!
 //! The full compile stays the reference and the fallback: an incremental compile gives
 //! the ruleset [`crate::compile_after`] gives for the same engine (property-tested), and
@@ -16,6 +18,8 @@ use std::sync::{Arc, Mutex};
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
+
+use palisade_model::Direction;
 
 use palisade_engine::{
     AddressCache, ConcreteRule, Engine, FastMap, NewPeers, PodId, SideProgram, Touched,
@@ -176,8 +180,13 @@ impl Compiled {
             return Err("named ports came or went (every pod's class changes)");
         }
         let list = &memo.pods.list;
+        // Pods whose admin and baseline tiers alone changed keep their classes (their
+        // labels did not change): those classes' programs get the tiers as they are now.
+        let retiered: Vec<usize> = (0..list.len())
+            .filter(|&k| touched.admin_tiers_only(list[k]))
+            .collect();
         let touched_k: Vec<usize> = (0..list.len())
-            .filter(|&k| touched.reshaped(list[k]))
+            .filter(|&k| touched.reshaped(list[k]) && !touched.admin_tiers_only(list[k]))
             .collect();
         let ids: Vec<u64> = touched_k
             .iter()
@@ -208,10 +217,15 @@ impl Compiled {
             // computed once, and comparing the two programs finds one `Arc`.
             let new_peers = engine.new_peers(touched, addresses);
             let fresh = Classes::from(new_peers.side_classes(&pods, SIDES[d]));
+            let retiered: HashMap<u64, PodId> = (retiered.iter())
+                .map(|&k| (old.ids[old.class_of[k]], list[k]))
+                .collect();
             let reshaped = Reshaped {
                 k: &touched_k,
                 ids: &ids,
                 asked: &asked,
+                retiered: &retiered,
+                dir: SIDES[d],
             };
             merge(old, &by_id[d], &reshaped, &fresh, &new_peers, peers)
         };
@@ -304,15 +318,20 @@ struct Kept {
 }
 
 /// The pods a change reshaped: their places in the compiled pods, their class ids now,
-/// and which of them (places in `k`) the fresh classes were computed for.
+/// and which of them (places in `k`) the fresh classes were computed for; and the classes
+/// whose admin and baseline tiers alone changed, by id, each with one of its pods.
 struct Reshaped<'a> {
     k: &'a [usize],
     ids: &'a [u64],
     asked: &'a [usize],
+    retiered: &'a HashMap<u64, PodId>,
+    /// The side.
+    dir: Direction,
 }
 
 /// One side's classes after a change: the old classes of the pods it did not reshape
-/// (their moved peers brought up to date), the fresh classes (of the reshaped pods only)
+/// (their moved peers brought up to date, and their admin and baseline tiers where those
+/// alone changed), the fresh classes (of the reshaped pods only)
 /// for the reshaped ones, numbered in pod order as the full compile numbers them. A fresh
 /// class whose program equals the old one of its id brought up to date keeps that
 /// program and what building it did. An error when a pod left out of the fresh classes
@@ -350,9 +369,18 @@ fn merge(
         let class = match index.get(&id) {
             Some(&c) => c,
             None => {
-                let now = old_by_id
-                    .get(&id)
-                    .map(|&o| up_to_date(old, o, new_peers, nets, &mut stay_named));
+                let now = old_by_id.get(&id).map(|&o| {
+                    let (program, built) = up_to_date(old, o, new_peers, nets, &mut stay_named)?;
+                    let Some(&pod) = touched.retiered.get(&id) else {
+                        return Ok((program, built));
+                    };
+                    let now = new_peers.with_admin_tiers(&program, pod, touched.dir);
+                    Ok(if same.programs(&now, &program) {
+                        (program, built)
+                    } else {
+                        (Arc::new(now), None)
+                    })
+                });
                 let (program, built, is_kept) = match (fresh_by_id.get(&id), now) {
                     (Some(&f), Some(Ok((p, b)))) if same.programs(&fresh.programs[f], &p) => {
                         (p, b, true)
