@@ -24,8 +24,8 @@ pub struct Touched {
     /// Every pod's programs may have changed.
     pub all: bool,
     /// The pods whose programs may have changed in more than peer addresses (their own
-    /// labels changed, a policy selecting them changed, or a peer set of theirs may have
-    /// become empty or stopped being so).
+    /// labels changed, a NetworkPolicy selecting them changed, or a peer set of theirs may
+    /// have become empty or stopped being so).
     pub pods: BitSet,
     /// The pods whose admin and baseline tiers may have changed (an admin policy selecting
     /// them changed), their programs otherwise as they were unless [`Touched::pods`] holds
