@@ -7,7 +7,7 @@
 
 use std::net::IpAddr;
 
-use palisade_analysis::{Analysis, Probe};
+use palisade_analysis::{Analysis, Matrix, Probe};
 use palisade_engine::{Engine, Options, Semantics};
 use palisade_gen::strategies::cluster;
 use palisade_model::*;
@@ -123,6 +123,18 @@ proptest! {
     }
 }
 
+/// The engine of `docs` and its matrix for TCP port 80.
+fn tcp_80(docs: &str) -> (Engine, Matrix) {
+    let loaded = palisade_model::load_str(docs).unwrap_or_else(|e| panic!("{e}"));
+    let engine = Engine::new(loaded.cluster, Options::default());
+    let probe = [Probe {
+        protocol: Protocol::Tcp,
+        port: 80,
+    }];
+    let m = Analysis::new(&engine).matrix(&probe);
+    (engine, m)
+}
+
 /// One host-network pod per node (kube-proxy) does not split a workload by node: the
 /// node-local exemption is one rule applied per pod, not a class.
 #[test]
@@ -136,13 +148,7 @@ fn host_network_pods_do_not_split_classes_by_node() {
         ));
     }
     docs.push_str("apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: deny, namespace: shop}\nspec: {podSelector: {}}\n");
-    let loaded = palisade_model::load_str(&docs).unwrap_or_else(|e| panic!("{e}"));
-    let engine = Engine::new(loaded.cluster, Options::default());
-    let probe = [Probe {
-        protocol: Protocol::Tcp,
-        port: 80,
-    }];
-    let m = Analysis::new(&engine).matrix(&probe);
+    let (engine, m) = tcp_80(&docs);
     let row = |ns: &str, name: &str| {
         let p = engine.pod_id(ns, name).unwrap();
         m.pods.iter().position(|&q| q == p).unwrap()
@@ -195,13 +201,7 @@ fn an_ingress_named_port_tells_subjects_with_one_admin_list_apart() {
         pod("on-80", 80),
         pod("on-81", 81),
     );
-    let loaded = palisade_model::load_str(&docs).unwrap_or_else(|e| panic!("{e}"));
-    let engine = Engine::new(loaded.cluster, Options::default());
-    let probe = [Probe {
-        protocol: Protocol::Tcp,
-        port: 80,
-    }];
-    let m = Analysis::new(&engine).matrix(&probe);
+    let (engine, m) = tcp_80(&docs);
     let row = |name: &str| {
         let p = engine.pod_id("shop", name).unwrap();
         m.pods.iter().position(|&q| q == p).unwrap()
