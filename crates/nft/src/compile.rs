@@ -1341,8 +1341,41 @@ fn expand(
 
 #[cfg(test)]
 mod tests {
-    use super::subtract;
+    use super::{Classes, Logs, Pods, SIDES, subtract};
     use ipnet::IpNet;
+    use palisade_engine::{Engine, FastSet, Options};
+    use std::sync::Arc;
+
+    /// Skipping the tiers whose decisions have ids already hands out the ids a walk of
+    /// every tier hands out, in the same order, and skips some.
+    #[test]
+    fn log_ids_skip_shared_tiers_and_stay_the_same() {
+        let g = palisade_gen::generate(&palisade_gen::Spec {
+            pods: 200,
+            policies: 40,
+            seed: 7,
+            admin: true,
+        });
+        let engine = Engine::new(
+            g.load().unwrap_or_else(|e| panic!("{e}")),
+            Options::default(),
+        );
+        let pods = Pods::of(&engine, None).unwrap_or_else(|e| panic!("{e}"));
+        let sides = Classes::all(&engine, &pods.list, &Arc::default());
+        let (mut skipping, mut walking) = (Logs::default(), Logs::default());
+        let mut tiers = FastSet::default();
+        let mut programs = 0;
+        for (dir, classes) in SIDES.iter().zip(&sides) {
+            for program in &classes.programs {
+                skipping.assign(*dir, program, &mut tiers);
+                walking.assign(*dir, program, &mut FastSet::default());
+                programs += 1;
+            }
+        }
+        assert_eq!(skipping.entries, walking.entries);
+        assert!(!walking.entries.is_empty());
+        assert!(tiers.len() < 2 * programs, "no tier was shared");
+    }
 
     fn nets(s: &[&str]) -> Vec<IpNet> {
         s.iter()
