@@ -76,6 +76,44 @@ fn both_pods_of_a_shared_address_are_denied_both_ways() {
     assert_eq!(v["egress"]["address"], "10.0.0.1");
 }
 
+/// A node's address held by pods: one pod alone shares it with no other pod; a second pod
+/// holding it shares it with the first (the node keeps owning the address either way).
+#[test]
+fn pods_holding_a_node_address_share_it_with_each_other_only() {
+    let node = "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nstatus: {addresses: [{type: InternalIP, address: 10.0.0.9}]}\n---\n";
+    let one = format!(
+        "{node}{}",
+        CLUSTER.replacen("podIP: 10.0.0.4", "podIP: 10.0.0.9", 1)
+    );
+    let e = Engine::new(
+        palisade_model::load_str(&one).unwrap().cluster,
+        Options::default(),
+    );
+    let s = e.pod_id("a", "s").unwrap();
+    assert_eq!(
+        e.shared_address(s),
+        None,
+        "a/s alone holds the node's address"
+    );
+    let two = one.replacen("podIP: 10.0.0.3", "podIP: 10.0.0.9", 1);
+    let e = Engine::new(
+        palisade_model::load_str(&two).unwrap().cluster,
+        Options::default(),
+    );
+    for (ns, name) in [("a", "r"), ("a", "s")] {
+        let id = e.pod_id(ns, name).unwrap();
+        assert_eq!(
+            e.shared_address(id),
+            Some("10.0.0.9".parse().unwrap()),
+            "{ns}/{name}"
+        );
+    }
+    assert_eq!(
+        e.shared_address(e.pod_id("b", "q").unwrap()),
+        Some("10.0.0.1".parse().unwrap())
+    );
+}
+
 #[test]
 fn the_matrix_keeps_shared_pods_apart() {
     let e = engine();

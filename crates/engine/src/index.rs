@@ -23,6 +23,15 @@ struct KeyIndex {
 }
 
 impl LabelIndex {
+    /// The index of the pods given, with their labels.
+    pub fn of<'a>(pods: impl Iterator<Item = (PodId, &'a Labels)>) -> LabelIndex {
+        let mut index = LabelIndex::default();
+        for (id, labels) in pods {
+            index.insert(id, labels);
+        }
+        index
+    }
+
     /// Indexes pod `id` with `labels`.
     pub fn insert(&mut self, id: PodId, labels: &Labels) {
         self.all.insert(id);

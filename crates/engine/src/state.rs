@@ -283,6 +283,42 @@ pub enum Owner {
     Node(usize),
 }
 
+/// Who owns every address (nodes win over host-network pods; the first pod wins a
+/// duplicate address), and which pods share an address, with the address.
+fn address_owners(cluster: &Cluster) -> (HashMap<IpAddr, Owner>, HashMap<PodId, IpAddr>) {
+    use std::collections::hash_map::Entry;
+    let mut owner: HashMap<IpAddr, Owner> = HashMap::with_capacity(cluster.pods.len());
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        for ip in &n.addresses {
+            owner.insert(*ip, Owner::Node(i));
+        }
+    }
+    let mut shared = HashMap::new();
+    // The first pod to hold each address a node owns; the owner names it for the others.
+    let mut first_on_node: HashMap<IpAddr, PodId> = HashMap::new();
+    for (i, p) in PodId::all(cluster.pods.len()).zip(&cluster.pods) {
+        if p.host_network {
+            continue;
+        }
+        for ip in &p.ips {
+            // Every later holder of an address shares it with the first.
+            let first = match owner.entry(*ip) {
+                Entry::Vacant(v) => *v.insert(Owner::Pod(i)),
+                Entry::Occupied(o) => *o.get(),
+            };
+            let first = match first {
+                Owner::Pod(first) => first,
+                Owner::Node(_) => *first_on_node.entry(*ip).or_insert(i),
+            };
+            if first != i {
+                shared.insert(first, *ip);
+                shared.insert(i, *ip);
+            }
+        }
+    }
+    (owner, shared)
+}
+
 /// Name → position.
 pub(crate) fn by_name<'a>(names: impl Iterator<Item = &'a String>) -> HashMap<String, usize> {
     names.enumerate().map(|(i, n)| (n.clone(), i)).collect()
@@ -355,11 +391,7 @@ impl Engine {
             address_epoch: crate::address_cache::next_epoch(),
         };
         e.index_namespaces_and_nodes();
-        e.pod_index.reserve(e.cluster.pods.len());
-        for pod in PodId::all(e.cluster.pods.len()) {
-            e.index_pod(pod);
-        }
-        e.rebuild_ip_owner();
+        e.index_pods();
         let shared = PeerSets::default();
         e.nps = (e.cluster.network_policies.par_iter())
             .map(|np| e.compile_np(np, &shared))
@@ -489,9 +521,46 @@ impl Engine {
             .resize(self.cluster.namespaces.len(), BitSet::default());
     }
 
+    /// Indexes every pod of the cluster, at construction. The label index, the addresses'
+    /// owners and the name index do not depend on each other: they are built side by side.
+    fn index_pods(&mut self) {
+        let pods = &self.cluster.pods;
+        let (labels, ((ip_owner, shared_address), (pod_index, places))) = rayon::join(
+            || LabelIndex::of(PodId::all(pods.len()).zip(pods.iter().map(|p| &p.labels))),
+            || {
+                rayon::join(
+                    || address_owners(&self.cluster),
+                    || {
+                        let index = (PodId::all(pods.len()).zip(pods))
+                            .map(|(id, p)| ((p.namespace.clone(), p.name.clone()), id))
+                            .collect::<HashMap<_, _>>();
+                        let places: Vec<_> = pods.iter().map(|p| self.place(p)).collect();
+                        (index, places)
+                    },
+                )
+            },
+        );
+        self.pod_labels = labels;
+        self.ip_owner = ip_owner;
+        self.shared_address = shared_address;
+        self.pod_index = pod_index;
+        for (pod, (ns, node)) in PodId::all(places.len()).zip(places) {
+            self.record_place(pod, ns, node);
+        }
+    }
+
     /// Adds pod `pod` (already in `cluster.pods`) to every pod index.
     pub(crate) fn index_pod(&mut self, pod: PodId) {
         let p = &self.cluster.pods[pod];
+        let (ns, node) = self.place(p);
+        self.pod_index
+            .insert((p.namespace.clone(), p.name.clone()), pod);
+        self.pod_labels.insert(pod, &p.labels);
+        self.record_place(pod, ns, node);
+    }
+
+    /// The namespace (index, `usize::MAX` when unknown) and node (index, when known) of a pod.
+    fn place(&self, p: &palisade_model::Pod) -> (usize, Option<usize>) {
         let ns = self
             .ns_index
             .get(&p.namespace)
@@ -501,19 +570,22 @@ impl Engine {
             .node_name
             .as_ref()
             .and_then(|n| self.node_index.get(n).copied());
+        (ns, node)
+    }
+
+    /// Records pod `pod`'s namespace and node ([`Engine::place`]), and whether it can be a
+    /// policy subject.
+    fn record_place(&mut self, pod: PodId, ns: usize, node: Option<usize>) {
         if pod.index() >= self.pod_ns.len() {
             self.pod_ns.resize(pod.index() + 1, usize::MAX);
             self.pod_node.resize(pod.index() + 1, None);
         }
         self.pod_ns[pod] = ns;
         self.pod_node[pod] = node;
-        self.pod_index
-            .insert((p.namespace.clone(), p.name.clone()), pod);
-        self.pod_labels.insert(pod, &p.labels);
         if let Some(set) = self.ns_pods.get_mut(ns) {
             set.insert(pod);
         }
-        self.subjects.set(pod, !p.host_network);
+        self.subjects.set(pod, !self.cluster.pods[pod].host_network);
     }
 
     /// Removes pod `pod` from every pod index (it is still in `cluster.pods`).
@@ -532,28 +604,7 @@ impl Engine {
     /// the first pod wins a duplicate address) and which pods share an address.
     pub(crate) fn rebuild_ip_owner(&mut self) {
         self.address_epoch = crate::address_cache::next_epoch();
-        self.ip_owner.clear();
-        for (i, n) in self.cluster.nodes.iter().enumerate() {
-            for ip in &n.addresses {
-                self.ip_owner.insert(*ip, Owner::Node(i));
-            }
-        }
-        self.ip_owner.reserve(self.cluster.pods.len());
-        self.shared_address.clear();
-        // The first pod to hold each address; every later holder shares it with that one.
-        let mut first: HashMap<IpAddr, PodId> = HashMap::with_capacity(self.cluster.pods.len());
-        for (i, p) in PodId::all(self.cluster.pods.len()).zip(&self.cluster.pods) {
-            if !p.host_network {
-                for ip in &p.ips {
-                    self.ip_owner.entry(*ip).or_insert(Owner::Pod(i));
-                    let holder = *first.entry(*ip).or_insert(i);
-                    if holder != i {
-                        self.shared_address.insert(holder, *ip);
-                        self.shared_address.insert(i, *ip);
-                    }
-                }
-            }
-        }
+        (self.ip_owner, self.shared_address) = address_owners(&self.cluster);
     }
 
     /// The address `pod` shares with another pod, if any: no policy can be enforced for it.
@@ -793,29 +844,43 @@ impl Engine {
             })
             .collect();
         // A block of 64 words (4,096 pods) at a time, so that the lists being appended to
-        // stay in cache; of each subject set only the words it stores in the block. Each
-        // policy goes into one list per representative (the ingress side's), whatever its
-        // directions: the lists are split by direction below, one representative at a
-        // time.
+        // stay in cache; of each subject set only the words it stores in the block. The
+        // blocks' representatives hold runs of slots apart from each other's, so the blocks
+        // are filled in parallel. Each policy goes into one list per representative (the
+        // ingress side's), whatever its directions: the lists are split by direction
+        // below.
         const BLOCK: usize = 64;
-        for block in (0..n.div_ceil(64)).step_by(BLOCK) {
-            let words = block..block + BLOCK;
-            for &(i, subject, tier) in &admins {
-                for pod in subject.iter_within(&reps, words.clone()) {
-                    let lists = &mut ingress[slot[pod] as usize];
-                    match tier {
-                        AdminTier::Admin => lists.admin.push(i),
-                        AdminTier::Baseline => lists.baseline.push(i),
+        // Per block: its first word, the slot of its first representative, their lists.
+        let mut blocks: Vec<(usize, usize, &mut [PodPolicies])> = Vec::new();
+        let mut rest = ingress.as_mut_slice();
+        let mut base = 0;
+        for first_word in (0..n.div_ceil(64)).step_by(BLOCK) {
+            let end = rep_pods.partition_point(|p| p.index() < (first_word + BLOCK) * 64);
+            let (lists, after) = std::mem::take(&mut rest).split_at_mut(end - base);
+            blocks.push((first_word, base, lists));
+            rest = after;
+            base = end;
+        }
+        blocks
+            .into_par_iter()
+            .for_each(|(first_word, base, lists)| {
+                let words = first_word..first_word + BLOCK;
+                for &(i, subject, tier) in &admins {
+                    for pod in subject.iter_within(&reps, words.clone()) {
+                        let lists = &mut lists[slot[pod] as usize - base];
+                        match tier {
+                            AdminTier::Admin => lists.admin.push(i),
+                            AdminTier::Baseline => lists.baseline.push(i),
+                        }
                     }
                 }
-            }
-            for (i, np) in self.nps.iter().enumerate() {
-                for pod in np.subject.iter_within(&reps, words.clone()) {
-                    ingress[slot[pod] as usize].network.push(i as u32);
+                for (i, np) in self.nps.iter().enumerate() {
+                    for pod in np.subject.iter_within(&reps, words.clone()) {
+                        lists[slot[pod] as usize - base].network.push(i as u32);
+                    }
                 }
-            }
-        }
-        for (i, e) in ingress.iter_mut().zip(&mut egress) {
+            });
+        (ingress.par_iter_mut().zip(&mut egress).zip(&rep_pods)).for_each(|((i, e), &pod)| {
             // A NetworkPolicy's subjects are the same in each direction.
             e.network.clone_from(&i.network);
             for (all, egress) in [
@@ -825,10 +890,8 @@ impl Engine {
                 egress.extend(all.iter().filter(|&&p| has[p as usize][1]));
                 all.retain(|&p| has[p as usize][0]);
             }
-        }
-        for (k, &pod) in rep_pods.iter().enumerate() {
-            ingress[k].annotation = self.annotated(pod);
-        }
+            i.annotation = self.annotated(pod);
+        });
         // Every pod is given its representative's lists below; until then one empty list.
         let empty = Arc::new(PodPolicies::default());
         self.ingress = vec![empty.clone(); n];
@@ -837,8 +900,11 @@ impl Engine {
             self.ingress[pod] = Arc::new(i);
             self.egress[pod] = Arc::new(e);
         }
-        for &pod in &rep_pods {
-            self.refresh_isolating(pod);
+        let isolating: Vec<[Isolating; 2]> = (rep_pods.par_iter())
+            .map(|&pod| self.isolating_of(pod))
+            .collect();
+        for (&pod, isolating) in rep_pods.iter().zip(isolating) {
+            self.set_isolating(pod, isolating);
         }
         for (pod, &rep) in PodId::all(n).zip(&rep_of) {
             if pod != rep {
@@ -850,14 +916,18 @@ impl Engine {
 
     /// Recomputes `pod`'s isolating policies from its lists (after they changed).
     pub(crate) fn refresh_isolating(&mut self, pod: PodId) {
-        for dir in [Direction::Ingress, Direction::Egress] {
-            let list = self.compute_isolating(pod, dir);
-            let lists = match dir {
-                Direction::Ingress => &mut self.ingress[pod],
-                Direction::Egress => &mut self.egress[pod],
-            };
-            Arc::make_mut(lists).isolating = list;
-        }
+        self.set_isolating(pod, self.isolating_of(pod));
+    }
+
+    /// `pod`'s isolating policies computed from its lists, ingress then egress.
+    fn isolating_of(&self, pod: PodId) -> [Isolating; 2] {
+        [Direction::Ingress, Direction::Egress].map(|dir| self.compute_isolating(pod, dir))
+    }
+
+    /// Gives `pod` these isolating policies, ingress then egress.
+    fn set_isolating(&mut self, pod: PodId, [ingress, egress]: [Isolating; 2]) {
+        Arc::make_mut(&mut self.ingress[pod]).isolating = ingress;
+        Arc::make_mut(&mut self.egress[pod]).isolating = egress;
     }
 
     /// Whether `pod`'s namespace carries the legacy DefaultDeny annotation.
