@@ -142,7 +142,7 @@ fn read_raw(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
     let mut total = 0u64;
     for path in paths {
         if path.as_os_str() == "-" {
-            let bytes = read_limited(std::io::stdin().lock(), path, total)?;
+            let bytes = read_limited(std::io::stdin().lock(), path, total, 0)?;
             total += bytes.len() as u64;
             raw.push((STDIN_NAME.to_string(), bytes));
         } else {
@@ -151,7 +151,9 @@ fn read_raw(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
                     path: file.clone(),
                     source,
                 })?;
-                let bytes = read_limited(reader, &file, total)?;
+                // The file's size as it was opened: the buffer is allocated once.
+                let expected = reader.metadata().map_or(0, |m| m.len());
+                let bytes = read_limited(reader, &file, total, expected)?;
                 total += bytes.len() as u64;
                 raw.push((file.display().to_string(), bytes));
             }
@@ -161,9 +163,22 @@ fn read_raw(paths: &[PathBuf]) -> Result<Vec<(String, Vec<u8>)>, LoadError> {
 }
 
 /// Reads at most [`MAX_SOURCE_BYTES`] (and what is left of [`MAX_TOTAL_BYTES`] after
-/// `so_far`); more is an error naming the path.
-fn read_limited(reader: impl Read, path: &Path, so_far: u64) -> Result<Vec<u8>, LoadError> {
-    read_within(reader, path, so_far, MAX_SOURCE_BYTES, MAX_TOTAL_BYTES)
+/// `so_far`); more is an error naming the path. `expected` is the size the source is
+/// expected to have (0 when unknown): room for it is made before reading.
+fn read_limited(
+    reader: impl Read,
+    path: &Path,
+    so_far: u64,
+    expected: u64,
+) -> Result<Vec<u8>, LoadError> {
+    read_within(
+        reader,
+        path,
+        so_far,
+        expected,
+        MAX_SOURCE_BYTES,
+        MAX_TOTAL_BYTES,
+    )
 }
 
 /// [`read_limited`] with the limits given.
@@ -171,11 +186,15 @@ fn read_within(
     reader: impl Read,
     path: &Path,
     so_far: u64,
+    expected: u64,
     per_source: u64,
     per_run: u64,
 ) -> Result<Vec<u8>, LoadError> {
     let limit = per_source.min(per_run.saturating_sub(so_far));
-    let mut bytes = Vec::new();
+    // One byte past the limit tells a source over it; one past the size expected, the
+    // end of the source.
+    let room = usize::try_from(expected.min(limit) + 1).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(room);
     reader
         .take(limit + 1)
         .read_to_end(&mut bytes)
@@ -659,12 +678,12 @@ impl Loader {
         };
         // Identified by the kind as written (a workload's, not the pod's it stands for).
         let key = object.key(false);
-        let object_name = match &key.namespace {
-            Some(ns) => format!("{ns}/{}", key.name),
-            None => key.name.clone(),
-        };
         let id = (kind.clone(), key.namespace, key.name);
         if let Some(first) = self.seen.get(&id) {
+            let object_name = match &id.1 {
+                Some(ns) => format!("{ns}/{}", id.2),
+                None => id.2.clone(),
+            };
             self.errors.push(Diagnostic {
                 severity: Severity::Error,
                 file: origin.file.clone(),
@@ -1252,15 +1271,15 @@ mod tests {
     fn bug7_reading_stops_at_the_limits() {
         let path = Path::new("/dev/zero");
         let zeros = || std::io::repeat(0);
-        let err = read_within(zeros(), path, 0, 2 << 20, 8 << 20).unwrap_err();
+        let err = read_within(zeros(), path, 0, 0, 2 << 20, 8 << 20).unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("/dev/zero: larger than 2 MiB"), "{text}");
-        let err = read_within(zeros(), path, 7 << 20, 2 << 20, 8 << 20).unwrap_err();
+        let err = read_within(zeros(), path, 7 << 20, 1 << 30, 2 << 20, 8 << 20).unwrap_err();
         assert!(
             err.to_string().contains("8 MiB, the most one run reads"),
             "{err}"
         );
-        let ok = read_within(&b"kind: Pod\n"[..], path, 0, 2 << 20, 8 << 20).unwrap();
+        let ok = read_within(&b"kind: Pod\n"[..], path, 0, 10, 2 << 20, 8 << 20).unwrap();
         assert_eq!(ok.len(), 10);
     }
 }
