@@ -54,19 +54,29 @@ enum Hit<'a> {
     To(&'a BitSet),
 }
 
-/// What an admin tier leaves, per probe: the classes still undecided, those an Allow
-/// decided, those a Pass sent on to the NetworkPolicy tier.
-#[derive(Clone)]
+/// What an admin tier leaves, per probe: the classes an Allow decided, and those the next
+/// tiers decide (no rule decided them, or a Pass sent them on).
 struct AdminOutcome {
-    undecided: Vec<BitSet>,
     allowed: Vec<BitSet>,
-    passed: Vec<BitSet>,
+    open: Vec<BitSet>,
+}
+
+/// A NetworkPolicy rule's ports against one probe, decided for every subject at once.
+enum PortHit {
+    No,
+    All,
+    /// Ingress named ports: they match when the subject class declares one (is in the set).
+    IfSubjectIn(Arc<BitSet>),
+    /// Egress named ports: towards the destination classes that declare one.
+    To(Arc<BitSet>),
 }
 
 /// Reusable sets of one worker.
 struct Scratch {
     peers: BitSet,
     ports: BitSet,
+    /// Per probe, the NetworkPolicy tier of the class at hand.
+    network: Vec<BitSet>,
 }
 
 /// The classes of a matrix, compiled for row evaluation.
@@ -82,7 +92,9 @@ pub(crate) struct Rows<'e> {
     np_peers: Vec<[Vec<RulePeers<'e>>; 2]>,
     admin_peers: Vec<[Vec<Vec<PeerSet<'e>>>; 2]>,
     /// Per (port name, protocol it must have) and probe: the pod classes that declare it.
-    named: HashMap<(&'e str, Option<Protocol>), Vec<BitSet>>,
+    named: HashMap<(&'e str, Option<Protocol>), Vec<Arc<BitSet>>>,
+    /// `[policy][direction][rule][probe]`: whether a NetworkPolicy rule's ports match.
+    np_ports: Vec<[Vec<Vec<PortHit>>; 2]>,
     full: BitSet,
 }
 
@@ -118,10 +130,12 @@ impl<'e> Rows<'e> {
             np_peers: Vec::new(),
             admin_peers: Vec::new(),
             named: HashMap::new(),
+            np_ports: Vec::new(),
             full: BitSet::full(n),
         };
         rows.compile_peers();
         rows.compile_named_ports();
+        rows.compile_np_ports();
         rows
     }
 
@@ -130,6 +144,7 @@ impl<'e> Rows<'e> {
     }
 
     fn compile_peers(&mut self) {
+        use rayon::prelude::*;
         let e = self.engine;
         let n = self.len();
         // Pod sets become class sets through the representatives.
@@ -141,24 +156,52 @@ impl<'e> Rows<'e> {
                 rep_mask.insert(rep);
             }
         }
-        // Peers with the same selectors share one pod set (see `PeerSets`), and so one
-        // class set, computed once: keyed by the pod set's address, which the engine keeps.
-        let mut classes: HashMap<*const BitSet, Arc<BitSet>> = HashMap::new();
-        let mut pods = |set: &Arc<BitSet>| -> Arc<BitSet> {
-            classes
-                .entry(Arc::as_ptr(set))
-                .or_insert_with(|| {
-                    let mut out = BitSet::new(n);
-                    for pod in set.iter_within(&rep_mask, 0..usize::MAX) {
-                        out.insert(class_of_rep[pod] as usize);
-                    }
-                    Arc::new(out)
-                })
-                .clone()
-        };
-        let mut blocks: HashMap<&'e IpBlock, Arc<[BitSet; 3]>> = HashMap::new();
-        let mut networks: HashMap<&'e [IpNet], Arc<[BitSet; 3]>> = HashMap::new();
-        let by_role = |inside: &dyn Fn(&IpAddr) -> bool| -> Arc<[BitSet; 3]> {
+        // Every distinct pod set, ipBlock and CIDR list the peers name, each made a class
+        // set once, in parallel. Peers with the same selectors share one pod set (see
+        // `PeerSets`), which the engine keeps: it is known by its address.
+        let mut pod_sets: FastMap<usize, &'e Arc<BitSet>> = FastMap::default();
+        let mut blocks: FastMap<&'e IpBlock, ()> = FastMap::default();
+        let mut networks: FastMap<&'e [IpNet], ()> = FastMap::default();
+        let np_rules = e
+            .network_policies()
+            .iter()
+            .flat_map(|np| [&np.ingress, &np.egress]);
+        for peer in np_rules.flatten().flat_map(|r| r.peers.iter().flatten()) {
+            match peer {
+                NpPeer::Pods(set) => {
+                    pod_sets.insert(Arc::as_ptr(set) as usize, set);
+                }
+                NpPeer::IpBlock(b) => {
+                    blocks.insert(b, ());
+                }
+            }
+        }
+        let admin_rules = e
+            .admin_policies()
+            .iter()
+            .flat_map(|a| [&a.ingress, &a.egress]);
+        for peer in admin_rules.flatten().flat_map(|r| &r.peers) {
+            match peer {
+                AdminPeerC::Pods(set) => {
+                    pod_sets.insert(Arc::as_ptr(set) as usize, set);
+                }
+                AdminPeerC::Networks(nets) => {
+                    networks.insert(nets, ());
+                }
+                _ => {}
+            }
+        }
+        let pod_sets: FastMap<usize, Arc<BitSet>> = (pod_sets.into_iter().collect::<Vec<_>>())
+            .into_par_iter()
+            .map(|(at, set)| {
+                let mut out = BitSet::new(n);
+                for pod in set.iter_within(&rep_mask, 0..usize::MAX) {
+                    out.insert(class_of_rep[pod] as usize);
+                }
+                (at, Arc::new(out))
+            })
+            .collect();
+        let by_role = |inside: &(dyn Fn(&IpAddr) -> bool + Sync)| -> Arc<[BitSet; 3]> {
             Arc::new(std::array::from_fn(|role| {
                 let mut s = BitSet::new(n);
                 for (c, ip) in self.addrs[role].iter().enumerate() {
@@ -169,44 +212,38 @@ impl<'e> Rows<'e> {
                 s
             }))
         };
-        let mut np_rules = |rules: &'e [NpRule],
-                            blocks: &mut HashMap<&'e IpBlock, Arc<[BitSet; 3]>>|
-         -> Vec<RulePeers<'e>> {
-            rules
-                .iter()
+        let blocks: FastMap<&'e IpBlock, Arc<[BitSet; 3]>> = (blocks.into_keys())
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|b| (b, by_role(&|ip| b.contains(ip))))
+            .collect();
+        let networks: FastMap<&'e [IpNet], Arc<[BitSet; 3]>> = (networks.into_keys())
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|nets| (nets, by_role(&|ip| nets.iter().any(|net| net.contains(ip)))))
+            .collect();
+        let pods =
+            |set: &Arc<BitSet>| PeerSet::Fixed(pod_sets[&(Arc::as_ptr(set) as usize)].clone());
+        let np_rules = |rules: &'e [NpRule]| -> Vec<RulePeers<'e>> {
+            (rules.iter())
                 .map(|r| {
                     r.peers.as_ref().map(|peers| {
-                        peers
-                            .iter()
+                        (peers.iter())
                             .map(|p| match p {
-                                NpPeer::Pods(set) => PeerSet::Fixed(pods(set)),
-                                NpPeer::IpBlock(b) => PeerSet::ByRole(
-                                    blocks
-                                        .entry(b)
-                                        .or_insert_with(|| by_role(&|ip| b.contains(ip)))
-                                        .clone(),
-                                ),
+                                NpPeer::Pods(set) => pods(set),
+                                NpPeer::IpBlock(b) => PeerSet::ByRole(blocks[b].clone()),
                             })
                             .collect()
                     })
                 })
                 .collect()
         };
-        let np_peers = e
-            .network_policies()
-            .iter()
-            .map(|np| {
-                [
-                    np_rules(&np.ingress, &mut blocks),
-                    np_rules(&np.egress, &mut blocks),
-                ]
-            })
+        let np_peers = (e.network_policies().par_iter())
+            .map(|np| [np_rules(&np.ingress), np_rules(&np.egress)])
             .collect();
-        let mut admin_peer = |p: &'e AdminPeerC,
-                              networks: &mut HashMap<&'e [IpNet], Arc<[BitSet; 3]>>|
-         -> Option<PeerSet<'e>> {
+        let admin_peer = |p: &'e AdminPeerC| -> Option<PeerSet<'e>> {
             Some(match p {
-                AdminPeerC::Pods(set) => PeerSet::Fixed(pods(set)),
+                AdminPeerC::Pods(set) => pods(set),
                 AdminPeerC::Related { namespaces, pods } => {
                     let mut s = BitSet::new(n);
                     for (c, &rep) in self.reps.iter().enumerate() {
@@ -231,28 +268,15 @@ impl<'e> Rows<'e> {
                     }
                     PeerSet::Fixed(Arc::new(s))
                 }
-                AdminPeerC::Networks(nets) => PeerSet::ByRole(
-                    networks
-                        .entry(nets.as_slice())
-                        .or_insert_with(|| by_role(&|ip| nets.iter().any(|net| net.contains(ip))))
-                        .clone(),
-                ),
+                AdminPeerC::Networks(nets) => PeerSet::ByRole(networks[nets.as_slice()].clone()),
                 AdminPeerC::Unsupported => return None,
             })
         };
-        let admin_peers = e
-            .admin_policies()
-            .iter()
+        let admin_peers = (e.admin_policies().par_iter())
             .map(|a| {
                 [&a.ingress, &a.egress].map(|rules| {
-                    rules
-                        .iter()
-                        .map(|r| {
-                            r.peers
-                                .iter()
-                                .filter_map(|p| admin_peer(p, &mut networks))
-                                .collect()
-                        })
+                    (rules.iter())
+                        .map(|r| r.peers.iter().filter_map(admin_peer).collect())
                         .collect()
                 })
             })
@@ -307,7 +331,7 @@ impl<'e> Rows<'e> {
                             s.insert(c);
                         }
                     }
-                    s
+                    Arc::new(s)
                 })
                 .collect();
             self.named.insert((name, protocol), sets);
@@ -315,8 +339,68 @@ impl<'e> Rows<'e> {
     }
 
     /// The classes a named port matches on probe `p` as a destination.
-    fn named(&self, name: &'e str, protocol: Option<Protocol>, p: usize) -> Option<&BitSet> {
+    fn named(&self, name: &'e str, protocol: Option<Protocol>, p: usize) -> Option<&Arc<BitSet>> {
         self.named.get(&(name, protocol)).and_then(|v| v.get(p))
+    }
+
+    /// Decides every NetworkPolicy rule's ports against every probe, once for all subjects.
+    fn compile_np_ports(&mut self) {
+        use rayon::prelude::*;
+        let np_ports = (self.engine.network_policies().par_iter())
+            .map(|np| {
+                [Direction::Ingress, Direction::Egress].map(|dir| {
+                    (np.rules(dir).iter())
+                        .map(|rule| {
+                            (0..self.probes.len())
+                                .map(|p| self.np_port_hit(rule.ports.as_deref(), dir, p))
+                                .collect()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        self.np_ports = np_ports;
+    }
+
+    /// Whether a NetworkPolicy rule's ports (`None` matches all) match probe `p`: "named
+    /// ports ... in an ingress rule they resolve against the destination (the selected)
+    /// pod's container ports; in an egress rule against the destination peer pod".
+    fn np_port_hit(
+        &self,
+        ports: Option<&'e [NetworkPolicyPort]>,
+        dir: Direction,
+        p: usize,
+    ) -> PortHit {
+        let Some(ports) = ports else {
+            return PortHit::All;
+        };
+        let probe = self.probes[p];
+        let mut named: Vec<&Arc<BitSet>> = Vec::new();
+        for entry in ports
+            .iter()
+            .map(|np| np_port_entry(np, probe.protocol, probe.port))
+        {
+            match entry {
+                PortEntry::Numeric(None) => return PortHit::All,
+                PortEntry::Numeric(Some(_)) => {}
+                PortEntry::Named { name, protocol } => named.extend(self.named(name, protocol, p)),
+            }
+        }
+        let classes = match named.as_slice() {
+            [] => return PortHit::No,
+            [one] => Arc::clone(one),
+            many => {
+                let mut all = BitSet::default();
+                for set in many {
+                    all.union(set);
+                }
+                Arc::new(all)
+            }
+        };
+        match dir {
+            Direction::Ingress => PortHit::IfSubjectIn(classes),
+            Direction::Egress => PortHit::To(classes),
+        }
     }
 
     /// Per probe, the rows `[probe][class]` of the peer classes each class's side allows in `dir`.
@@ -326,6 +410,7 @@ impl<'e> Rows<'e> {
         let scratch = || Scratch {
             peers: BitSet::new(n),
             ports: BitSet::new(n),
+            network: vec![BitSet::new(n); self.probes.len()],
         };
         // Classes with equal admin lists whose rules decide alike for every subject meet
         // the admin tier alike: it is walked once for each such list and role.
@@ -395,19 +480,20 @@ impl<'e> Rows<'e> {
     fn admin_outcome(&self, s: usize, dir: Direction, scratch: &mut Scratch) -> AdminOutcome {
         let n = self.len();
         let probes = self.probes.len();
-        let mut out = AdminOutcome {
-            undecided: vec![self.full.clone(); probes],
-            allowed: vec![BitSet::new(n); probes],
-            passed: vec![BitSet::new(n); probes],
-        };
+        let mut undecided = vec![self.full.clone(); probes];
+        let mut allowed = vec![BitSet::new(n); probes];
+        let mut open = vec![BitSet::new(n); probes];
         self.admin_tier(
             &self.engine.policies(self.reps[s], dir).admin,
             (s, dir, self.role(s, dir)),
             scratch,
-            &mut out.undecided,
-            (&mut out.allowed, &mut out.passed),
+            &mut undecided,
+            (&mut allowed, &mut open),
         );
-        out
+        for (open, undecided) in open.iter_mut().zip(&undecided) {
+            open.union(undecided);
+        }
+        AdminOutcome { allowed, open }
     }
 
     /// `[probe][from class]`: the destination classes each source class reaches.
@@ -447,25 +533,24 @@ impl<'e> Rows<'e> {
         let role = self.role(s, dir);
         let lists = e.policies(rep, dir);
         // Tier 1: first matching admin rule decides; Pass goes on to NetworkPolicies.
-        let AdminOutcome {
-            mut undecided,
-            mut allowed,
-            passed,
-        } = match admin {
-            Some(shared) => shared.clone(),
-            None => self.admin_outcome(s, dir, scratch),
+        let own;
+        let admin = match admin {
+            Some(shared) => shared,
+            None => {
+                own = self.admin_outcome(s, dir, scratch);
+                &own
+            }
         };
-        for (u, p) in undecided.iter_mut().zip(&passed) {
-            u.union(p);
-        }
+        let mut allowed = admin.allowed.clone();
         // Tier 2: an isolated pod allows what some rule of a counting policy allows.
         if e.isolated(rep, dir) {
             let np = self.network_tier(s, dir, role, scratch);
-            for ((a, u), np) in allowed.iter_mut().zip(&undecided).zip(&np) {
-                a.union_of_intersection(u, np);
+            for ((a, open), np) in allowed.iter_mut().zip(&admin.open).zip(np) {
+                a.union_of_intersection(open, np);
             }
         } else {
             // Tier 3: baseline; Pass falls through to the default, like no match.
+            let mut undecided = admin.open.clone();
             let mut by_default = vec![BitSet::new(n); probes];
             self.admin_tier(
                 &lists.baseline,
@@ -495,7 +580,9 @@ impl<'e> Rows<'e> {
         (allowed, passed): (&mut [BitSet], &mut [BitSet]),
     ) {
         let e = self.engine;
-        let Scratch { peers: buf, ports } = scratch;
+        let Scratch {
+            peers: buf, ports, ..
+        } = scratch;
         // Per probe: whether some class is still undecided (kept as rules decide classes,
         // so that a rule that cannot decide anything costs no set operation).
         let mut open: Vec<bool> = undecided.iter().map(|u| !u.is_empty()).collect();
@@ -576,21 +663,32 @@ impl<'e> Rows<'e> {
 
     /// Per probe, the peer classes some rule of a NetworkPolicy counting for class `s` in
     /// `dir` allows.
-    fn network_tier(
+    fn network_tier<'a>(
         &self,
         s: usize,
         dir: Direction,
         role: Role,
-        scratch: &mut Scratch,
-    ) -> Vec<BitSet> {
+        scratch: &'a mut Scratch,
+    ) -> &'a [BitSet] {
         let e = self.engine;
-        let n = self.len();
-        let Scratch { peers: buf, ports } = scratch;
-        let mut out = vec![BitSet::new(n); self.probes.len()];
+        let Scratch {
+            peers: buf,
+            network: out,
+            ..
+        } = scratch;
+        out.iter_mut().for_each(BitSet::clear);
         for i in e.counting_nps(self.reps[s], dir) {
-            let rules = e.network_policies()[i as usize].rules(dir);
             let sets = &self.np_peers[i as usize][dir_index(dir)];
-            for (rule, sets) in rules.iter().zip(sets) {
+            let hits = &self.np_ports[i as usize][dir_index(dir)];
+            for (sets, hits) in sets.iter().zip(hits) {
+                let hit = |hit: &PortHit| match hit {
+                    PortHit::No => false,
+                    PortHit::IfSubjectIn(classes) => classes.contains(s),
+                    PortHit::All | PortHit::To(_) => true,
+                };
+                if !hits.iter().any(hit) {
+                    continue;
+                }
                 let peers: &BitSet = match sets {
                     None => &self.full,
                     Some(sets) => self.peers_of(sets, s, role, buf),
@@ -598,11 +696,11 @@ impl<'e> Rows<'e> {
                 if peers.is_empty() {
                     continue;
                 }
-                for (p, o) in out.iter_mut().enumerate() {
-                    match self.np_ports(rule.ports.as_deref(), s, dir, p, ports) {
-                        Hit::No => {}
-                        Hit::All => o.union(peers),
-                        Hit::To(to) => o.union_of_intersection(peers, to),
+                for (o, h) in out.iter_mut().zip(hits) {
+                    match h {
+                        PortHit::To(to) => o.union_of_intersection(peers, to),
+                        h if hit(h) => o.union(peers),
+                        _ => {}
                     }
                 }
             }
@@ -626,30 +724,6 @@ impl<'e> Rows<'e> {
                 }
             }
         }
-    }
-
-    /// Whether a NetworkPolicy rule's ports match probe `p` (`None` matches all).
-    fn np_ports<'a>(
-        &'a self,
-        ports: Option<&'e [NetworkPolicyPort]>,
-        s: usize,
-        dir: Direction,
-        p: usize,
-        buf: &'a mut BitSet,
-    ) -> Hit<'a> {
-        let Some(ports) = ports else {
-            return Hit::All;
-        };
-        let probe = self.probes[p];
-        self.port_alternatives(
-            ports
-                .iter()
-                .map(|np| np_port_entry(np, probe.protocol, probe.port)),
-            s,
-            dir,
-            p,
-            buf,
-        )
     }
 
     /// Whether an admin rule's ports match probe `p` (`None` matches all).
