@@ -77,6 +77,8 @@ struct Scratch {
     ports: BitSet,
     /// Per probe, the NetworkPolicy tier of the class at hand.
     network: Vec<BitSet>,
+    /// The tier's peers taken whole on several probes, by the probes (a bit each).
+    patterns: Vec<(u64, BitSet)>,
 }
 
 /// The classes of a matrix, compiled for row evaluation.
@@ -403,15 +405,22 @@ impl<'e> Rows<'e> {
         }
     }
 
+    /// Sets for one worker to reuse from class to class.
+    fn scratch(&self) -> Scratch {
+        let n = self.len();
+        Scratch {
+            peers: BitSet::new(n),
+            ports: BitSet::new(n),
+            network: vec![BitSet::new(n); self.probes.len()],
+            patterns: Vec::new(),
+        }
+    }
+
     /// Per probe, the rows `[probe][class]` of the peer classes each class's side allows in `dir`.
     pub fn sides(&self, dir: Direction) -> Vec<Vec<BitSet>> {
         use rayon::prelude::*;
         let n = self.len();
-        let scratch = || Scratch {
-            peers: BitSet::new(n),
-            ports: BitSet::new(n),
-            network: vec![BitSet::new(n); self.probes.len()],
-        };
+        let scratch = || self.scratch();
         // Classes with equal admin lists whose rules decide alike for every subject meet
         // the admin tier alike: it is walked once for each such list and role.
         let (shared, outcomes) = self.shared_admin_tiers(dir);
@@ -674,9 +683,14 @@ impl<'e> Rows<'e> {
         let Scratch {
             peers: buf,
             network: out,
+            patterns,
             ..
         } = scratch;
         out.iter_mut().for_each(BitSet::clear);
+        // Rules that take their peers whole on several probes are joined once per pattern
+        // of probes (a bit per probe), and each probe takes the patterns holding it at the
+        // end: a rule without ports costs one union, not one per probe.
+        let mut used = 0;
         for i in e.counting_nps(self.reps[s], dir) {
             let sets = &self.np_peers[i as usize][dir_index(dir)];
             let hits = &self.np_ports[i as usize][dir_index(dir)];
@@ -696,12 +710,38 @@ impl<'e> Rows<'e> {
                 if peers.is_empty() {
                     continue;
                 }
-                for (o, h) in out.iter_mut().zip(hits) {
+                let mut whole = 0u64;
+                for (p, (o, h)) in out.iter_mut().zip(hits).enumerate() {
                     match h {
                         PortHit::To(to) => o.union_of_intersection(peers, to),
+                        h if hit(h) && p < 64 => whole |= 1 << p,
                         h if hit(h) => o.union(peers),
                         _ => {}
                     }
+                }
+                if whole.count_ones() == 1 {
+                    out[whole.trailing_zeros() as usize].union(peers);
+                } else if whole != 0 {
+                    let at = match patterns[..used].iter().position(|(m, _)| *m == whole) {
+                        Some(at) => at,
+                        None => {
+                            if used == patterns.len() {
+                                patterns.push((whole, BitSet::default()));
+                            }
+                            patterns[used].0 = whole;
+                            patterns[used].1.clear();
+                            used += 1;
+                            used - 1
+                        }
+                    };
+                    patterns[at].1.union(peers);
+                }
+            }
+        }
+        for (whole, peers) in &patterns[..used] {
+            for (p, o) in out.iter_mut().enumerate().take(64) {
+                if whole & (1 << p) != 0 {
+                    o.union(peers);
                 }
             }
         }
@@ -788,5 +828,63 @@ impl<'e> Rows<'e> {
                 Hit::To(buf)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)] // a test: a failed unwrap is a failed assertion
+
+    use super::*;
+
+    /// A worker's buffers carry nothing from one class to the next: from1's egress rule
+    /// (every probe, towards to1) is not from2's (towards to2).
+    #[test]
+    fn the_network_tier_of_a_class_owes_nothing_to_the_one_before() {
+        let pod = |name: &str, ip: &str| {
+            format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}, namespace: a, labels: {{app: {name}}}}}\nstatus: {{podIP: {ip}}}\n---\n"
+            )
+        };
+        let np = |name: &str, to: &str| {
+            format!(
+                "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: {name}, namespace: a}}\nspec: {{podSelector: {{matchLabels: {{app: {name}}}}}, policyTypes: [Egress], egress: [{{to: [{{podSelector: {{matchLabels: {{app: {to}}}}}}}]}}]}}\n---\n"
+            )
+        };
+        let text = [
+            pod("from1", "10.0.0.1"),
+            pod("from2", "10.0.0.2"),
+            pod("to1", "10.0.0.3"),
+            pod("to2", "10.0.0.4"),
+            np("from1", "to1"),
+            np("from2", "to2"),
+        ]
+        .concat();
+        let engine = Engine::new(
+            palisade_model::load_str(&text).unwrap().cluster,
+            palisade_engine::Options::default(),
+        );
+        let reps: Vec<PodId> = ["from1", "from2", "to1", "to2"]
+            .map(|n| engine.pod_id("a", n).unwrap())
+            .to_vec();
+        let probes = [80, 81].map(|port| Probe {
+            protocol: Protocol::Tcp,
+            port,
+        });
+        let rows = Rows::new(&engine, &reps, &probes);
+        let (from1, from2) = (0, 1);
+        let role = rows.role(from2, Direction::Egress);
+        let alone = rows
+            .network_tier(from2, Direction::Egress, role, &mut rows.scratch())
+            .to_vec();
+        let mut scratch = rows.scratch();
+        rows.network_tier(from1, Direction::Egress, role, &mut scratch);
+        let after = rows.network_tier(from2, Direction::Egress, role, &mut scratch);
+        assert_eq!(after, alone.as_slice());
+        assert_eq!(
+            alone[0].iter().collect::<Vec<_>>(),
+            [3],
+            "from2 reaches to2 only"
+        );
     }
 }
