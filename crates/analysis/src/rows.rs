@@ -12,7 +12,8 @@ use std::sync::Arc;
 use ipnet::IpNet;
 use palisade_engine::rule_parts::{PortEntry, admin_port_entry, np_port_entry};
 use palisade_engine::{
-    AdminPeerC, BitSet, EndpointKind, Engine, FastMap, NpPeer, NpRule, PodId, intersect_transposed,
+    AdminPeerC, BitSet, EndpointKind, Engine, FastMap, FastSet, NpPeer, NpRule, PodId,
+    intersect_transposed,
 };
 use palisade_model::{
     Action, AdminPort, Direction, IpBlock, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
@@ -162,8 +163,8 @@ impl<'e> Rows<'e> {
         // set once, in parallel. Peers with the same selectors share one pod set (see
         // `PeerSets`), which the engine keeps: it is known by its address.
         let mut pod_sets: FastMap<usize, &'e Arc<BitSet>> = FastMap::default();
-        let mut blocks: FastMap<&'e IpBlock, ()> = FastMap::default();
-        let mut networks: FastMap<&'e [IpNet], ()> = FastMap::default();
+        let mut blocks: FastSet<&'e IpBlock> = FastSet::default();
+        let mut networks: FastSet<&'e [IpNet]> = FastSet::default();
         let np_rules = e
             .network_policies()
             .iter()
@@ -174,7 +175,7 @@ impl<'e> Rows<'e> {
                     pod_sets.insert(Arc::as_ptr(set) as usize, set);
                 }
                 NpPeer::IpBlock(b) => {
-                    blocks.insert(b, ());
+                    blocks.insert(b);
                 }
             }
         }
@@ -188,7 +189,7 @@ impl<'e> Rows<'e> {
                     pod_sets.insert(Arc::as_ptr(set) as usize, set);
                 }
                 AdminPeerC::Networks(nets) => {
-                    networks.insert(nets, ());
+                    networks.insert(nets);
                 }
                 _ => {}
             }
@@ -214,12 +215,12 @@ impl<'e> Rows<'e> {
                 s
             }))
         };
-        let blocks: FastMap<&'e IpBlock, Arc<[BitSet; 3]>> = (blocks.into_keys())
+        let blocks: FastMap<&'e IpBlock, Arc<[BitSet; 3]>> = (blocks.into_iter())
             .collect::<Vec<_>>()
             .into_par_iter()
             .map(|b| (b, by_role(&|ip| b.contains(ip))))
             .collect();
-        let networks: FastMap<&'e [IpNet], Arc<[BitSet; 3]>> = (networks.into_keys())
+        let networks: FastMap<&'e [IpNet], Arc<[BitSet; 3]>> = (networks.into_iter())
             .collect::<Vec<_>>()
             .into_par_iter()
             .map(|nets| (nets, by_role(&|ip| nets.iter().any(|net| net.contains(ip)))))
@@ -364,9 +365,8 @@ impl<'e> Rows<'e> {
         self.np_ports = np_ports;
     }
 
-    /// Whether a NetworkPolicy rule's ports (`None` matches all) match probe `p`: "named
-    /// ports ... in an ingress rule they resolve against the destination (the selected)
-    /// pod's container ports; in an egress rule against the destination peer pod".
+    /// Whether a NetworkPolicy rule's ports (`None` matches all) match probe `p`, named
+    /// ports resolved as [`Rows::compile_named_ports`] says.
     fn np_port_hit(
         &self,
         ports: Option<&'e [NetworkPolicyPort]>,
@@ -491,18 +491,22 @@ impl<'e> Rows<'e> {
         let probes = self.probes.len();
         let mut undecided = vec![self.full.clone(); probes];
         let mut allowed = vec![BitSet::new(n); probes];
-        let mut open = vec![BitSet::new(n); probes];
+        let mut passed = vec![BitSet::new(n); probes];
         self.admin_tier(
             &self.engine.policies(self.reps[s], dir).admin,
             (s, dir, self.role(s, dir)),
             scratch,
             &mut undecided,
-            (&mut allowed, &mut open),
+            (&mut allowed, &mut passed),
         );
-        for (open, undecided) in open.iter_mut().zip(&undecided) {
-            open.union(undecided);
+        // The next tiers decide the classes a Pass sent on and those no rule decided.
+        for (passed, undecided) in passed.iter_mut().zip(&undecided) {
+            passed.union(undecided);
         }
-        AdminOutcome { allowed, open }
+        AdminOutcome {
+            allowed,
+            open: passed,
+        }
     }
 
     /// `[probe][from class]`: the destination classes each source class reaches.
