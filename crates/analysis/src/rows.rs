@@ -15,9 +15,7 @@ use palisade_engine::{
     AdminPeerC, BitSet, EndpointKind, Engine, FastMap, FastSet, NpPeer, NpRule, PodId,
     intersect_transposed,
 };
-use palisade_model::{
-    Action, AdminPort, Direction, IpBlock, NamespaceMatch, NetworkPolicyPort, PortSpec, Protocol,
-};
+use palisade_model::{Action, AdminPort, Direction, IpBlock, NamespaceMatch, PortSpec, Protocol};
 
 use crate::probes::Probe;
 
@@ -47,14 +45,6 @@ enum PeerSet<'e> {
 /// A rule's peers: `None` covers every class.
 type RulePeers<'e> = Option<Vec<PeerSet<'e>>>;
 
-/// Whether a rule's ports match one probe, for one subject.
-enum Hit<'a> {
-    No,
-    All,
-    /// Only towards these destination classes (egress named ports).
-    To(&'a BitSet),
-}
-
 /// What an admin tier leaves, per probe: the classes an Allow decided, and those the next
 /// tiers decide (no rule decided them, or a Pass sent them on).
 struct AdminOutcome {
@@ -62,7 +52,7 @@ struct AdminOutcome {
     open: Vec<BitSet>,
 }
 
-/// A NetworkPolicy rule's ports against one probe, decided for every subject at once.
+/// A rule's ports against one probe, decided for every subject at once.
 enum PortHit {
     No,
     All,
@@ -72,10 +62,22 @@ enum PortHit {
     To(Arc<BitSet>),
 }
 
+impl PortHit {
+    /// For subject class `s`: `None` when the ports do not match, else the destination
+    /// classes they are limited to (`None`: every class).
+    fn for_subject(&self, s: usize) -> Option<Option<&BitSet>> {
+        match self {
+            PortHit::No => None,
+            PortHit::All => Some(None),
+            PortHit::IfSubjectIn(classes) => classes.contains(s).then_some(None),
+            PortHit::To(classes) => Some(Some(classes)),
+        }
+    }
+}
+
 /// Reusable sets of one worker.
 struct Scratch {
     peers: BitSet,
-    ports: BitSet,
     /// Per probe, the NetworkPolicy tier of the class at hand.
     network: Vec<BitSet>,
     /// The tier's peers taken whole on several probes, by the probes (a bit each).
@@ -98,6 +100,8 @@ pub(crate) struct Rows<'e> {
     named: HashMap<(&'e str, Option<Protocol>), Vec<Arc<BitSet>>>,
     /// `[policy][direction][rule][probe]`: whether a NetworkPolicy rule's ports match.
     np_ports: Vec<[Vec<Vec<PortHit>>; 2]>,
+    /// The same for the admin policies' rules.
+    admin_ports: Vec<[Vec<Vec<PortHit>>; 2]>,
     full: BitSet,
 }
 
@@ -134,11 +138,12 @@ impl<'e> Rows<'e> {
             admin_peers: Vec::new(),
             named: HashMap::new(),
             np_ports: Vec::new(),
+            admin_ports: Vec::new(),
             full: BitSet::full(n),
         };
         rows.compile_peers();
         rows.compile_named_ports();
-        rows.compile_np_ports();
+        rows.compile_ports();
         rows
     }
 
@@ -346,42 +351,61 @@ impl<'e> Rows<'e> {
         self.named.get(&(name, protocol)).and_then(|v| v.get(p))
     }
 
-    /// Decides every NetworkPolicy rule's ports against every probe, once for all subjects.
-    fn compile_np_ports(&mut self) {
+    /// Decides every rule's ports against every probe, once for all subjects.
+    fn compile_ports(&mut self) {
         use rayon::prelude::*;
-        let np_ports = (self.engine.network_policies().par_iter())
+        let e = self.engine;
+        // Per rule and probe; `entries` gives a rule's port entries against a probe
+        // (`None`: the rule has no ports, and matches every one).
+        let hits = |dir: Direction, entries: &dyn Fn(Probe) -> Option<Vec<PortEntry<'e>>>| {
+            (0..self.probes.len())
+                .map(|p| self.port_hit(entries(self.probes[p]), dir, p))
+                .collect::<Vec<_>>()
+        };
+        let np_ports = (e.network_policies().par_iter())
             .map(|np| {
                 [Direction::Ingress, Direction::Egress].map(|dir| {
                     (np.rules(dir).iter())
                         .map(|rule| {
-                            (0..self.probes.len())
-                                .map(|p| self.np_port_hit(rule.ports.as_deref(), dir, p))
-                                .collect()
+                            hits(dir, &|probe| {
+                                let ports = rule.ports.as_deref()?;
+                                let entry = |np| np_port_entry(np, probe.protocol, probe.port);
+                                Some(ports.iter().map(entry).collect())
+                            })
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        let admin_ports = (e.cluster().admin_policies.par_iter())
+            .map(|a| {
+                [Direction::Ingress, Direction::Egress].map(|dir| {
+                    (a.rules(dir).iter())
+                        .map(|rule| {
+                            hits(dir, &|probe| {
+                                let ports = rule.ports.as_deref()?;
+                                let entry = |a| admin_port_entry(a, probe.protocol, probe.port);
+                                Some(ports.iter().map(entry).collect())
+                            })
                         })
                         .collect()
                 })
             })
             .collect();
         self.np_ports = np_ports;
+        self.admin_ports = admin_ports;
     }
 
-    /// Whether a NetworkPolicy rule's ports (`None` matches all) match probe `p`, named
-    /// ports resolved as [`Rows::compile_named_ports`] says.
-    fn np_port_hit(
-        &self,
-        ports: Option<&'e [NetworkPolicyPort]>,
-        dir: Direction,
-        p: usize,
-    ) -> PortHit {
-        let Some(ports) = ports else {
+    /// Whether a rule's port entries against probe `p` (`None`: the rule has no ports and
+    /// matches all) match it, each decided by the numbers or a named port: "Named ports
+    /// ... in an ingress rule they resolve against the destination (the selected) pod's
+    /// container ports; in an egress rule against the destination peer pod".
+    fn port_hit(&self, entries: Option<Vec<PortEntry<'e>>>, dir: Direction, p: usize) -> PortHit {
+        let Some(entries) = entries else {
             return PortHit::All;
         };
-        let probe = self.probes[p];
         let mut named: Vec<&Arc<BitSet>> = Vec::new();
-        for entry in ports
-            .iter()
-            .map(|np| np_port_entry(np, probe.protocol, probe.port))
-        {
+        for entry in entries {
             match entry {
                 PortEntry::Numeric(None) => return PortHit::All,
                 PortEntry::Numeric(Some(_)) => {}
@@ -410,7 +434,6 @@ impl<'e> Rows<'e> {
         let n = self.len();
         Scratch {
             peers: BitSet::new(n),
-            ports: BitSet::new(n),
             network: vec![BitSet::new(n); self.probes.len()],
             patterns: Vec::new(),
         }
@@ -593,9 +616,7 @@ impl<'e> Rows<'e> {
         (allowed, passed): (&mut [BitSet], &mut [BitSet]),
     ) {
         let e = self.engine;
-        let Scratch {
-            peers: buf, ports, ..
-        } = scratch;
+        let buf = &mut scratch.peers;
         // Per probe: whether some class is still undecided (kept as rules decide classes,
         // so that a rule that cannot decide anything costs no set operation).
         let mut open: Vec<bool> = undecided.iter().map(|u| !u.is_empty()).collect();
@@ -607,7 +628,8 @@ impl<'e> Rows<'e> {
                 Direction::Egress => &e.admin_policies()[i as usize].egress,
             };
             let sets = &self.admin_peers[i as usize][dir_index(dir)];
-            for ((rule, c), sets) in rules.iter().zip(compiled).zip(sets) {
+            let hits = &self.admin_ports[i as usize][dir_index(dir)];
+            for (((rule, c), sets), hits) in rules.iter().zip(compiled).zip(sets).zip(hits) {
                 if left == 0 {
                     return;
                 }
@@ -616,13 +638,7 @@ impl<'e> Rows<'e> {
                     undecided.iter_mut().for_each(BitSet::clear);
                     return;
                 }
-                let ports_hit = |p: usize, buf: &mut BitSet| {
-                    !matches!(
-                        self.admin_ports(rule.ports.as_deref(), s, dir, p, buf),
-                        Hit::No
-                    )
-                };
-                if !(0..open.len()).any(|p| open[p] && ports_hit(p, ports)) {
+                if !(0..open.len()).any(|p| open[p] && hits[p].for_subject(s).is_some()) {
                     continue;
                 }
                 let peers = self.peers_of(sets, s, role, buf);
@@ -633,10 +649,8 @@ impl<'e> Rows<'e> {
                     if !open[p] {
                         continue;
                     }
-                    let to = match self.admin_ports(rule.ports.as_deref(), s, dir, p, ports) {
-                        Hit::No => continue,
-                        Hit::All => None,
-                        Hit::To(set) => Some(set),
+                    let Some(to) = hits[p].for_subject(s) else {
+                        continue;
                     };
                     let into = match rule.action {
                         Action::Allow => Some(&mut allowed[p]),
@@ -699,12 +713,7 @@ impl<'e> Rows<'e> {
             let sets = &self.np_peers[i as usize][dir_index(dir)];
             let hits = &self.np_ports[i as usize][dir_index(dir)];
             for (sets, hits) in sets.iter().zip(hits) {
-                let hit = |hit: &PortHit| match hit {
-                    PortHit::No => false,
-                    PortHit::IfSubjectIn(classes) => classes.contains(s),
-                    PortHit::All | PortHit::To(_) => true,
-                };
-                if !hits.iter().any(hit) {
+                if !hits.iter().any(|h| h.for_subject(s).is_some()) {
                     continue;
                 }
                 let peers: &BitSet = match sets {
@@ -716,11 +725,11 @@ impl<'e> Rows<'e> {
                 }
                 let mut whole = 0u64;
                 for (p, (o, h)) in out.iter_mut().zip(hits).enumerate() {
-                    match h {
-                        PortHit::To(to) => o.union_of_intersection(peers, to),
-                        h if hit(h) && p < 64 => whole |= 1 << p,
-                        h if hit(h) => o.union(peers),
-                        _ => {}
+                    match h.for_subject(s) {
+                        Some(Some(to)) => o.union_of_intersection(peers, to),
+                        Some(None) if p < 64 => whole |= 1 << p,
+                        Some(None) => o.union(peers),
+                        None => {}
                     }
                 }
                 if whole.count_ones() == 1 {
@@ -766,70 +775,6 @@ impl<'e> Rows<'e> {
                         out.insert(c);
                     }
                 }
-            }
-        }
-    }
-
-    /// Whether an admin rule's ports match probe `p` (`None` matches all).
-    fn admin_ports<'a>(
-        &'a self,
-        ports: Option<&'e [AdminPort]>,
-        s: usize,
-        dir: Direction,
-        p: usize,
-        buf: &'a mut BitSet,
-    ) -> Hit<'a> {
-        let Some(ports) = ports else {
-            return Hit::All;
-        };
-        let probe = self.probes[p];
-        self.port_alternatives(
-            ports
-                .iter()
-                .map(|a| admin_port_entry(a, probe.protocol, probe.port)),
-            s,
-            dir,
-            p,
-            buf,
-        )
-    }
-
-    /// Port alternatives, each decided by the numbers or a named port: in ingress it
-    /// resolves against the subject, in egress against each destination class.
-    fn port_alternatives<'a>(
-        &'a self,
-        alternatives: impl Iterator<Item = PortEntry<'e>>,
-        s: usize,
-        dir: Direction,
-        p: usize,
-        buf: &'a mut BitSet,
-    ) -> Hit<'a> {
-        let mut named: Vec<&'a BitSet> = Vec::new();
-        for alt in alternatives {
-            match alt {
-                PortEntry::Numeric(None) => return Hit::All,
-                PortEntry::Numeric(Some(_)) => {}
-                PortEntry::Named { name, protocol } => {
-                    let Some(set) = self.named(name, protocol, p) else {
-                        continue;
-                    };
-                    match dir {
-                        Direction::Ingress if set.contains(s) => return Hit::All,
-                        Direction::Ingress => {}
-                        Direction::Egress => named.push(set),
-                    }
-                }
-            }
-        }
-        match named.as_slice() {
-            [] => Hit::No,
-            [one] => Hit::To(one),
-            many => {
-                buf.clear();
-                for set in many {
-                    buf.union(set);
-                }
-                Hit::To(buf)
             }
         }
     }
